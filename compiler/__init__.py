@@ -1,0 +1,65 @@
+"""graphgrad's graph-building API (TensorFlow 1.x conventions).
+
+>>> import numpy as np
+>>> import compiler as cc
+>>> x = cc.placeholder("float32", shape=(None, 3), name="x")
+>>> w = cc.Variable(np.ones((3, 1), "float32"), name="w")
+>>> loss = cc.reduce_mean(cc.square(x @ w))
+>>> (grad_w,) = cc.gradients(loss, [w])
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from . import dtypes, nn  # noqa: F401
+from .autodiff import gradients
+from .dtypes import bool_, float32, float64, int32, int64  # noqa: F401
+from .errors import (CompileError, DTypeError, FeedError, GraphgradError, GraphMismatchError,  # noqa: F401
+                     NoGradientError, ShapeError)
+from .graph import (Graph, GraphKeys, Operation, SourceLocation, Tensor, get_default_graph,  # noqa: F401
+                    name_scope, reset_default_graph)
+from .ops.array import (broadcast_like, broadcast_to, element_count, expand_dims, identity,  # noqa: F401
+                        one_hot, ones_like, reshape, reshape_like, squeeze, stop_gradient,
+                        transpose, zeros_like)
+from .ops.base import convert_to_tensor  # noqa: F401
+from .ops.elementwise import (abs, add, cast, divide, equal, exp, greater, greater_equal,  # noqa: F401
+                              is_nan, less, less_equal, log, logical_and, logical_not, logical_or,
+                              maximum, minimum, multiply, negative, not_equal, pow, relu, rsqrt,
+                              sigmoid, sign, sqrt, square, subtract, tanh, where)
+from .ops.linalg import matmul  # noqa: F401
+from .ops.reduction import reduce_logsumexp, reduce_max, reduce_mean, reduce_sum, sum_to  # noqa: F401
+from .ops.sources import (Variable, constant, global_variables, placeholder,  # noqa: F401
+                          trainable_variables)
+from .ops.state import (assign, assign_add, assign_sub, global_variables_initializer, group,  # noqa: F401
+                        no_op)
+
+
+def control_dependencies(control_inputs: Any) -> Any:
+    """``with cc.control_dependencies([op]):`` records that new nodes run after ``op``."""
+    return get_default_graph().control_dependencies(control_inputs)
+
+
+def _binary(function: Any, reflected: bool = False) -> Any:
+    if reflected:
+        return lambda self, other: function(other, self)
+    return lambda self, other: function(self, other)
+
+
+Tensor.__add__ = _binary(add)
+Tensor.__radd__ = _binary(add, reflected=True)
+Tensor.__sub__ = _binary(subtract)
+Tensor.__rsub__ = _binary(subtract, reflected=True)
+Tensor.__mul__ = _binary(multiply)
+Tensor.__rmul__ = _binary(multiply, reflected=True)
+Tensor.__truediv__ = _binary(divide)
+Tensor.__rtruediv__ = _binary(divide, reflected=True)
+Tensor.__matmul__ = _binary(matmul)
+Tensor.__rmatmul__ = _binary(matmul, reflected=True)
+Tensor.__pow__ = _binary(pow)
+Tensor.__rpow__ = _binary(pow, reflected=True)
+Tensor.__lt__ = _binary(less)
+Tensor.__le__ = _binary(less_equal)
+Tensor.__gt__ = _binary(greater)
+Tensor.__ge__ = _binary(greater_equal)
+Tensor.__neg__ = lambda self: negative(self)
+Tensor.__abs__ = lambda self: abs(self)

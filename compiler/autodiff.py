@@ -1,0 +1,143 @@
+"""``gradients()``: reverse-mode differentiation that builds the backward graph from ordinary ops.
+
+Walks the operations between ``xs`` and ``ys`` in reverse order of creation (a topological order,
+since a node's inputs always exist before it), asks each op's ``grad_rule`` for its inputs'
+gradients, and sums the contributions that reach each tensor. Because the result is ordinary graph
+nodes, ``gradients`` of a gradient works with no extra code.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from . import dtypes
+from .errors import DTypeError, GraphMismatchError, ShapeError
+from .graph import Operation, Tensor, user_location
+from .ops.array import ones_like, zeros_like
+from .ops.base import convert_to_tensor
+from .ops.elementwise import add
+from .shapes import format_shape
+
+
+def _as_list(value: Any) -> tuple[list[Any], bool]:
+    if isinstance(value, (list, tuple)):
+        return list(value), True
+    return [value], False
+
+
+def _between(ys: Sequence[Tensor], xs: Sequence[Tensor], stop: set[Tensor]) -> set[Operation]:
+    """Operations on some data path from an x to a y, not passing through a stopped tensor."""
+    from_xs: set[Operation] = set()
+    consumers: dict[Operation, list[Operation]] = {}
+    graph = ys[0].graph
+    for op in graph._operations:
+        for index, t in enumerate(op.inputs):
+            if index not in op.opdef.shape_only_inputs:
+                consumers.setdefault(t.op, []).append(op)
+    frontier = [x.op for x in xs]
+    from_xs.update(frontier)
+    while frontier:
+        op = frontier.pop()
+        for consumer in consumers.get(op, []):
+            if consumer not in from_xs:
+                from_xs.add(consumer)
+                frontier.append(consumer)
+    to_ys: set[Operation] = set()
+    frontier = [y.op for y in ys if y.op in from_xs]
+    to_ys.update(frontier)
+    while frontier:
+        op = frontier.pop()
+        for index, t in enumerate(op.inputs):
+            if index in op.opdef.shape_only_inputs or t in stop:
+                continue
+            if t.op in from_xs and t.op not in to_ys:
+                to_ys.add(t.op)
+                frontier.append(t.op)
+    return to_ys
+
+
+def _sum(parts: list[Tensor]) -> Tensor:
+    total = parts[0]
+    for part in parts[1:]:
+        total = add(total, part)
+    return total
+
+
+def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients",
+              stop_gradients: Any = None, unconnected_gradients: str = "none") -> list[Tensor | None]:
+    """Symbolic gradients of ``sum(ys)`` with respect to each of ``xs`` (TF1 semantics).
+
+    ``grad_ys`` weights each y (ones by default); tensors in ``stop_gradients`` are treated as
+    constants; integer tensors get no gradient; an x with no path to ys gives ``None``, or zeros
+    when ``unconnected_gradients="zero"``. Returns a list with one entry per x.
+
+    >>> import compiler as cc
+    >>> x = cc.placeholder("float64", shape=(3,))
+    >>> (dx,) = cc.gradients(cc.reduce_sum(x * x), [x])   # 2 * x
+    """
+    y_list, _ = _as_list(ys)
+    x_list, _ = _as_list(xs)
+    location = user_location()
+    if unconnected_gradients not in ("none", "zero"):
+        raise ValueError(f"unconnected_gradients must be 'none' or 'zero', got {unconnected_gradients!r}")
+    if not y_list:
+        raise ValueError(f"gradients: ys is empty (at {location})")
+    y_list = [convert_to_tensor(y) for y in y_list]
+    graph = y_list[0].graph
+    for t in y_list + list(x_list):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"gradients: {t!r} is not a Tensor (at {location})")
+        if t.graph is not graph:
+            raise GraphMismatchError(f"gradients: {t.name!r} belongs to another graph (at {location})")
+    if grad_ys is None:
+        gy_list: list[Any] = [None] * len(y_list)
+    else:
+        gy_list, _ = _as_list(grad_ys)
+        if len(gy_list) != len(y_list):
+            raise ValueError(f"gradients: {len(gy_list)} grad_ys for {len(y_list)} ys (at {location})")
+    stop = set(_as_list(stop_gradients)[0]) if stop_gradients is not None else set()
+
+    with graph.name_scope(name):
+        between = _between(y_list, x_list, stop)
+        pending: dict[Tensor, list[Tensor]] = {}
+        for y, gy in zip(y_list, gy_list):
+            if not dtypes.is_differentiable(y.dtype) or y.op not in between:
+                continue
+            if gy is None:
+                gy = ones_like(y)
+            else:
+                gy = convert_to_tensor(gy, y.dtype)
+                if gy.dtype != y.dtype:
+                    raise DTypeError(f"gradients: grad_ys {gy.name!r} is {gy.dtype.name} but y "
+                                     f"{y.name!r} is {y.dtype.name} (at {location})")
+                if len(gy.shape) != len(y.shape) or any(
+                        a is not None and b is not None and a != b for a, b in zip(gy.shape, y.shape)):
+                    raise ShapeError(f"gradients: grad_ys {format_shape(gy.shape)} does not match y "
+                                     f"{y.name!r} {format_shape(y.shape)} (at {location})")
+            pending.setdefault(y, []).append(gy)
+
+        done: dict[Tensor, Tensor] = {}
+        for op in sorted(between, key=lambda o: o.id, reverse=True):
+            if not op.outputs or op.outputs[0] not in pending:
+                continue
+            out = op.outputs[0]
+            grad = _sum(pending.pop(out))
+            done[out] = grad
+            if op.opdef.grad_rule is None or op.opdef.kind == "source":
+                continue
+            input_grads = op.opdef.grad_rule(op, grad)
+            for index, (inp, g_in) in enumerate(zip(op.inputs, input_grads)):
+                if g_in is None or index in op.opdef.shape_only_inputs or inp in stop:
+                    continue
+                if not dtypes.is_differentiable(inp.dtype) or inp.op not in between:
+                    continue
+                pending.setdefault(inp, []).append(g_in)
+
+        results: list[Tensor | None] = []
+        for x in x_list:
+            grad = done.get(x)
+            if grad is None and x in pending:
+                grad = _sum(pending[x])
+            if grad is None and unconnected_gradients == "zero":
+                grad = zeros_like(x)
+            results.append(grad)
+    return results

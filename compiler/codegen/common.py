@@ -1,0 +1,310 @@
+"""What both targets share: LLVM types, the lowering of scalar expressions, loop spaces, loops.
+
+``lower_expr`` turns a kernel body into LLVM instructions given the loop indices; transcendentals
+come from ``mathlib`` (branch-free polynomial IR, the same on CPU and GPU). No fast-math flag that
+changes NaN or Inf semantics is ever set.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+from llvmlite import ir
+
+from .. import dtypes
+from ..kernel_ir import AxisIndex, Kernel, Literal, Load, Prim, ScalarExpr
+from . import mathlib
+
+I1 = ir.IntType(1)
+I8 = ir.IntType(8)
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+PTR = ir.PointerType()
+
+_REGISTER_TYPES = {dtypes.float32: ir.FloatType(), dtypes.float64: ir.DoubleType(),
+                   dtypes.int32: I32, dtypes.int64: I64, dtypes.bool_: I1}
+
+
+def register_type(dtype: np.dtype) -> ir.Type:
+    return _REGISTER_TYPES[dtype]
+
+
+def memory_type(dtype: np.dtype) -> ir.Type:
+    return I8 if dtype == dtypes.bool_ else _REGISTER_TYPES[dtype]
+
+
+def constant(dtype: np.dtype, value: object) -> ir.Constant:
+    if dtype == dtypes.bool_:
+        return ir.Constant(I1, int(bool(value)))
+    if dtypes.is_floating(dtype):
+        return ir.Constant(register_type(dtype), float(value))  # type: ignore[arg-type]
+    return ir.Constant(register_type(dtype), int(value))  # type: ignore[call-overload]
+
+
+def identity_of(combiner: str, dtype: np.dtype) -> ir.Constant:
+    if combiner == "sum":
+        return constant(dtype, 0)
+    if dtypes.is_floating(dtype):
+        return constant(dtype, -math.inf)
+    return constant(dtype, np.iinfo(dtype).min if dtype != dtypes.bool_ else 0)
+
+
+# -- loop spaces -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LoopAxis:
+    """One loop of a kernel after simplification: its trip count, whether it is reduced, and the
+    stride of the output and of each operand along it (in elements)."""
+
+    size: int
+    reduced: bool
+    out_stride: int
+    operand_strides: tuple[int, ...]
+    source_axes: tuple[int, ...]     # the kernel-space axes it stands for
+
+
+def loop_axes(kernel: Kernel, collapse: bool = True) -> list[LoopAxis]:
+    """The kernel's axes with size-1 axes dropped and, when ``collapse``, adjacent axes merged
+    where every access walks them as one (fewer, longer loops vectorise better)."""
+    axes = [LoopAxis(n, a in kernel.reduce_axes, kernel.out.strides[a],
+                     tuple(acc.strides[a] for acc in kernel.operands), (a,))
+            for a, n in enumerate(kernel.space) if n != 1]
+    if not collapse or _uses_axis_index(kernel.body):
+        return axes
+    merged: list[LoopAxis] = []
+    for axis in axes:
+        if merged:
+            outer = merged[-1]
+            if outer.reduced == axis.reduced and outer.out_stride == axis.out_stride * axis.size and all(
+                    so == si * axis.size for so, si in zip(outer.operand_strides, axis.operand_strides)):
+                merged[-1] = LoopAxis(outer.size * axis.size, axis.reduced, axis.out_stride,
+                                      axis.operand_strides, outer.source_axes + axis.source_axes)
+                continue
+        merged.append(axis)
+    return merged
+
+
+def _uses_axis_index(expr: ScalarExpr) -> bool:
+    seen: set[int] = set()
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, AxisIndex):
+            return True
+        if isinstance(node, Prim):
+            stack.extend(node.args)
+    return False
+
+
+# -- loops -----------------------------------------------------------------------------------
+
+def emit_loop(builder: ir.IRBuilder, count: ir.Value | int,
+              body: Callable[[ir.IRBuilder, ir.Value, list[ir.Value]], list[ir.Value]],
+              carried: Sequence[ir.Value] = (), name: str = "i") -> list[ir.Value]:
+    """``for i in range(count)`` with loop-carried values; returns the carried values after it."""
+    count = ir.Constant(I64, count) if isinstance(count, int) else count
+    preheader = builder.block
+    header = builder.append_basic_block(f"{name}.header")
+    body_block = builder.append_basic_block(f"{name}.body")
+    exit_block = builder.append_basic_block(f"{name}.exit")
+    builder.branch(header)
+    builder.position_at_end(header)
+    index = builder.phi(I64, name=name)
+    index.add_incoming(ir.Constant(I64, 0), preheader)
+    phis = []
+    for value in carried:
+        phi = builder.phi(value.type)
+        phi.add_incoming(value, preheader)
+        phis.append(phi)
+    builder.cbranch(builder.icmp_signed("<", index, count), body_block, exit_block)
+    builder.position_at_end(body_block)
+    updated = body(builder, index, list(phis))
+    latch = builder.block
+    following = builder.add(index, ir.Constant(I64, 1), flags=("nsw", "nuw"))
+    index.add_incoming(following, latch)
+    for phi, value in zip(phis, updated):
+        phi.add_incoming(value, latch)
+    builder.branch(header)
+    builder.position_at_end(exit_block)
+    return list(phis)
+
+
+def element_pointer(builder: ir.IRBuilder, base: ir.Value, dtype: np.dtype, index: ir.Value) -> ir.Value:
+    return builder.gep(base, [index], inbounds=True, source_etype=memory_type(dtype))
+
+
+def load_element(builder: ir.IRBuilder, base: ir.Value, dtype: np.dtype, index: ir.Value) -> ir.Value:
+    value = builder.load(element_pointer(builder, base, dtype, index), typ=memory_type(dtype))
+    if dtype == dtypes.bool_:
+        return builder.icmp_unsigned("!=", value, ir.Constant(I8, 0))
+    return value
+
+
+def store_element(builder: ir.IRBuilder, value: ir.Value, base: ir.Value, dtype: np.dtype,
+                  index: ir.Value) -> None:
+    if dtype == dtypes.bool_:
+        value = builder.zext(value, I8)
+    builder.store(value, element_pointer(builder, base, dtype, index))
+
+
+def linear_index(builder: ir.IRBuilder, indices: Sequence[ir.Value], strides: Sequence[int],
+                 offset: int = 0) -> ir.Value:
+    """``offset + sum(indices[a] * strides[a])`` over the axes with a non-zero stride."""
+    total: ir.Value = ir.Constant(I64, offset)
+    for index, stride in zip(indices, strides):
+        if stride == 0:
+            continue
+        term = index if stride == 1 else builder.mul(index, ir.Constant(I64, stride), flags=("nsw",))
+        total = term if (isinstance(total, ir.Constant) and total.constant == 0) else builder.add(
+            total, term, flags=("nsw",))
+    return total
+
+
+def declare_function(module: ir.Module, name: str, result: ir.Type, params: Sequence[ir.Type]) -> ir.Function:
+    """Declare ``name`` once per module (for intrinsics llvmlite does not know)."""
+    existing = module.globals.get(name)
+    if existing is not None:
+        return existing
+    return ir.Function(module, ir.FunctionType(result, list(params)), name=name)
+
+
+# -- scalar expressions ----------------------------------------------------------------------
+
+class ExprLowering:
+    """Lowers one kernel body at one point of the loop space: ``values[k]`` is the index along
+    loop axis ``axes[k]``. Loads use the operands' strides along those loop axes."""
+
+    def __init__(self, builder: ir.IRBuilder, kernel: Kernel, operand_pointers: Sequence[ir.Value],
+                 axes: Sequence[LoopAxis], values: Sequence[ir.Value]) -> None:
+        self.builder = builder
+        self.kernel = kernel
+        self.pointers = operand_pointers
+        self.axes = axes
+        self.axis_values = values
+        self.values: dict[int, ir.Value] = {}
+
+    def kernel_axis_value(self, axis: int) -> ir.Value:
+        for loop_axis, value in zip(self.axes, self.axis_values):
+            if loop_axis.source_axes == (axis,):
+                return value
+        return ir.Constant(I64, 0)  # a dropped size-1 axis
+
+    def lower(self, expr: ScalarExpr) -> ir.Value:
+        cached = self.values.get(id(expr))
+        if cached is not None:
+            return cached
+        b = self.builder
+        if isinstance(expr, Literal):
+            value: ir.Value = constant(expr.dtype, expr.value)
+        elif isinstance(expr, AxisIndex):
+            value = self.kernel_axis_value(expr.axis)
+        elif isinstance(expr, Load):
+            strides = [axis.operand_strides[expr.operand] for axis in self.axes]
+            index = linear_index(b, self.axis_values, strides, self.kernel.operands[expr.operand].offset)
+            value = load_element(b, self.pointers[expr.operand], expr.dtype, index)
+        else:
+            assert isinstance(expr, Prim)
+            args = [self.lower(a) for a in expr.args]
+            value = self._prim(expr, args)
+        self.values[id(expr)] = value
+        return value
+
+    def out_index(self) -> ir.Value:
+        return linear_index(self.builder, self.axis_values, [a.out_stride for a in self.axes],
+                            self.kernel.out.offset)
+
+    def _prim(self, expr: Prim, args: list[ir.Value]) -> ir.Value:
+        b = self.builder
+        op = expr.op
+        arg_dtype = expr.args[0].dtype if expr.args else expr.dtype
+        floating = dtypes.is_floating(arg_dtype)
+        if op in ("add", "sub", "mul", "div"):
+            if floating:
+                return {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "div": b.fdiv}[op](args[0], args[1])
+            if op == "div":
+                raise NotImplementedError("integer division is not an op")
+            return {"add": b.add, "sub": b.sub, "mul": b.mul}[op](args[0], args[1])
+        if op in ("maximum", "minimum"):
+            return self.max_min(op, arg_dtype, args[0], args[1])
+        if op == "neg":
+            return b.fneg(args[0]) if floating else b.sub(ir.Constant(args[0].type, 0), args[0])
+        if op in ("exp", "expm1", "log", "log1p", "tanh", "sigmoid"):
+            return getattr(mathlib, f"emit_{op}")(b, args[0])
+        if op in ("sqrt", "floor"):
+            return b.call(b.module.declare_intrinsic(f"llvm.{op}", [args[0].type]), [args[0]])
+        if op == "abs":
+            if floating:
+                return b.call(b.module.declare_intrinsic("llvm.fabs", [args[0].type]), [args[0]])
+            negative = b.icmp_signed("<", args[0], ir.Constant(args[0].type, 0))
+            return b.select(negative, b.sub(ir.Constant(args[0].type, 0), args[0]), args[0])
+        if op in ("lt", "le", "gt", "ge", "eq", "ne"):
+            symbol = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}[op]
+            if floating:
+                # Ordered comparisons are false with NaN; != is unordered (true with NaN), as numpy.
+                return (b.fcmp_unordered if op == "ne" else b.fcmp_ordered)(symbol, args[0], args[1])
+            if arg_dtype == dtypes.bool_:
+                return b.icmp_unsigned(symbol, args[0], args[1])
+            return b.icmp_signed(symbol, args[0], args[1])
+        if op == "isnan":
+            return b.fcmp_unordered("uno", args[0], args[0])
+        if op == "select":
+            return b.select(args[0], args[1], args[2])
+        if op == "logical_and":
+            return b.and_(args[0], args[1])
+        if op == "logical_or":
+            return b.or_(args[0], args[1])
+        if op == "logical_not":
+            return b.xor(args[0], ir.Constant(I1, 1))
+        if op == "cast":
+            return self.cast(args[0], arg_dtype, expr.dtype)
+        raise NotImplementedError(f"primitive {op}")
+
+    def max_min(self, op: str, dtype: np.dtype, x: ir.Value, y: ir.Value) -> ir.Value:
+        b = self.builder
+        if dtypes.is_floating(dtype):
+            # NaN-propagating, like numpy.maximum/minimum: pick x if it wins or is NaN.
+            wins = b.fcmp_ordered(">" if op == "maximum" else "<", x, y)
+            return b.select(b.or_(wins, b.fcmp_unordered("uno", x, x)), x, y)
+        symbol = ">" if op == "maximum" else "<"
+        compare = b.icmp_unsigned if dtype == dtypes.bool_ else b.icmp_signed
+        return b.select(compare(symbol, x, y), x, y)
+
+    def cast(self, value: ir.Value, source: np.dtype, target: np.dtype) -> ir.Value:
+        b = self.builder
+        to_type = register_type(target)
+        if source == target:
+            return value
+        if target == dtypes.bool_:
+            if dtypes.is_floating(source):
+                return b.fcmp_unordered("!=", value, ir.Constant(value.type, 0.0))
+            return b.icmp_unsigned("!=", value, ir.Constant(value.type, 0))
+        if source == dtypes.bool_:
+            return b.uitofp(value, to_type) if dtypes.is_floating(target) else b.zext(value, to_type)
+        if dtypes.is_floating(source) and dtypes.is_floating(target):
+            return b.fpext(value, to_type) if target.itemsize > source.itemsize else b.fptrunc(value, to_type)
+        if dtypes.is_floating(source):
+            # Saturating conversion: defined for out-of-range values and NaN (no poison).
+            suffix = f"i{to_type.width}.{'f32' if source == dtypes.float32 else 'f64'}"
+            function = declare_function(b.module, f"llvm.fptosi.sat.{suffix}", to_type, [value.type])
+            return b.call(function, [value])
+        if dtypes.is_floating(target):
+            return b.sitofp(value, to_type)
+        if target.itemsize > source.itemsize:
+            return b.sext(value, to_type)
+        return b.trunc(value, to_type)
+
+
+def combine(lowering: ExprLowering, combiner: str, dtype: np.dtype, accumulated: ir.Value,
+            value: ir.Value, reassociate: bool = False) -> ir.Value:
+    """One step of a reduction. ``reassociate`` lets LLVM vectorise a sum held in a register."""
+    b = lowering.builder
+    if combiner == "sum":
+        if dtypes.is_floating(dtype):
+            return b.fadd(accumulated, value, flags=("reassoc",) if reassociate else ())
+        return b.add(accumulated, value)
+    return lowering.max_min("maximum", dtype, accumulated, value)

@@ -1,0 +1,512 @@
+"""Branchless transcendental functions emitted as LLVM IR.
+
+Every emitter takes an ``ir.IRBuilder`` and a scalar float32 or float64
+value and returns a value of the same type.  The generated code uses only
+arithmetic, bitcasts, integer ops, ``fcmp``/``select`` and the intrinsics
+``llvm.fabs``, ``llvm.copysign`` and ``llvm.rint``: no calls into libm, no
+branches, and no fast-math flags.  That keeps it vectorisable by LLVM's loop
+vectoriser on the CPU and lowerable by the NVPTX backend, which has no libm.
+
+float32 functions are evaluated in float32 with lower-degree polynomials;
+float64 functions in float64.  Special values follow IEEE / numpy semantics.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from decimal import Decimal, localcontext
+from fractions import Fraction
+from math import factorial
+from typing import Sequence
+
+from llvmlite import ir
+
+__all__ = [
+    "emit_exp",
+    "emit_expm1",
+    "emit_log",
+    "emit_log1p",
+    "emit_tanh",
+    "emit_sigmoid",
+]
+
+
+# ---------------------------------------------------------------------------
+# Constants per floating-point format
+# ---------------------------------------------------------------------------
+
+def _round_to_float32(value: float) -> float:
+    return struct.unpack("<f", struct.pack("<f", value))[0]
+
+
+def _split_ln2(bits_to_clear: int, single: bool) -> tuple[float, float]:
+    """Return (hi, lo) with hi + lo ~= ln 2 and hi having trailing zero bits.
+
+    The zero bits make ``k * hi`` exact for the exponents k that occur, which
+    is what makes the Cody-Waite reduction accurate.
+    """
+    float_code, int_code = ("<f", "<I") if single else ("<d", "<Q")
+    with localcontext() as ctx:
+        ctx.prec = 60
+        ln2 = Decimal(2).ln()
+        (bits,) = struct.unpack(int_code, struct.pack(float_code, float(ln2)))
+        bits &= ~((1 << bits_to_clear) - 1)
+        (hi,) = struct.unpack(float_code, struct.pack(int_code, bits))
+        lo = float(ln2 - Decimal(hi))
+    return hi, (_round_to_float32(lo) if single else lo)
+
+
+def _taylor_expm1_coefficients(degree: int) -> tuple[float, ...]:
+    """Coefficients 1/k! for k = 2..degree (the r**2 .. r**degree terms)."""
+    return tuple(float(Fraction(1, factorial(k))) for k in range(2, degree + 1))
+
+
+def _atanh_series_coefficients(terms: int) -> tuple[float, ...]:
+    """Coefficients 2/(2k+1), k = 1..terms, of (log((1+s)/(1-s)) - 2s)/s in z = s**2."""
+    return tuple(float(Fraction(2, 2 * k + 1)) for k in range(1, terms + 1))
+
+
+@dataclass(frozen=True)
+class _Format:
+    """Bit layout and algorithm constants for one IEEE binary format."""
+
+    int_bits: int
+    mantissa_bits: int
+    exponent_bias: int
+    ln2_hi: float
+    ln2_lo: float
+    log2e: float
+    sqrt2: float
+    min_normal: float
+    subnormal_scale_log2: int
+    # exp / expm1 clamp x into [lo, hi]: wide enough that the result has
+    # already overflowed / underflowed (or rounded to -1 for expm1), narrow
+    # enough that both halves of 2**n stay normal numbers.
+    exp_clamp_lo: float
+    exp_clamp_hi: float
+    expm1_clamp_lo: float
+    # Below this magnitude expm1(x) and log1p(x) round to x.
+    tiny: float
+    # 2**ceil(p/2) + 1: splits a p-bit significand into two halves.
+    veltkamp_factor: float
+    expm1_coefficients: tuple[float, ...]
+    log_coefficients: tuple[float, ...]
+
+    @property
+    def exponent_mask(self) -> int:
+        return (1 << (self.int_bits - 1 - self.mantissa_bits)) - 1
+
+    @property
+    def mantissa_mask(self) -> int:
+        return (1 << self.mantissa_bits) - 1
+
+
+# Taylor truncation, |r| <= ln2/2: r**13/14! relative to r ~ 1e-17 (f64),
+# r**8/9! ~ 6e-10 (f32).  Atanh series, z <= (3-2*sqrt2)**2 ~ 0.0294:
+# first dropped term z**11/23 ~ 6e-19 (f64), z**5/11 ~ 2e-9 (f32).
+_FLOAT64 = _Format(
+    int_bits=64,
+    mantissa_bits=52,
+    exponent_bias=1023,
+    ln2_hi=_split_ln2(20, single=False)[0],
+    ln2_lo=_split_ln2(20, single=False)[1],
+    log2e=1.4426950408889634,
+    sqrt2=1.4142135623730951,
+    min_normal=2.0 ** -1022,
+    subnormal_scale_log2=54,
+    exp_clamp_lo=-800.0,
+    exp_clamp_hi=800.0,
+    expm1_clamp_lo=-40.0,
+    tiny=2.0 ** -54,
+    veltkamp_factor=2.0 ** 27 + 1,
+    expm1_coefficients=_taylor_expm1_coefficients(13),
+    log_coefficients=_atanh_series_coefficients(10),
+)
+
+_FLOAT32 = _Format(
+    int_bits=32,
+    mantissa_bits=23,
+    exponent_bias=127,
+    ln2_hi=_split_ln2(12, single=True)[0],
+    ln2_lo=_split_ln2(12, single=True)[1],
+    log2e=_round_to_float32(1.4426950408889634),
+    sqrt2=_round_to_float32(1.4142135623730951),
+    min_normal=2.0 ** -126,
+    subnormal_scale_log2=24,
+    exp_clamp_lo=-120.0,
+    exp_clamp_hi=120.0,
+    expm1_clamp_lo=-20.0,
+    tiny=2.0 ** -25,
+    veltkamp_factor=2.0 ** 12 + 1,
+    expm1_coefficients=tuple(_round_to_float32(c) for c in _taylor_expm1_coefficients(8)),
+    log_coefficients=tuple(_round_to_float32(c) for c in _atanh_series_coefficients(4)),
+)
+
+
+# |x| below which tanh uses -t/(2+t) rather than 1 - 2E/(1+E).
+_TANH_SPLIT = 0.55
+
+
+# ---------------------------------------------------------------------------
+# Small IR helper bound to one builder and one float type
+# ---------------------------------------------------------------------------
+
+class _Ops:
+    """Thin wrapper over IRBuilder for scalar float/int arithmetic of one format."""
+
+    def __init__(self, builder: ir.IRBuilder, x: ir.Value) -> None:
+        ty = x.type
+        if isinstance(ty, ir.DoubleType):
+            self.fmt = _FLOAT64
+        elif isinstance(ty, ir.FloatType):
+            self.fmt = _FLOAT32
+        else:
+            raise TypeError(f"mathlib supports float and double, got {ty}")
+        self.b = builder
+        self.ty: ir.Type = ty
+        self.ity = ir.IntType(self.fmt.int_bits)
+
+    # constants
+    def f(self, value: float) -> ir.Constant:
+        return ir.Constant(self.ty, value)
+
+    def i(self, value: int) -> ir.Constant:
+        return ir.Constant(self.ity, value)
+
+    # float arithmetic (no fast-math flags)
+    def add(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.fadd(a, b)
+
+    def sub(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.fsub(a, b)
+
+    def mul(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.fmul(a, b)
+
+    def div(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.fdiv(a, b)
+
+    def neg(self, a: ir.Value) -> ir.Value:
+        return self.b.fneg(a)
+
+    def select(self, cond: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.select(cond, a, b)
+
+    def cmp(self, op: str, a: ir.Value, b: ir.Value) -> ir.Value:
+        """Ordered comparison: false whenever an operand is NaN."""
+        return self.b.fcmp_ordered(op, a, b)
+
+    def is_nan(self, a: ir.Value) -> ir.Value:
+        return self.b.fcmp_unordered("uno", a, a)
+
+    def clamp(self, x: ir.Value, lo: float, hi: float) -> ir.Value:
+        """Clamp into [lo, hi]; NaN maps to hi (so later integer casts stay defined)."""
+        below_hi = self.select(self.cmp("<", x, self.f(hi)), x, self.f(hi))
+        return self.select(self.cmp(">", below_hi, self.f(lo)), below_hi, self.f(lo))
+
+    # intrinsics
+    def _intrinsic(self, name: str, arity: int) -> ir.Function:
+        module = self.b.module
+        fnty = ir.FunctionType(self.ty, [self.ty] * arity)
+        fn = module.declare_intrinsic(name, [self.ty], fnty)
+        if fn.function_type != fnty:
+            raise TypeError(f"{fn.name} already declared with type {fn.function_type}")
+        return fn
+
+    def fabs(self, a: ir.Value) -> ir.Value:
+        return self.b.call(self._intrinsic("llvm.fabs", 1), [a])
+
+    def copysign(self, magnitude: ir.Value, sign: ir.Value) -> ir.Value:
+        return self.b.call(self._intrinsic("llvm.copysign", 2), [magnitude, sign])
+
+    def rint(self, a: ir.Value) -> ir.Value:
+        return self.b.call(self._intrinsic("llvm.rint", 1), [a])
+
+    # polynomial
+    def horner(self, z: ir.Value, coefficients: Sequence[float]) -> ir.Value:
+        """c[0] + z*(c[1] + z*(c[2] + ...))."""
+        acc: ir.Value = self.f(coefficients[-1])
+        for c in reversed(coefficients[:-1]):
+            acc = self.add(self.f(c), self.mul(z, acc))
+        return acc
+
+
+# ---------------------------------------------------------------------------
+# Building blocks
+# ---------------------------------------------------------------------------
+
+def _power_of_two(ops: _Ops, k: ir.Value) -> ir.Value:
+    """2**k for an integer k inside the normal exponent range, from its bits."""
+    biased = ops.b.add(k, ops.i(ops.fmt.exponent_bias))
+    bits = ops.b.shl(biased, ops.i(ops.fmt.mantissa_bits))
+    return ops.b.bitcast(bits, ops.ty)
+
+
+def _split_exponent(ops: _Ops, n: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """Split n into n1 + n2 with n1 = floor(n/2), so each 2**ni stays normal."""
+    n1 = ops.b.ashr(n, ops.i(1))
+    n2 = ops.b.sub(n, n1)
+    return n1, n2
+
+
+def _fast_two_sum(ops: _Ops, a: ir.Value, b: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """s = fl(a + b) and its exact error, given |a| >= |b| (Dekker)."""
+    s = ops.add(a, b)
+    return s, ops.add(ops.sub(a, s), b)
+
+
+def _two_sum(ops: _Ops, a: ir.Value, b: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """s = fl(a + b) and its exact error, for any magnitudes (Knuth's TwoSum)."""
+    s = ops.add(a, b)
+    b_part = ops.sub(s, a)
+    a_part = ops.sub(s, b_part)
+    return s, ops.add(ops.sub(a, a_part), ops.sub(b, b_part))
+
+
+def _split_halves(ops: _Ops, a: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """Veltkamp split of a into hi + lo, each with half the significand bits."""
+    c = ops.mul(a, ops.f(ops.fmt.veltkamp_factor))
+    hi = ops.sub(c, ops.sub(c, a))
+    return hi, ops.sub(a, hi)
+
+
+def _two_product(ops: _Ops, a: ir.Value, b: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """p = fl(a * b) and its exact error without FMA (Dekker's product)."""
+    p = ops.mul(a, b)
+    a_hi, a_lo = _split_halves(ops, a)
+    b_hi, b_lo = _split_halves(ops, b)
+    err = ops.sub(ops.mul(a_hi, b_hi), p)
+    err = ops.add(err, ops.mul(a_hi, b_lo))
+    err = ops.add(err, ops.mul(a_lo, b_hi))
+    return p, ops.add(err, ops.mul(a_lo, b_lo))
+
+
+def _divide_double_length(ops: _Ops, n_hi: ir.Value, n_lo: ir.Value,
+                          d_hi: ir.Value, d_lo: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """(n_hi + n_lo) / (d_hi + d_lo) as q + correction (to be summed by the caller).
+
+    q = n_hi/d_hi, and the correction is the exactly computed residual
+    n - q*d divided by d_hi; for moderate values this is nearly correctly
+    rounded.
+    """
+    q = ops.div(n_hi, d_hi)
+    p, p_err = _two_product(ops, q, d_hi)
+    # n_hi - p is exact: p is within a rounding of n_hi.
+    residual = ops.sub(ops.sub(n_hi, p), p_err)
+    residual = ops.sub(ops.add(residual, n_lo), ops.mul(q, d_lo))
+    return q, ops.div(residual, d_hi)
+
+
+@dataclass(frozen=True)
+class _ExpParts:
+    """exp(x) = 2**(n1 + n2) * (1 + p + p_lo), from one argument reduction."""
+
+    n1: ir.Value
+    n2: ir.Value
+    p: ir.Value
+    p_lo: ir.Value
+
+
+def _exp_parts(ops: _Ops, x: ir.Value) -> _ExpParts:
+    """Reduce a finite, clamped x and evaluate expm1 of the reduced argument.
+
+    Cody-Waite: x = n*ln2 + r with n = rint(x/ln2), |r| <= ~ln2/2, where
+    r = r_hi - n*ln2_lo and r_lo is the rounding error of that subtraction.
+    expm1(r + r_lo) ~= p + p_lo, with p_lo collecting the rounding error of
+    p = r + h and the first-order effect of r_lo.
+    """
+    fmt = ops.fmt
+    n_float = ops.rint(ops.mul(x, ops.f(fmt.log2e)))
+    # n*ln2_hi is exact (ln2_hi has trailing zero bits), so is x - n*ln2_hi.
+    r_hi = ops.sub(x, ops.mul(n_float, ops.f(fmt.ln2_hi)))
+    t = ops.mul(n_float, ops.f(fmt.ln2_lo))
+    r = ops.sub(r_hi, t)
+    r_lo = ops.sub(ops.sub(r_hi, r), t)
+    h = _expm1_reduced_tail(ops, r)
+    p, p_err = _fast_two_sum(ops, r, h)  # |h| < |r|
+    p_lo = ops.add(p_err, ops.add(r_lo, ops.mul(r_lo, p)))
+    n = ops.b.fptosi(n_float, ops.ity)
+    n1, n2 = _split_exponent(ops, n)
+    return _ExpParts(n1, n2, p, p_lo)
+
+
+def _expm1_reduced_tail(ops: _Ops, r: ir.Value) -> ir.Value:
+    """expm1(r) - r for |r| <= ~ln2/2: Taylor series r**2*(1/2! + r/3! + ...)."""
+    q = ops.horner(r, ops.fmt.expm1_coefficients)
+    return ops.mul(ops.mul(r, r), q)
+
+
+def _exp_from_parts(ops: _Ops, parts: _ExpParts) -> tuple[ir.Value, ir.Value]:
+    """exp as hi + lo: 2**n * (1 + p + p_lo) with 1 + p carried to double length.
+
+    hi is the rounded result; the two-step scaling makes subnormal results
+    round only once more and overflow happen only when it should.
+    """
+    s, s_err = _fast_two_sum(ops, ops.f(1.0), parts.p)  # |p| < 1
+    hi, lo = _fast_two_sum(ops, s, ops.add(s_err, parts.p_lo))
+    pow_n1 = _power_of_two(ops, parts.n1)
+    pow_n2 = _power_of_two(ops, parts.n2)
+    return (ops.mul(ops.mul(hi, pow_n1), pow_n2),
+            ops.mul(ops.mul(lo, pow_n1), pow_n2))
+
+
+def _expm1_from_parts(ops: _Ops, parts: _ExpParts) -> tuple[ir.Value, ir.Value]:
+    """expm1 as hi + lo: 2**n * (1 + p + p_lo) - 1 without cancellation.
+
+    Written as 2**n1 * (T + 2**n2*p + 2**n2*p_lo) with T = 2**n2 - 2**-n1:
+    every power of two is normal and every scaling exact.  T and
+    T + 2**n2*p are formed with TwoSum, so only the final addition rounds.
+    """
+    pow_n2 = _power_of_two(ops, parts.n2)
+    big, big_err = _two_sum(ops, pow_n2, ops.neg(_power_of_two(ops, ops.b.neg(parts.n1))))
+    s, s_err = _two_sum(ops, big, ops.mul(pow_n2, parts.p))
+    low = ops.add(ops.add(s_err, big_err), ops.mul(pow_n2, parts.p_lo))
+    hi, lo = _fast_two_sum(ops, s, low)
+    pow_n1 = _power_of_two(ops, parts.n1)
+    return ops.mul(hi, pow_n1), ops.mul(lo, pow_n1)
+
+
+def _log_core(ops: _Ops, x: ir.Value, correction: ir.Value | None,
+              handle_subnormal: bool) -> ir.Value:
+    """log(x) (+ correction) for finite positive x, ignoring special values.
+
+    x = 2**e * m with m in [sqrt(1/2), sqrt(2)); with f = m - 1 (exact) and
+    s = f/(2+f), log(m) = log((1+s)/(1-s)) = 2s + s*R(s**2) where R is the
+    atanh series.  Rearranged as f - hfsq + s*(hfsq + R), hfsq = f**2/2, so
+    the dominant term f carries no rounding error.
+    """
+    fmt = ops.fmt
+    b = ops.b
+    exponent_adjust: ir.Value = ops.i(0)
+    if handle_subnormal:
+        is_subnormal = ops.cmp("<", x, ops.f(fmt.min_normal))
+        scaled = ops.mul(x, ops.f(2.0 ** fmt.subnormal_scale_log2))
+        x = ops.select(is_subnormal, scaled, x)
+        exponent_adjust = b.select(is_subnormal, ops.i(-fmt.subnormal_scale_log2), ops.i(0))
+
+    bits = b.bitcast(x, ops.ity)
+    biased_exponent = b.and_(b.lshr(bits, ops.i(fmt.mantissa_bits)), ops.i(fmt.exponent_mask))
+    e = b.add(b.sub(biased_exponent, ops.i(fmt.exponent_bias)), exponent_adjust)
+    mantissa_bits = b.or_(b.and_(bits, ops.i(fmt.mantissa_mask)),
+                          ops.i(fmt.exponent_bias << fmt.mantissa_bits))
+    m = b.bitcast(mantissa_bits, ops.ty)  # in [1, 2)
+    too_big = ops.cmp(">", m, ops.f(fmt.sqrt2))
+    m = ops.select(too_big, ops.mul(m, ops.f(0.5)), m)
+    e = b.add(e, b.zext(too_big, ops.ity))
+
+    f = ops.sub(m, ops.f(1.0))
+    s = ops.div(f, ops.add(ops.f(2.0), f))
+    z = ops.mul(s, s)
+    series = ops.mul(z, ops.horner(z, fmt.log_coefficients))
+    hfsq = ops.mul(ops.f(0.5), ops.mul(f, f))
+    e_float = b.sitofp(e, ops.ty)
+
+    low = ops.mul(e_float, ops.f(fmt.ln2_lo))
+    if correction is not None:
+        low = ops.add(low, correction)
+    # e*ln2_hi - ((hfsq - (s*(hfsq + R) + low)) - f)
+    inner = ops.sub(hfsq, ops.add(ops.mul(s, ops.add(hfsq, series)), low))
+    return ops.sub(ops.mul(e_float, ops.f(fmt.ln2_hi)), ops.sub(inner, f))
+
+
+def _exp(ops: _Ops, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """exp(x) as hi + lo; NaN passes through in hi."""
+    clamped = ops.clamp(x, ops.fmt.exp_clamp_lo, ops.fmt.exp_clamp_hi)
+    hi, lo = _exp_from_parts(ops, _exp_parts(ops, clamped))
+    return ops.select(ops.is_nan(x), x, hi), lo
+
+
+# ---------------------------------------------------------------------------
+# Public API
+# ---------------------------------------------------------------------------
+
+def emit_exp(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """Emit exp(x) for a float or double x."""
+    ops = _Ops(builder, x)
+    return _exp(ops, x)[0]
+
+
+def emit_expm1(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """Emit exp(x) - 1, accurate near 0, for a float or double x."""
+    ops = _Ops(builder, x)
+    fmt = ops.fmt
+    clamped = ops.clamp(x, fmt.expm1_clamp_lo, fmt.exp_clamp_hi)
+    result = _expm1_from_parts(ops, _exp_parts(ops, clamped))[0]
+    # Tiny x (and signed zeros) round to x; NaN passes through.
+    keep_x = ops.b.or_(ops.cmp("<", ops.fabs(x), ops.f(fmt.tiny)), ops.is_nan(x))
+    return ops.select(keep_x, x, result)
+
+
+def emit_log(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """Emit the natural logarithm of a float or double x."""
+    ops = _Ops(builder, x)
+    result = _log_core(ops, x, None, handle_subnormal=True)
+    inf = ops.f(float("inf"))
+    result = ops.select(ops.cmp("==", x, inf), inf, result)
+    result = ops.select(ops.cmp("==", x, ops.f(0.0)), ops.f(float("-inf")), result)
+    result = ops.select(ops.cmp("<", x, ops.f(0.0)), ops.f(float("nan")), result)
+    return ops.select(ops.is_nan(x), x, result)
+
+
+def emit_log1p(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """Emit log(1 + x), accurate near 0, for a float or double x."""
+    ops = _Ops(builder, x)
+    u = ops.add(ops.f(1.0), x)
+    # u = (1 + x)(1 + d) after rounding; log(1 + x) = log(u) + c with
+    # c = ((1 + x) - u)/u = (x - (u - 1))/u, and u - 1 is exact.
+    correction = ops.div(ops.sub(x, ops.sub(u, ops.f(1.0))), u)
+    # u is 0 (handled below) or at least half an epsilon: never subnormal.
+    result = _log_core(ops, u, correction, handle_subnormal=False)
+    inf = ops.f(float("inf"))
+    result = ops.select(ops.cmp("==", x, inf), inf, result)
+    result = ops.select(ops.cmp("==", x, ops.f(-1.0)), ops.f(float("-inf")), result)
+    result = ops.select(ops.cmp("<", x, ops.f(-1.0)), ops.f(float("nan")), result)
+    keep_x = ops.b.or_(ops.cmp("<", ops.fabs(x), ops.f(ops.fmt.tiny)), ops.is_nan(x))
+    return ops.select(keep_x, x, result)
+
+
+def emit_tanh(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """Emit tanh(x) for a float or double x.
+
+    With E = exp(-2|x|) and t = E - 1 (both double length, one reduction):
+    |x| < 0.55: -t / (2 + t)        (no cancellation near 0)
+    otherwise:  1 - 2E / (1 + E)    (well conditioned near 1)
+    One double-length division serves both; the sign is copied from x.
+    """
+    ops = _Ops(builder, x)
+    fmt = ops.fmt
+    y = ops.fabs(x)
+    parts = _exp_parts(ops, ops.clamp(ops.mul(ops.f(-2.0), y), fmt.expm1_clamp_lo, 0.0))
+    t_hi, t_lo = _expm1_from_parts(ops, parts)
+    e_hi, e_lo = _exp_from_parts(ops, parts)
+    near_zero = ops.cmp("<", y, ops.f(_TANH_SPLIT))
+
+    two_plus_t, two_plus_t_err = _fast_two_sum(ops, ops.f(2.0), t_hi)  # -1 < t <= 0
+    one_plus_e, one_plus_e_err = _fast_two_sum(ops, ops.f(1.0), e_hi)  # 0 <= E <= 1
+    n_hi = ops.select(near_zero, ops.neg(t_hi), ops.add(e_hi, e_hi))
+    n_lo = ops.select(near_zero, ops.neg(t_lo), ops.add(e_lo, e_lo))
+    d_hi = ops.select(near_zero, two_plus_t, one_plus_e)
+    d_lo = ops.select(near_zero, ops.add(two_plus_t_err, t_lo), ops.add(one_plus_e_err, e_lo))
+    q, q_corr = _divide_double_length(ops, n_hi, n_lo, d_hi, d_lo)
+
+    one_minus_q, one_minus_q_err = _fast_two_sum(ops, ops.f(1.0), ops.neg(q))  # q <= 1/2
+    magnitude = ops.select(near_zero, ops.add(q, q_corr),
+                           ops.add(one_minus_q, ops.sub(one_minus_q_err, q_corr)))
+    return ops.select(ops.is_nan(x), x, ops.copysign(magnitude, x))
+
+
+def emit_sigmoid(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """Emit 1/(1 + exp(-x)) for a float or double x, accurate for both signs.
+
+    From E = exp(-|x|) (never overflows): x >= 0: 1/(1 + E); x < 0: E/(1 + E),
+    as one double-length division.
+    """
+    ops = _Ops(builder, x)
+    e_hi, e_lo = _exp(ops, ops.neg(ops.fabs(x)))
+    d_hi, d_err = _fast_two_sum(ops, ops.f(1.0), e_hi)  # 0 <= E <= 1
+    positive = ops.cmp(">=", x, ops.f(0.0))
+    n_hi = ops.select(positive, ops.f(1.0), e_hi)
+    n_lo = ops.select(positive, ops.f(0.0), e_lo)
+    q, q_corr = _divide_double_length(ops, n_hi, n_lo, d_hi, ops.add(d_err, e_lo))
+    return ops.add(q, q_corr)

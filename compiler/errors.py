@@ -1,0 +1,34 @@
+"""The exception types graphgrad raises for bad user input.
+
+Every message names the op (its type and name) and, where one exists, the user's ``file:line``
+where the offending node was built, so that an error points at the user's own code.
+"""
+from __future__ import annotations
+
+
+class GraphgradError(Exception):
+    """Base class of every error graphgrad raises on purpose."""
+
+
+class ShapeError(GraphgradError, ValueError):
+    """Incompatible shapes, a bad axis, or an impossible reshape (raised when the node is built)."""
+
+
+class DTypeError(GraphgradError, TypeError):
+    """Operands whose dtypes do not fit the op (raised when the node is built)."""
+
+
+class FeedError(GraphgradError, ValueError):
+    """A missing feed, a feed of the wrong shape, or a feed whose dtype cannot be converted losslessly."""
+
+
+class GraphMismatchError(GraphgradError, ValueError):
+    """Tensors from different graphs were combined, or fetched from a session of another graph."""
+
+
+class NoGradientError(GraphgradError, ValueError):
+    """``minimize``/``apply_gradients`` found no gradient for any variable."""
+
+
+class CompileError(GraphgradError, RuntimeError):
+    """The compiler could not lower a graph (a bug or an unsupported construct, never user data)."""

@@ -1,0 +1,241 @@
+"""The static graph: ``Graph``, ``Operation``, ``Tensor`` and where each node was built.
+
+A graph is append-only. Every node records the user's ``file:line`` (the first stack frame outside
+graphgrad's own packages), its inferred shape and dtype, and its inputs. Nothing here computes values.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from .errors import GraphMismatchError
+
+Shape = tuple  # tuple[int | None, ...]
+
+_PACKAGE_DIRS = tuple(
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), name) + os.sep
+    for name in ("compiler", "runtime", "optim")
+)
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """Where the user's code built a node."""
+
+    filename: str
+    lineno: int
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.lineno}"
+
+
+def user_location() -> SourceLocation:
+    """The innermost stack frame that is not inside graphgrad itself."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = os.path.abspath(frame.f_code.co_filename)
+        if not filename.startswith(_PACKAGE_DIRS) and "importlib" not in filename:
+            return SourceLocation(frame.f_code.co_filename, frame.f_lineno)
+        frame = frame.f_back  # type: ignore[assignment]
+    return SourceLocation("<unknown>", 0)
+
+
+class Operation:
+    """A node of the graph: one op applied to input tensors, with attributes and outputs."""
+
+    def __init__(self, graph: "Graph", opdef: Any, name: str, inputs: Sequence["Tensor"],
+                 attrs: dict[str, Any], location: SourceLocation,
+                 control_inputs: Sequence["Operation"] = ()) -> None:
+        self.graph = graph
+        self.opdef = opdef
+        self.name = name
+        self.inputs: tuple[Tensor, ...] = tuple(inputs)
+        self.attrs = dict(attrs)
+        self.location = location
+        self.control_inputs: tuple[Operation, ...] = tuple(control_inputs)
+        self.outputs: tuple[Tensor, ...] = ()
+        self.id = len(graph._operations)
+
+    @property
+    def type(self) -> str:
+        return self.opdef.name
+
+    def describe(self) -> str:
+        """``Type 'name'`` as used in error messages."""
+        return f"{self.type} {self.name!r}"
+
+    def __repr__(self) -> str:
+        return f"<Operation {self.describe()} at {self.location}>"
+
+
+class Tensor:
+    """A symbolic value: output ``value_index`` of ``op``, with a static (partially known) shape."""
+
+    __array_priority__ = 100  # so numpy defers `ndarray + Tensor` to Tensor.__radd__
+
+    def __init__(self, op: Operation, value_index: int, shape: Shape, dtype: np.dtype) -> None:
+        self.op = op
+        self.value_index = value_index
+        self.shape: Shape = tuple(shape)
+        self.dtype: np.dtype = dtype
+
+    @property
+    def name(self) -> str:
+        return f"{self.op.name}:{self.value_index}"
+
+    @property
+    def graph(self) -> "Graph":
+        return self.op.graph
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        from .shapes import format_shape
+        return f"<Tensor {self.name!r} shape={format_shape(self.shape)} dtype={self.dtype.name}>"
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __eq__(self, other: object) -> bool:  # identity, so tensors can be dict keys (as in TF1)
+        return self is other
+
+    def __bool__(self) -> bool:
+        raise TypeError("a symbolic Tensor has no truth value; use cc.where / comparisons as ops")
+
+    # Operators are attached by compiler.ops.api (they need the op declarations).
+
+
+class Graph:
+    """A container of operations. ``with g.as_default():`` makes it the target of new nodes."""
+
+    def __init__(self) -> None:
+        self._operations: list[Operation] = []
+        self._names: dict[str, int] = {}
+        self._name_stack: list[str] = []
+        self._collections: dict[str, list[Any]] = {}
+        self._control_stack: list[list[Operation]] = []
+        self.seed: int | None = None
+        self._version = 0
+
+    # -- naming -------------------------------------------------------------------------------
+    def unique_name(self, base: str) -> str:
+        """Scope-qualified, de-duplicated name (``scope/base``, ``scope/base_1``…)."""
+        full = "/".join(self._name_stack + [base or "op"])
+        if full not in self._names:
+            self._names[full] = 1
+            return full
+        count = self._names[full]
+        while f"{full}_{count}" in self._names:
+            count += 1
+        self._names[full] = count + 1
+        self._names[f"{full}_{count}"] = 1
+        return f"{full}_{count}"
+
+    @contextlib.contextmanager
+    def name_scope(self, name: str) -> Iterator[str]:
+        """Prefix the names of nodes built inside with ``name/``."""
+        self._name_stack.append(name)
+        try:
+            yield "/".join(self._name_stack)
+        finally:
+            self._name_stack.pop()
+
+    # -- default graph ------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def as_default(self) -> Iterator["Graph"]:
+        """Make this graph the default for nodes built inside the ``with`` block."""
+        _default_graph_stack.stack.append(self)
+        try:
+            yield self
+        finally:
+            _default_graph_stack.stack.pop()
+
+    # -- nodes -------------------------------------------------------------------------------
+    def add_operation(self, opdef: Any, inputs: Sequence[Tensor], attrs: dict[str, Any],
+                      output_specs: Sequence[tuple[Shape, np.dtype]], name: str | None,
+                      location: SourceLocation) -> Operation:
+        for tensor in inputs:
+            if tensor.graph is not self:
+                raise GraphMismatchError(
+                    f"{opdef.name}: input {tensor.name!r} belongs to another graph "
+                    f"(at {location})")
+        control = [op for frame in self._control_stack for op in frame]
+        op = Operation(self, opdef, self.unique_name(name or opdef.name), inputs, attrs, location,
+                       control)
+        op.outputs = tuple(Tensor(op, i, shape, dtype) for i, (shape, dtype) in enumerate(output_specs))
+        self._operations.append(op)
+        self._version += 1
+        return op
+
+    def get_operations(self) -> list[Operation]:
+        return list(self._operations)
+
+    def get_operation_by_name(self, name: str) -> Operation:
+        for op in self._operations:
+            if op.name == name:
+                return op
+        raise KeyError(name)
+
+    def get_tensor_by_name(self, name: str) -> Tensor:
+        op_name, _, index = name.rpartition(":")
+        return self.get_operation_by_name(op_name).outputs[int(index)]
+
+    # -- collections ---------------------------------------------------------------------------
+    def add_to_collection(self, key: str, value: Any) -> None:
+        self._collections.setdefault(key, []).append(value)
+
+    def get_collection(self, key: str) -> list[Any]:
+        return list(self._collections.get(key, []))
+
+    @contextlib.contextmanager
+    def control_dependencies(self, ops: Sequence[Any]) -> Iterator[None]:
+        """Nodes built inside run after ``ops`` (recorded; compiled steps honour data order)."""
+        frame = [t.op if isinstance(t, Tensor) else t for t in ops]
+        self._control_stack.append(frame)
+        try:
+            yield
+        finally:
+            self._control_stack.pop()
+
+
+class _DefaultGraphStack(threading.local):
+    def __init__(self) -> None:
+        self.stack: list[Graph] = []
+
+
+_default_graph_stack = _DefaultGraphStack()
+_global_default_graph = Graph()
+
+
+def get_default_graph() -> Graph:
+    """The graph new nodes go to: the innermost ``as_default()``, else the global default."""
+    if _default_graph_stack.stack:
+        return _default_graph_stack.stack[-1]
+    return _global_default_graph
+
+
+def reset_default_graph() -> None:
+    """Replace the global default graph with a new, empty one."""
+    global _global_default_graph
+    if _default_graph_stack.stack:
+        raise RuntimeError("reset_default_graph() inside a `with graph.as_default()` block")
+    _global_default_graph = Graph()
+
+
+def name_scope(name: str) -> contextlib.AbstractContextManager[str]:
+    """``with cc.name_scope("layer1"):`` prefixes names in the default graph."""
+    return get_default_graph().name_scope(name)
+
+
+class GraphKeys:
+    GLOBAL_VARIABLES = "variables"
+    TRAINABLE_VARIABLES = "trainable_variables"
+    GLOBAL_STEP = "global_step"

@@ -1,0 +1,279 @@
+"""The kernel IR: what the fusion pass produces and both code generators (CPU, NVPTX) consume.
+
+A *kernel* is one loop nest over an iteration ``space`` (a shape). Its body is a scalar expression
+tree over ``Load``s of operands (each an ``Access``: a buffer walked with per-axis strides, 0 where the
+operand is broadcast), ``AxisIndex`` leaves and ``Prim`` nodes. Without ``reduce_axes`` the kernel is
+elementwise: ``out[i] = body(i)``. With them, ``out[kept(i)] = combine over reduced axes of body(i)``;
+matmul is such a kernel (``space = (batch, m, n, k)``, body ``a * b``, summed over ``k``).
+
+A ``Program`` is the kernels of one compiled step in order, plus the buffers they use.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from . import dtypes
+
+# -- scalar expressions -------------------------------------------------------------------------
+
+
+class ScalarExpr:
+    """A node of a kernel body. Compared by identity; the builder interns equal nodes."""
+
+    dtype: np.dtype
+
+
+@dataclass(frozen=True, eq=False)
+class Load(ScalarExpr):
+    operand: int
+    dtype: np.dtype
+
+
+@dataclass(frozen=True, eq=False)
+class Literal(ScalarExpr):
+    value: Any
+    dtype: np.dtype
+
+
+@dataclass(frozen=True, eq=False)
+class AxisIndex(ScalarExpr):
+    axis: int
+    dtype: np.dtype = dtypes.int64
+
+
+@dataclass(frozen=True, eq=False)
+class Prim(ScalarExpr):
+    op: str
+    args: tuple[ScalarExpr, ...]
+    dtype: np.dtype
+
+
+# name -> (arity, result dtype rule). "same": dtype of the first argument.
+_ARITHMETIC = ("add", "sub", "mul", "div", "maximum", "minimum")
+_UNARY_FLOAT = ("exp", "expm1", "log", "log1p", "tanh", "sigmoid", "sqrt", "floor")
+_COMPARISON = ("lt", "le", "gt", "ge", "eq", "ne")
+PRIMITIVES: dict[str, int] = {
+    **{name: 2 for name in _ARITHMETIC},
+    **{name: 1 for name in _UNARY_FLOAT},
+    **{name: 2 for name in _COMPARISON},
+    "neg": 1, "abs": 1, "isnan": 1, "select": 3, "cast": 1,
+    "logical_and": 2, "logical_or": 2, "logical_not": 1,
+}
+
+
+class ScalarBuilder:
+    """Builds interned scalar expressions; ops' ``lower_scalar`` rules receive one of these.
+
+    Python numbers are lifted to literals of the other operand's dtype. ``index(dim)`` is the loop
+    index along the op's output dimension ``dim`` (an int64), for ops such as one_hot.
+    """
+
+    def __init__(self) -> None:
+        self._interned: dict[tuple, ScalarExpr] = {}
+        self._dim_axes: Sequence[int | None] = ()
+
+    # -- leaves ---------------------------------------------------------------------------------
+    def load(self, operand: int, dtype: np.dtype) -> ScalarExpr:
+        return self._intern(("load", operand, dtype), lambda: Load(operand, dtype))
+
+    def literal(self, value: Any, dtype: np.dtype) -> ScalarExpr:
+        value = np.array(value).astype(dtype).item()
+        key = ("lit", repr(value), dtype)
+        return self._intern(key, lambda: Literal(value, dtype))
+
+    def axis_index(self, axis: int) -> ScalarExpr:
+        return self._intern(("axis", axis), lambda: AxisIndex(axis))
+
+    def index(self, dim: int) -> ScalarExpr:
+        """Loop index along output dimension ``dim`` of the op being lowered."""
+        axis = self._dim_axes[dim]
+        return self.literal(0, dtypes.int64) if axis is None else self.axis_index(axis)
+
+    # -- primitives -----------------------------------------------------------------------------
+    def prim(self, op: str, *args: Any, dtype: np.dtype | None = None) -> ScalarExpr:
+        if PRIMITIVES[op] != len(args):
+            raise ValueError(f"primitive {op} takes {PRIMITIVES[op]} arguments")
+        like = next((a for a in args if isinstance(a, ScalarExpr)), None)
+        if op == "select":
+            like = next((a for a in args[1:] if isinstance(a, ScalarExpr)), None)
+        lifted = []
+        for position, arg in enumerate(args):
+            if isinstance(arg, ScalarExpr):
+                lifted.append(arg)
+            elif op == "select" and position == 0:
+                lifted.append(self.literal(arg, dtypes.bool_))
+            else:
+                assert like is not None, f"{op} needs at least one expression argument"
+                lifted.append(self.literal(arg, like.dtype))
+        if dtype is None:
+            if op in _COMPARISON or op in ("isnan", "logical_and", "logical_or", "logical_not"):
+                dtype = dtypes.bool_
+            elif op == "select":
+                dtype = lifted[1].dtype
+            else:
+                dtype = lifted[0].dtype
+        if op == "cast" and lifted[0].dtype == dtype:
+            return lifted[0]
+        key = (op, tuple(id(a) for a in lifted), dtype)
+        return self._intern(key, lambda: Prim(op, tuple(lifted), dtype))
+
+    def __getattr__(self, name: str) -> Callable[..., ScalarExpr]:
+        if name in PRIMITIVES and name != "cast":
+            return lambda *args: self.prim(name, *args)
+        raise AttributeError(name)
+
+    def cast(self, value: ScalarExpr, dtype: np.dtype) -> ScalarExpr:
+        return self.prim("cast", value, dtype=dtype)
+
+    def _intern(self, key: tuple, make: Callable[[], ScalarExpr]) -> ScalarExpr:
+        node = self._interned.get(key)
+        if node is None:
+            node = make()
+            self._interned[key] = node
+        return node
+
+
+# -- kernels and programs ---------------------------------------------------------------------
+
+ROLES = ("feed", "variable", "constant", "temp", "output")
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A contiguous array the step reads or writes. ``label`` is for dumps only, never for IR."""
+
+    index: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    role: str
+    label: str
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+
+@dataclass(frozen=True)
+class Access:
+    """A buffer walked over a kernel's space: element ``offset + sum(i[a] * strides[a])``."""
+
+    buffer: int
+    strides: tuple[int, ...]
+    offset: int = 0
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    space: tuple[int, ...]
+    operands: tuple[Access, ...]
+    body: ScalarExpr
+    out: Access
+    out_dtype: np.dtype
+    reduce_axes: tuple[int, ...] = ()
+    combiner: str | None = None          # "sum" | "max" when reduce_axes is not empty
+    covers: tuple[tuple[str, str, str], ...] = ()   # (op type, op name, user file:line)
+
+    @property
+    def kind(self) -> str:
+        if not self.reduce_axes:
+            return "elementwise"
+        if isinstance(self.body, Prim) and self.body.op == "mul" and all(
+                isinstance(a, Load) for a in self.body.args):
+            return "contraction"
+        return "reduce"
+
+    @property
+    def out_space(self) -> tuple[int, ...]:
+        return tuple(n for a, n in enumerate(self.space) if a not in self.reduce_axes)
+
+
+@dataclass(frozen=True)
+class FetchSpec:
+    """How to read one fetched tensor out of the buffers after a step."""
+
+    buffer: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int = 0
+
+
+@dataclass
+class Program:
+    """Everything one compiled step needs: buffers, kernels in order, feeds, fetches, state."""
+
+    buffers: list[Buffer]
+    kernels: list[Kernel]
+    feeds: dict[Any, int]                 # placeholder Tensor -> buffer index
+    variables: dict[Any, int]             # Variable Tensor -> buffer index
+    constants: dict[int, np.ndarray]      # buffer index -> value
+    fetches: list[FetchSpec | None]       # None for operations
+    notes: list[str] = field(default_factory=list)
+
+
+def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+# -- text form ------------------------------------------------------------------------------
+
+
+def format_expr(expr: ScalarExpr) -> list[str]:
+    """The body as SSA-like lines, shared subexpressions printed once."""
+    names: dict[int, str] = {}
+    lines: list[str] = []
+
+    def visit(node: ScalarExpr) -> str:
+        if id(node) in names:
+            return names[id(node)]
+        if isinstance(node, Load):
+            text = f"load in{node.operand}"
+        elif isinstance(node, Literal):
+            return f"{node.value!r}:{node.dtype.name}"
+        elif isinstance(node, AxisIndex):
+            return f"i{node.axis}"
+        else:
+            assert isinstance(node, Prim)
+            args = ", ".join(visit(a) for a in node.args)
+            text = f"{node.op}({args})" if node.op != "cast" else f"cast({args})"
+        name = f"%{len(names)}"
+        names[id(node)] = name
+        lines.append(f"{name}: {node.dtype.name} = {text}")
+        return name
+
+    result = visit(expr)
+    lines.append(f"yield {result}")
+    return lines
+
+
+def format_program(program: Program) -> str:
+    out: list[str] = ["buffers:"]
+    for buf in program.buffers:
+        dims = "x".join(str(n) for n in buf.shape) or "scalar"
+        out.append(f"  b{buf.index}: {buf.dtype.name}[{dims}] {buf.role:<8} {buf.nbytes:>10} B  {buf.label}")
+    total = sum(b.nbytes for b in program.buffers if b.role in ("temp", "output"))
+    out.append(f"  temporaries and outputs: {total} bytes")
+    for kernel in program.kernels:
+        space = "x".join(str(n) for n in kernel.space) or "scalar"
+        red = f" reduce {kernel.combiner} over axes {list(kernel.reduce_axes)}" if kernel.reduce_axes else ""
+        out.append(f"\nkernel {kernel.name} ({kernel.kind}) space [{space}]{red} -> "
+                   f"b{kernel.out.buffer} strides {list(kernel.out.strides)}")
+        for op_type, op_name, where in kernel.covers:
+            out.append(f"  covers {op_type} {op_name!r} ({where})")
+        for i, acc in enumerate(kernel.operands):
+            off = f" + {acc.offset}" if acc.offset else ""
+            out.append(f"  in{i} = b{acc.buffer} strides {list(acc.strides)}{off}")
+        out.extend("  " + line for line in format_expr(kernel.body))
+    return "\n".join(out) + "\n"

@@ -1,0 +1,304 @@
+"""Ops that move or relabel elements: broadcast, transpose, expand/squeeze, reshape, one_hot, fill.
+
+All but reshape are elementwise with a ``dim_map`` (which output dimension each input dimension
+walks), so they fuse into neighbouring kernels as strided loads. Reshape is a ``layout`` op: a new
+view of a contiguous buffer.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .. import dtypes
+from ..graph import Operation, Tensor
+from ..shapes import RuleError, broadcast_dim_map, broadcast_shapes, format_shape, normalize_axes, normalize_axis
+from . import reduction as _reduction
+from .base import OpDef, same_dtype
+
+
+def _first_dtype(types: Sequence[np.dtype], attrs: Mapping[str, Any]) -> np.dtype:
+    return types[0]
+
+
+def _identity_lower(sb: Any, args: Sequence[Any], attrs: Mapping[str, Any]) -> Any:
+    return args[0]
+
+
+# -- identity and stop_gradient ------------------------------------------------------------
+
+Identity = OpDef("Identity", "elementwise", lambda shapes, attrs: shapes[0], _first_dtype,
+                 reference=lambda values, attrs: np.array(values[0]),
+                 grad_rule=lambda op, g: [g], lower_scalar=_identity_lower)
+StopGradient = OpDef("StopGradient", "elementwise", lambda shapes, attrs: shapes[0], _first_dtype,
+                     reference=lambda values, attrs: np.array(values[0]),
+                     grad_rule=lambda op, g: [None], lower_scalar=_identity_lower)
+
+
+
+def identity(x: Any, name: str | None = None) -> Tensor:
+    return Identity(x, name=name)
+
+
+def stop_gradient(x: Any, name: str | None = None) -> Tensor:
+    """The same value, through which ``gradients`` does not propagate."""
+    return StopGradient(x, name=name)
+
+
+# -- broadcasting --------------------------------------------------------------------------
+
+def _broadcast_to_shape(shapes: Sequence[tuple], attrs: Mapping[str, Any]) -> tuple:
+    target = tuple(attrs["shape"])
+    result = broadcast_shapes(shapes[0], target)
+    if len(shapes[0]) > len(target) or any(
+            r is not None and t is not None and r != t for r, t in zip(result, target)):
+        raise RuleError(f"cannot broadcast {format_shape(shapes[0])} to {format_shape(target)}")
+    return target
+
+
+BroadcastTo = OpDef("BroadcastTo", "elementwise", _broadcast_to_shape, _first_dtype,
+                    reference=lambda values, attrs: np.broadcast_to(values[0], attrs["shape"]).copy(),
+                    grad_rule=lambda op, g: [_reduction.sum_to(g, op.inputs[0])],
+                    lower_scalar=_identity_lower,
+                    dim_map=lambda shapes, out, attrs: [broadcast_dim_map(shapes[0], out)])
+
+BroadcastLike = OpDef(
+    "BroadcastLike", "elementwise",
+    lambda shapes, attrs: _broadcast_to_shape(shapes[:1], {"shape": shapes[1]}), _first_dtype,
+    reference=lambda values, attrs: np.broadcast_to(values[0], np.shape(values[1])).copy(),
+    grad_rule=lambda op, g: [_reduction.sum_to(g, op.inputs[0]), None],
+    lower_scalar=_identity_lower,
+    dim_map=lambda shapes, out, attrs: [broadcast_dim_map(shapes[0], out), (None,) * len(shapes[1])],
+    shape_only_inputs=(1,))
+
+
+def broadcast_to(x: Any, shape: Sequence[int | None], name: str | None = None) -> Tensor:
+    """Broadcast ``x`` to ``shape`` (numpy rules)."""
+    return BroadcastTo(x, shape=tuple(shape), name=name)
+
+
+def broadcast_like(x: Any, like: Tensor, name: str | None = None) -> Tensor:
+    """Broadcast ``x`` to the (compile-time) shape of ``like``; ``like``'s values are not read."""
+    if isinstance(x, Tensor) and x.shape == like.shape and None not in like.shape:
+        return x
+    return BroadcastLike(x, like, name=name)
+
+
+# -- transpose -----------------------------------------------------------------------------
+
+def _perm(rank: int, attrs: Mapping[str, Any]) -> tuple[int, ...]:
+    perm = attrs.get("perm")
+    if perm is None:
+        return tuple(reversed(range(rank)))
+    perm = tuple(normalize_axis(p, rank) for p in perm)
+    if sorted(perm) != list(range(rank)):
+        raise RuleError(f"perm {tuple(attrs['perm'])} is not a permutation of {rank} axes")
+    return perm
+
+
+Transpose = OpDef(
+    "Transpose", "elementwise",
+    lambda shapes, attrs: tuple(shapes[0][p] for p in _perm(len(shapes[0]), attrs)), _first_dtype,
+    reference=lambda values, attrs: np.transpose(values[0], _perm(np.ndim(values[0]), attrs)).copy(),
+    grad_rule=lambda op, g: [transpose(g, list(np.argsort(_perm(len(op.inputs[0].shape), op.attrs))))],
+    lower_scalar=_identity_lower,
+    dim_map=lambda shapes, out, attrs: [tuple(int(k) for k in np.argsort(_perm(len(shapes[0]), attrs)))])
+
+
+def transpose(x: Any, perm: Sequence[int] | None = None, name: str | None = None) -> Tensor:
+    """Permute axes (reverse them when ``perm`` is None), as ``np.transpose``."""
+    return Transpose(x, perm=None if perm is None else tuple(int(p) for p in perm), name=name)
+
+
+# -- expand_dims / squeeze -----------------------------------------------------------------
+
+def _expand_axis(rank: int, attrs: Mapping[str, Any]) -> int:
+    return normalize_axis(attrs["axis"], rank + 1)
+
+
+def _expand_shape(shapes: Sequence[tuple], attrs: Mapping[str, Any]) -> tuple:
+    shape = list(shapes[0])
+    shape.insert(_expand_axis(len(shape), attrs), 1)
+    return tuple(shape)
+
+
+def _expand_dim_map(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any]) -> list[tuple]:
+    axis = _expand_axis(len(shapes[0]), attrs)
+    return [tuple(d if d < axis else d + 1 for d in range(len(shapes[0])))]
+
+
+ExpandDims = OpDef("ExpandDims", "elementwise", _expand_shape, _first_dtype,
+                   reference=lambda values, attrs: np.expand_dims(
+                       values[0], _expand_axis(np.ndim(values[0]), attrs)),
+                   grad_rule=lambda op, g: [squeeze(g, [_expand_axis(len(op.inputs[0].shape), op.attrs)])],
+                   lower_scalar=_identity_lower, dim_map=_expand_dim_map)
+
+
+def _squeeze_axes(shape: tuple, attrs: Mapping[str, Any]) -> tuple[int, ...]:
+    if attrs.get("axis") is None:
+        if None in shape:
+            raise RuleError(f"squeeze of {format_shape(shape)} with unknown dims needs an explicit axis")
+        return tuple(i for i, d in enumerate(shape) if d == 1)
+    axes = normalize_axes(attrs["axis"], len(shape))
+    for a in axes:
+        if shape[a] is not None and shape[a] != 1:
+            raise RuleError(f"cannot squeeze axis {a} of size {shape[a]} in {format_shape(shape)}")
+    return axes
+
+
+def _squeeze_dim_map(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any]) -> list[tuple]:
+    axes = _squeeze_axes(shapes[0], attrs)
+    mapping, k = [], 0
+    for d in range(len(shapes[0])):
+        if d in axes:
+            mapping.append(None)
+        else:
+            mapping.append(k)
+            k += 1
+    return [tuple(mapping)]
+
+
+def _squeeze_grad(op: Operation, g: Tensor) -> list[Tensor]:
+    for axis in _squeeze_axes(op.inputs[0].shape, op.attrs):
+        g = expand_dims(g, axis)
+    return [g]
+
+
+Squeeze = OpDef("Squeeze", "elementwise",
+                lambda shapes, attrs: tuple(d for i, d in enumerate(shapes[0])
+                                            if i not in _squeeze_axes(shapes[0], attrs)),
+                _first_dtype,
+                reference=lambda values, attrs: np.reshape(values[0], tuple(
+                    d for i, d in enumerate(np.shape(values[0]))
+                    if i not in _squeeze_axes(np.shape(values[0]), attrs))),
+                grad_rule=_squeeze_grad, lower_scalar=_identity_lower, dim_map=_squeeze_dim_map)
+
+
+def expand_dims(x: Any, axis: int, name: str | None = None) -> Tensor:
+    """Insert a dimension of size 1 at ``axis`` (negative counts from the end of the result)."""
+    return ExpandDims(x, axis=int(axis), name=name)
+
+
+def squeeze(x: Any, axis: int | Sequence[int] | None = None, name: str | None = None) -> Tensor:
+    """Remove dimensions of size 1 (all of them when ``axis`` is None)."""
+    if axis is not None and not isinstance(axis, int):
+        axis = tuple(int(a) for a in axis)
+    return Squeeze(x, axis=axis, name=name)
+
+
+# -- reshape ---------------------------------------------------------------------------------
+
+def _reshape_shape(shapes: Sequence[tuple], attrs: Mapping[str, Any]) -> tuple:
+    source = shapes[0]
+    target = list(attrs["shape"])
+    if sum(1 for d in target if d == -1) > 1:
+        raise RuleError(f"shape {tuple(target)} has more than one -1")
+    if any(d is not None and d < -1 for d in target):
+        raise RuleError(f"shape {tuple(target)} has a negative dimension")
+    known_target = math.prod(d for d in target if d not in (-1, None))
+    if None in source or None in target:
+        return tuple(None if d == -1 else d for d in target)
+    size = math.prod(source)
+    if -1 in target:
+        if known_target == 0 or size % known_target:
+            raise RuleError(f"cannot reshape {format_shape(source)} ({size} elements) to {tuple(target)}")
+        target[target.index(-1)] = size // known_target
+    elif known_target != size:
+        raise RuleError(f"cannot reshape {format_shape(source)} ({size} elements) to "
+                        f"{tuple(target)} ({known_target} elements)")
+    return tuple(target)
+
+
+Reshape = OpDef("Reshape", "layout", _reshape_shape, _first_dtype,
+                reference=lambda values, attrs: np.reshape(values[0], _reshape_shape(
+                    [np.shape(values[0])], attrs)).copy(),
+                grad_rule=lambda op, g: [reshape_like(g, op.inputs[0])])
+
+ReshapeLike = OpDef("ReshapeLike", "layout",
+                    lambda shapes, attrs: _reshape_shape(shapes[:1], {"shape": shapes[1]}), _first_dtype,
+                    reference=lambda values, attrs: np.reshape(values[0], np.shape(values[1])).copy(),
+                    grad_rule=lambda op, g: [reshape_like(g, op.inputs[0]), None],
+                    shape_only_inputs=(1,))
+
+
+def reshape(x: Any, shape: Sequence[int | None], name: str | None = None) -> Tensor:
+    """Same elements in a new shape; one dimension may be -1 (inferred)."""
+    return Reshape(x, shape=tuple(-1 if d is None else int(d) for d in shape), name=name)
+
+
+def reshape_like(x: Any, like: Tensor, name: str | None = None) -> Tensor:
+    """Reshape to the compile-time shape of ``like`` (used by gradients of reshape)."""
+    if isinstance(x, Tensor) and x.shape == like.shape and None not in like.shape:
+        return x
+    return ReshapeLike(x, like, name=name)
+
+
+# -- one_hot and fills -----------------------------------------------------------------------
+
+def _one_hot_lower(sb: Any, args: Sequence[Any], attrs: Mapping[str, Any]) -> Any:
+    (indices,) = args
+    dtype = attrs["dtype"]
+    position = sb.index(attrs["_rank"])
+    hit = sb.eq(sb.cast(indices, dtypes.int64), position)
+    return sb.select(hit, sb.literal(attrs["on_value"], dtype), sb.literal(attrs["off_value"], dtype))
+
+
+def _one_hot_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    indices = np.asarray(values[0])
+    hits = indices[..., None] == np.arange(attrs["depth"])
+    return np.where(hits, attrs["on_value"], attrs["off_value"]).astype(attrs["dtype"])
+
+
+def _one_hot_dtype(types: Sequence[np.dtype], attrs: Mapping[str, Any]) -> np.dtype:
+    if not dtypes.is_integer(types[0]):
+        raise RuleError(f"indices must be int32 or int64, got {types[0].name}", "dtype")
+    return attrs["dtype"]
+
+
+OneHot = OpDef("OneHot", "elementwise", lambda shapes, attrs: tuple(shapes[0]) + (attrs["depth"],),
+               _one_hot_dtype, reference=_one_hot_reference, grad_rule=lambda op, g: [None],
+               lower_scalar=_one_hot_lower,
+               dim_map=lambda shapes, out, attrs: [tuple(range(len(shapes[0])))])
+
+
+def one_hot(indices: Any, depth: int, on_value: float = 1.0, off_value: float = 0.0,
+            dtype: Any = "float32", name: str | None = None) -> Tensor:
+    """``[..., depth]`` with ``on_value`` at each index and ``off_value`` elsewhere (last axis)."""
+    rank = len(indices.shape) if isinstance(indices, Tensor) else np.ndim(indices)
+    return OneHot(indices, depth=int(depth), on_value=on_value, off_value=off_value,
+                  dtype=dtypes.as_dtype(dtype), _rank=rank, name=name)
+
+
+Fill = OpDef("Fill", "elementwise", lambda shapes, attrs: shapes[0], lambda types, attrs: attrs["dtype"],
+             reference=lambda values, attrs: np.full(np.shape(values[0]), attrs["value"], attrs["dtype"]),
+             grad_rule=lambda op, g: [None],
+             lower_scalar=lambda sb, args, attrs: sb.literal(attrs["value"], attrs["dtype"]),
+             dim_map=lambda shapes, out, attrs: [(None,) * len(shapes[0])],
+             shape_only_inputs=(0,))
+
+
+def zeros_like(x: Tensor, dtype: Any = None, name: str | None = None) -> Tensor:
+    return Fill(x, value=0, dtype=dtypes.as_dtype(dtype or x.dtype), name=name)
+
+
+def ones_like(x: Tensor, dtype: Any = None, name: str | None = None) -> Tensor:
+    return Fill(x, value=1, dtype=dtypes.as_dtype(dtype or x.dtype), name=name)
+
+
+def _count_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    shape = np.shape(values[0])
+    axes = normalize_axes(attrs["axis"], len(shape))
+    return np.array(math.prod(shape[a] for a in axes), dtype=attrs["dtype"])
+
+
+ElementCount = OpDef("ElementCount", "shape",
+                     lambda shapes, attrs: (normalize_axes(attrs["axis"], len(shapes[0])), ())[1],
+                     lambda types, attrs: attrs["dtype"], reference=_count_reference,
+                     grad_rule=lambda op, g: [None], shape_only_inputs=(0,))
+
+
+def element_count(x: Tensor, axis: int | Sequence[int] | None = None, dtype: Any = None,
+                  name: str | None = None) -> Tensor:
+    """The number of elements of ``x`` along ``axis`` (all axes when None), known at compile time."""
+    return ElementCount(x, axis=axis, dtype=dtypes.as_dtype(dtype or x.dtype), name=name)

@@ -1,0 +1,166 @@
+"""The op declaration (``OpDef``) and ``apply``, which checks shapes and dtypes and adds the node.
+
+An op is declared once, with every rule side by side:
+
+- ``shape_rule(shapes, attrs)`` and ``dtype_rule(dtypes, attrs)``: run when the node is built (with
+  ``None`` for unknown dims) and again at compile time with concrete shapes;
+- ``grad_rule(op, grad)``: the gradients of the inputs, built from other ops (``None`` for none);
+- ``reference(values, attrs)``: the numpy result, the test oracle;
+- how it lowers, by ``kind``:
+  ``elementwise``: ``lower_scalar(sb, args, attrs)`` returns one scalar expression; inputs are
+  broadcast to the output by ``dim_map`` (numpy broadcasting unless the op says otherwise);
+  ``reduce``: ``loop_nest(input_shapes, out_shape, attrs)`` returns a ``LoopNest``;
+  ``layout``: a new view of a contiguous input (reshape);
+  ``shape``: a value that depends only on input shapes, folded to a constant at compile time;
+  ``source`` / ``state`` / ``group`` / ``host``: placeholders, constants and variables; assignments;
+  grouping; host-side actions (variable initialisation).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from .. import dtypes
+from ..errors import DTypeError, ShapeError
+from ..graph import Operation, Tensor, get_default_graph, user_location
+from ..shapes import RuleError, broadcast_dim_map, format_shape
+
+KINDS = ("source", "elementwise", "reduce", "layout", "shape", "state", "group", "host")
+REGISTRY: dict[str, "OpDef"] = {}
+
+
+@dataclass(frozen=True)
+class LoopNest:
+    """How a reduce-kind op becomes one loop nest over ``space``.
+
+    ``input_axes[i][d]`` is the space axis that dimension ``d`` of input ``i`` walks (None: stride 0).
+    The output walks the axes not in ``reduce_axes``, in order.
+    """
+
+    space: tuple[int, ...]
+    input_axes: tuple[tuple[int | None, ...], ...]
+    reduce_axes: tuple[int, ...]
+    combiner: str
+    body: Callable[[Any, Sequence[Any]], Any]
+
+
+@dataclass(frozen=True)
+class OpDef:
+    name: str
+    kind: str
+    shape_rule: Callable[[Sequence[tuple], Mapping[str, Any]], tuple]
+    dtype_rule: Callable[[Sequence[np.dtype], Mapping[str, Any]], np.dtype]
+    reference: Callable[[Sequence[np.ndarray], Mapping[str, Any]], np.ndarray] | None
+    grad_rule: Callable[[Operation, Tensor], Sequence[Tensor | None]] | None
+    lower_scalar: Callable[[Any, Sequence[Any], Mapping[str, Any]], Any] | None = None
+    dim_map: Callable[[Sequence[tuple], tuple, Mapping[str, Any]], Sequence[tuple]] | None = None
+    loop_nest: Callable[[Sequence[tuple], tuple, Mapping[str, Any]], LoopNest] | None = None
+    shape_only_inputs: tuple[int, ...] = ()
+    num_outputs: int = 1
+
+    def __post_init__(self) -> None:
+        # The import-time check: every op has every rule its kind needs.
+        problems = []
+        if self.kind not in KINDS:
+            problems.append(f"unknown kind {self.kind!r}")
+        if self.kind == "elementwise" and self.lower_scalar is None:
+            problems.append("an elementwise op needs lower_scalar")
+        if self.kind == "reduce" and self.loop_nest is None:
+            problems.append("a reduce op needs loop_nest")
+        if self.kind in ("elementwise", "reduce", "layout", "shape") and self.reference is None:
+            problems.append("a computing op needs a numpy reference")
+        if self.grad_rule is None and self.kind in ("elementwise", "reduce", "layout"):
+            problems.append("a computing op needs a grad_rule (return [None, …] if it has none)")
+        if problems:
+            raise TypeError(f"op {self.name}: " + "; ".join(problems))
+        if self.name in REGISTRY:
+            raise TypeError(f"op {self.name} declared twice")
+        REGISTRY[self.name] = self
+
+    def input_dim_maps(self, input_shapes: Sequence[tuple], out_shape: tuple,
+                       attrs: Mapping[str, Any]) -> Sequence[tuple]:
+        if self.dim_map is not None:
+            return self.dim_map(input_shapes, out_shape, attrs)
+        return [broadcast_dim_map(s, out_shape) for s in input_shapes]
+
+    def __call__(self, *inputs: Any, name: str | None = None, **attrs: Any) -> Any:
+        return apply(self, inputs, attrs, name)
+
+
+def convert_to_tensor(value: Any, dtype: np.dtype | None = None, name: str | None = None) -> Tensor:
+    """A Tensor as it is, or a constant made from a Python or numpy value."""
+    if isinstance(value, Tensor):
+        return value
+    from .sources import constant
+    return constant(value, dtype=dtype, name=name or "Const")
+
+
+def _convert_inputs(opdef: OpDef, inputs: Sequence[Any]) -> list[Tensor]:
+    """Python numbers take the dtype of the op's tensor operands (like TF1 and JAX)."""
+    hint = next((t.dtype for t in inputs if isinstance(t, Tensor)), None)
+    converted = []
+    for value in inputs:
+        if isinstance(value, Tensor):
+            converted.append(value)
+            continue
+        array = np.asarray(value)
+        if hint is not None and array.dtype.kind in "biuf" and not isinstance(value, np.ndarray):
+            if array.dtype.kind == "f" and hint.kind in "iub":
+                raise DTypeError(f"{opdef.name}: cannot use the float {value!r} with a "
+                                 f"{hint.name} tensor (at {user_location()})")
+            converted.append(convert_to_tensor(array.astype(hint), hint))
+        else:
+            converted.append(convert_to_tensor(value))
+    return converted
+
+
+def apply(opdef: OpDef, inputs: Sequence[Any], attrs: Mapping[str, Any], name: str | None,
+          graph: Any = None) -> Any:
+    """Check the rules and add the node; return its output tensor (or the Operation if none)."""
+    location = user_location()
+    tensors = _convert_inputs(opdef, inputs)
+    graph = graph or (tensors[0].graph if tensors else get_default_graph())
+    shapes = [t.shape for t in tensors]
+    types = [t.dtype for t in tensors]
+    label = f"{opdef.name}" + (f" {name!r}" if name else "")
+    operands = ", ".join(f"{t.name!r} {format_shape(t.shape)} {t.dtype.name}" for t in tensors)
+    try:
+        out_dtype = opdef.dtype_rule(types, attrs)
+        out_shape = tuple(opdef.shape_rule(shapes, attrs))
+    except RuleError as exc:
+        detail = f"{label}: {exc}" + (f"; operands: {operands}" if operands else "") + f" (at {location})"
+        raise (DTypeError if exc.kind == "dtype" else ShapeError)(detail) from None
+    specs = [(out_shape, out_dtype)] * opdef.num_outputs
+    op = graph.add_operation(opdef, tensors, dict(attrs), specs, name, location)
+    return op.outputs[0] if op.outputs else op
+
+
+# -- helpers for rules ------------------------------------------------------------------------
+
+def same_dtype(types: Sequence[np.dtype], attrs: Mapping[str, Any]) -> np.dtype:
+    first = types[0]
+    for other in types[1:]:
+        if other != first:
+            raise RuleError("operands have different dtypes "
+                            + " and ".join(t.name for t in types) + " (use cc.cast)", "dtype")
+    return first
+
+
+def floating_dtype(types: Sequence[np.dtype], attrs: Mapping[str, Any]) -> np.dtype:
+    dtype = same_dtype(types, attrs)
+    if not dtypes.is_floating(dtype):
+        raise RuleError(f"needs a float32 or float64 operand, got {dtype.name}", "dtype")
+    return dtype
+
+
+def numeric_dtype(types: Sequence[np.dtype], attrs: Mapping[str, Any]) -> np.dtype:
+    dtype = same_dtype(types, attrs)
+    if dtype == dtypes.bool_:
+        raise RuleError("needs a numeric operand, got bool", "dtype")
+    return dtype
+
+
+def no_gradient(op: Operation, grad: Tensor) -> list[None]:
+    return [None] * len(op.inputs)

@@ -1,0 +1,301 @@
+"""Elementwise ops: one scalar expression per output element, inputs broadcast numpy-style.
+
+Each declaration keeps its rules together: the dtype rule, the gradient (written with other ops),
+the scalar lowering (``sb`` is a ``ScalarBuilder``) and the numpy reference.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from .. import dtypes
+from ..graph import Operation, Tensor
+from ..shapes import RuleError, broadcast_shapes
+from . import reduction as _reduction
+from .base import (OpDef, floating_dtype, no_gradient, numeric_dtype, same_dtype)
+
+
+def _broadcast_rule(shapes: Sequence[tuple], attrs: Mapping[str, Any]) -> tuple:
+    return broadcast_shapes(*shapes)
+
+
+def _bool_dtype(types: Sequence[np.dtype], attrs: Mapping[str, Any]) -> np.dtype:
+    same_dtype(types, attrs)
+    return dtypes.bool_
+
+
+def _bool_operands(types: Sequence[np.dtype], attrs: Mapping[str, Any]) -> np.dtype:
+    if any(t != dtypes.bool_ for t in types):
+        raise RuleError("needs bool operands, got " + ", ".join(t.name for t in types), "dtype")
+    return dtypes.bool_
+
+
+def _unbroadcast(grad: Tensor, like: Tensor) -> Tensor:
+    """Sum ``grad`` down to ``like``'s shape (undoing broadcasting)."""
+    if grad.shape == like.shape and None not in like.shape:
+        return grad
+    return _reduction.sum_to(grad, like)
+
+
+def elementwise(name: str, lower: Callable[..., Any], reference: Callable[..., np.ndarray],
+                grad: Callable[[Operation, Tensor], Sequence[Tensor | None]],
+                dtype_rule: Callable[..., np.dtype] = same_dtype) -> OpDef:
+    """Declare an elementwise op whose attrs do not matter to its lowering or reference."""
+    return OpDef(name, "elementwise", _broadcast_rule, dtype_rule,
+                 reference=lambda values, attrs: reference(*values),
+                 grad_rule=grad, lower_scalar=lambda sb, args, attrs: lower(sb, *args))
+
+
+def _pow_lower(sb: Any, x: Any, y: Any) -> Any:
+    # x**y = exp(y*log|x|), with numpy's sign for negative x and integral y, NaN for fractional y.
+    magnitude = sb.exp(sb.mul(y, sb.log(sb.abs(x))))
+    integral = sb.eq(sb.floor(y), y)
+    odd = sb.ne(sb.mul(sb.floor(sb.mul(y, 0.5)), 2.0), y)
+    negative_result = sb.select(integral, sb.select(odd, sb.neg(magnitude), magnitude), float("nan"))
+    result = sb.select(sb.lt(x, 0.0), negative_result, magnitude)
+    return sb.select(sb.eq(y, 0.0), 1.0, result)
+
+
+def _pow_grad(op: Operation, g: Tensor) -> list[Tensor]:
+    x, y = op.inputs
+    z = op.outputs[0]
+    gx = g * y * (x ** (y - 1.0))
+    positive = greater(x, 0.0)
+    safe_log = where(positive, log(where(positive, x, 1.0)), 0.0)
+    gy = g * z * safe_log
+    return [_unbroadcast(gx, x), _unbroadcast(gy, y)]
+
+
+def _max_min_grad(pick_first: Callable[[Tensor, Tensor], Tensor]) -> Callable:
+    def grad_rule(op: Operation, g: Tensor) -> list[Tensor]:
+        x, y = op.inputs
+        mask = pick_first(x, y)
+        return [_unbroadcast(where(mask, g, 0.0), x), _unbroadcast(where(mask, 0.0, g), y)]
+    return grad_rule
+
+
+Add = elementwise("Add", lambda sb, x, y: sb.add(x, y), np.add,
+                  lambda op, g: [_unbroadcast(g, op.inputs[0]), _unbroadcast(g, op.inputs[1])],
+                  numeric_dtype)
+Sub = elementwise("Sub", lambda sb, x, y: sb.sub(x, y), np.subtract,
+                  lambda op, g: [_unbroadcast(g, op.inputs[0]), _unbroadcast(negative(g), op.inputs[1])],
+                  numeric_dtype)
+Mul = elementwise("Mul", lambda sb, x, y: sb.mul(x, y), np.multiply,
+                  lambda op, g: [_unbroadcast(g * op.inputs[1], op.inputs[0]),
+                                 _unbroadcast(g * op.inputs[0], op.inputs[1])],
+                  numeric_dtype)
+Div = elementwise("Div", lambda sb, x, y: sb.div(x, y), np.divide,
+                  lambda op, g: [_unbroadcast(g / op.inputs[1], op.inputs[0]),
+                                 _unbroadcast(negative(g) * op.inputs[0] / square(op.inputs[1]),
+                                              op.inputs[1])],
+                  floating_dtype)
+Pow = elementwise("Pow", _pow_lower, np.power, _pow_grad, floating_dtype)
+Maximum = elementwise("Maximum", lambda sb, x, y: sb.maximum(x, y), np.maximum,
+                      _max_min_grad(lambda x, y: greater_equal(x, y)), numeric_dtype)
+Minimum = elementwise("Minimum", lambda sb, x, y: sb.minimum(x, y), np.minimum,
+                      _max_min_grad(lambda x, y: less_equal(x, y)), numeric_dtype)
+
+Neg = elementwise("Neg", lambda sb, x: sb.neg(x), np.negative,
+                  lambda op, g: [negative(g)], numeric_dtype)
+Exp = elementwise("Exp", lambda sb, x: sb.exp(x), np.exp,
+                  lambda op, g: [g * op.outputs[0]], floating_dtype)
+Log = elementwise("Log", lambda sb, x: sb.log(x), np.log,
+                  lambda op, g: [g / op.inputs[0]], floating_dtype)
+Sqrt = elementwise("Sqrt", lambda sb, x: sb.sqrt(x), np.sqrt,
+                   lambda op, g: [g * 0.5 / op.outputs[0]], floating_dtype)
+Rsqrt = elementwise("Rsqrt", lambda sb, x: sb.div(1.0, sb.sqrt(x)), lambda x: 1.0 / np.sqrt(x),
+                    lambda op, g: [g * -0.5 * op.outputs[0] * square(op.outputs[0])], floating_dtype)
+Square = elementwise("Square", lambda sb, x: sb.mul(x, x), np.square,
+                     lambda op, g: [g * 2.0 * op.inputs[0]], numeric_dtype)
+Abs = elementwise("Abs", lambda sb, x: sb.abs(x), np.abs,
+                  lambda op, g: [g * sign(op.inputs[0])], numeric_dtype)
+Sign = elementwise("Sign",
+                   lambda sb, x: sb.select(sb.gt(x, 0), 1, sb.select(sb.lt(x, 0), -1, x)),
+                   np.sign, lambda op, g: [None], numeric_dtype)
+Tanh = elementwise("Tanh", lambda sb, x: sb.tanh(x), np.tanh,
+                   lambda op, g: [g * (1.0 - square(op.outputs[0]))], floating_dtype)
+Sigmoid = elementwise("Sigmoid", lambda sb, x: sb.sigmoid(x), lambda x: 1.0 / (1.0 + np.exp(-x)),
+                      lambda op, g: [g * op.outputs[0] * (1.0 - op.outputs[0])], floating_dtype)
+Relu = elementwise("Relu", lambda sb, x: sb.maximum(x, 0), lambda x: np.maximum(x, 0).astype(x.dtype),
+                   lambda op, g: [where(greater(op.inputs[0], 0), g, 0)], numeric_dtype)
+
+Equal = elementwise("Equal", lambda sb, x, y: sb.eq(x, y), np.equal, no_gradient, _bool_dtype)
+NotEqual = elementwise("NotEqual", lambda sb, x, y: sb.ne(x, y), np.not_equal, no_gradient, _bool_dtype)
+Less = elementwise("Less", lambda sb, x, y: sb.lt(x, y), np.less, no_gradient, _bool_dtype)
+LessEqual = elementwise("LessEqual", lambda sb, x, y: sb.le(x, y), np.less_equal, no_gradient, _bool_dtype)
+Greater = elementwise("Greater", lambda sb, x, y: sb.gt(x, y), np.greater, no_gradient, _bool_dtype)
+GreaterEqual = elementwise("GreaterEqual", lambda sb, x, y: sb.ge(x, y), np.greater_equal, no_gradient,
+                           _bool_dtype)
+LogicalAnd = elementwise("LogicalAnd", lambda sb, x, y: sb.logical_and(x, y), np.logical_and,
+                         no_gradient, _bool_operands)
+LogicalOr = elementwise("LogicalOr", lambda sb, x, y: sb.logical_or(x, y), np.logical_or,
+                        no_gradient, _bool_operands)
+LogicalNot = elementwise("LogicalNot", lambda sb, x: sb.logical_not(x), np.logical_not,
+                         no_gradient, _bool_operands)
+IsNan = elementwise("IsNan", lambda sb, x: sb.isnan(x), np.isnan, no_gradient,
+                    lambda types, attrs: (floating_dtype(types, attrs), dtypes.bool_)[1])
+
+
+def _where_dtype(types: Sequence[np.dtype], attrs: Mapping[str, Any]) -> np.dtype:
+    if types[0] != dtypes.bool_:
+        raise RuleError(f"the condition must be bool, got {types[0].name}", "dtype")
+    return same_dtype(types[1:], attrs)
+
+
+def _where_grad(op: Operation, g: Tensor) -> list[Tensor | None]:
+    condition, x, y = op.inputs
+    return [None, _unbroadcast(where(condition, g, 0), x), _unbroadcast(where(condition, 0, g), y)]
+
+
+Where = elementwise("Where", lambda sb, c, x, y: sb.select(c, x, y),
+                    lambda c, x, y: np.where(c, x, y), _where_grad, _where_dtype)
+
+
+def _cast_grad(op: Operation, g: Tensor) -> list[Tensor | None]:
+    source = op.inputs[0].dtype
+    if dtypes.is_floating(source) and dtypes.is_floating(op.attrs["dtype"]):
+        return [cast(g, source)]
+    return [None]
+
+
+Cast = OpDef("Cast", "elementwise", _broadcast_rule, lambda types, attrs: attrs["dtype"],
+             reference=lambda values, attrs: np.asarray(values[0]).astype(attrs["dtype"]),
+             grad_rule=_cast_grad,
+             lower_scalar=lambda sb, args, attrs: sb.cast(args[0], attrs["dtype"]))
+
+
+# -- public functions ------------------------------------------------------------------------
+
+def add(x: Any, y: Any, name: str | None = None) -> Tensor:
+    """``x + y`` with broadcasting. ``add(placeholder("float32", (2,)), 1.0)``"""
+    return Add(x, y, name=name)
+
+
+def subtract(x: Any, y: Any, name: str | None = None) -> Tensor:
+    return Sub(x, y, name=name)
+
+
+def multiply(x: Any, y: Any, name: str | None = None) -> Tensor:
+    return Mul(x, y, name=name)
+
+
+def divide(x: Any, y: Any, name: str | None = None) -> Tensor:
+    return Div(x, y, name=name)
+
+
+def pow(x: Any, y: Any, name: str | None = None) -> Tensor:  # noqa: A001 (TF's name)
+    return Pow(x, y, name=name)
+
+
+def maximum(x: Any, y: Any, name: str | None = None) -> Tensor:
+    """Elementwise max; NaN if either is NaN (like numpy). Ties send the gradient to ``x``."""
+    return Maximum(x, y, name=name)
+
+
+def minimum(x: Any, y: Any, name: str | None = None) -> Tensor:
+    return Minimum(x, y, name=name)
+
+
+def negative(x: Any, name: str | None = None) -> Tensor:
+    return Neg(x, name=name)
+
+
+def exp(x: Any, name: str | None = None) -> Tensor:
+    """``e**x``. ``exp(constant([0.0]))`` evaluates to ``[1.0]``."""
+    return Exp(x, name=name)
+
+
+def log(x: Any, name: str | None = None) -> Tensor:
+    return Log(x, name=name)
+
+
+def sqrt(x: Any, name: str | None = None) -> Tensor:
+    return Sqrt(x, name=name)
+
+
+def rsqrt(x: Any, name: str | None = None) -> Tensor:
+    return Rsqrt(x, name=name)
+
+
+def square(x: Any, name: str | None = None) -> Tensor:
+    return Square(x, name=name)
+
+
+def abs(x: Any, name: str | None = None) -> Tensor:  # noqa: A001 (TF's name)
+    return Abs(x, name=name)
+
+
+def sign(x: Any, name: str | None = None) -> Tensor:
+    return Sign(x, name=name)
+
+
+def tanh(x: Any, name: str | None = None) -> Tensor:
+    return Tanh(x, name=name)
+
+
+def sigmoid(x: Any, name: str | None = None) -> Tensor:
+    return Sigmoid(x, name=name)
+
+
+def relu(x: Any, name: str | None = None) -> Tensor:
+    """``max(x, 0)``; the gradient at 0 is 0, as in TF."""
+    return Relu(x, name=name)
+
+
+def equal(x: Any, y: Any, name: str | None = None) -> Tensor:
+    return Equal(x, y, name=name)
+
+
+def not_equal(x: Any, y: Any, name: str | None = None) -> Tensor:
+    return NotEqual(x, y, name=name)
+
+
+def less(x: Any, y: Any, name: str | None = None) -> Tensor:
+    return Less(x, y, name=name)
+
+
+def less_equal(x: Any, y: Any, name: str | None = None) -> Tensor:
+    return LessEqual(x, y, name=name)
+
+
+def greater(x: Any, y: Any, name: str | None = None) -> Tensor:
+    return Greater(x, y, name=name)
+
+
+def greater_equal(x: Any, y: Any, name: str | None = None) -> Tensor:
+    return GreaterEqual(x, y, name=name)
+
+
+def logical_and(x: Any, y: Any, name: str | None = None) -> Tensor:
+    return LogicalAnd(x, y, name=name)
+
+
+def logical_or(x: Any, y: Any, name: str | None = None) -> Tensor:
+    return LogicalOr(x, y, name=name)
+
+
+def logical_not(x: Any, name: str | None = None) -> Tensor:
+    return LogicalNot(x, name=name)
+
+
+def is_nan(x: Any, name: str | None = None) -> Tensor:
+    return IsNan(x, name=name)
+
+
+def where(condition: Any, x: Any, y: Any, name: str | None = None) -> Tensor:
+    """``x`` where ``condition`` else ``y``, all three broadcast together."""
+    from .base import convert_to_tensor
+    if not isinstance(x, Tensor) and isinstance(y, Tensor):
+        x = convert_to_tensor(np.asarray(x).astype(y.dtype), y.dtype)
+    if not isinstance(y, Tensor) and isinstance(x, Tensor):
+        y = convert_to_tensor(np.asarray(y).astype(x.dtype), x.dtype)
+    return Where(condition, x, y, name=name)
+
+
+def cast(x: Any, dtype: Any, name: str | None = None) -> Tensor:
+    """Convert to ``dtype`` (float to int truncates toward zero)."""
+    target = dtypes.as_dtype(dtype)
+    if isinstance(x, Tensor) and x.dtype == target:
+        return x
+    return Cast(x, dtype=target, name=name)

@@ -1,0 +1,105 @@
+"""State: assignments to variables, grouping, and the host-side variable initialiser.
+
+An assignment's output is the variable's new value. Inside one compiled step every read of a
+variable sees its value from the start of the step; assignments take effect at the end of it.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import GraphMismatchError
+from ..graph import Operation, Tensor, get_default_graph, user_location
+from ..shapes import RuleError, format_shape
+from .base import OpDef, apply, convert_to_tensor
+
+
+def _assign_shape(shapes: Sequence[tuple], attrs: Mapping[str, Any]) -> tuple:
+    target, value = shapes
+    if len(value) > len(target) or any(
+            v is not None and v != 1 and v != t for v, t in zip(value[::-1], target[::-1])):
+        raise RuleError(f"value of shape {format_shape(value)} does not fit the variable's "
+                        f"shape {format_shape(target)}")
+    return target
+
+
+def _assign_dtype(types: Sequence[np.dtype], attrs: Mapping[str, Any]) -> np.dtype:
+    if types[0] != types[1]:
+        raise RuleError(f"cannot assign a {types[1].name} value to a {types[0].name} variable", "dtype")
+    return types[0]
+
+
+def _assign_reference(update: str):
+    def reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+        old, value = values
+        new = {"set": lambda: value, "add": lambda: old + value, "sub": lambda: old - value}[update]()
+        return np.broadcast_to(np.asarray(new, dtype=np.asarray(old).dtype), np.shape(old)).copy()
+    return reference
+
+
+def _assign_op(name: str, update: str) -> OpDef:
+    return OpDef(name, "state", _assign_shape, _assign_dtype, reference=_assign_reference(update),
+                 grad_rule=None)
+
+
+Assign = _assign_op("Assign", "set")
+AssignAdd = _assign_op("AssignAdd", "add")
+AssignSub = _assign_op("AssignSub", "sub")
+
+Group = OpDef("Group", "group", lambda shapes, attrs: (), lambda types, attrs: None,
+              reference=None, grad_rule=None, num_outputs=0)
+InitVariables = OpDef("InitVariables", "host", lambda shapes, attrs: (), lambda types, attrs: None,
+                      reference=None, grad_rule=None, num_outputs=0)
+
+
+def _check_variable(ref: Any, what: str) -> None:
+    from .sources import Variable
+    if not isinstance(ref, Variable):
+        raise TypeError(f"{what} needs a Variable, got {ref!r} (at {user_location()})")
+
+
+def assign(ref: Any, value: Any, name: str | None = None) -> Tensor:
+    """Set ``ref`` to ``value`` when run; returns the new value."""
+    _check_variable(ref, "assign")
+    return Assign(ref, convert_to_tensor(value, ref.dtype) if not isinstance(value, Tensor) else value,
+                  name=name)
+
+
+def assign_add(ref: Any, value: Any, name: str | None = None) -> Tensor:
+    """``ref += value`` when run; returns the new value."""
+    _check_variable(ref, "assign_add")
+    return AssignAdd(ref, convert_to_tensor(value, ref.dtype) if not isinstance(value, Tensor) else value,
+                     name=name)
+
+
+def assign_sub(ref: Any, value: Any, name: str | None = None) -> Tensor:
+    """``ref -= value`` when run; returns the new value."""
+    _check_variable(ref, "assign_sub")
+    return AssignSub(ref, convert_to_tensor(value, ref.dtype) if not isinstance(value, Tensor) else value,
+                     name=name)
+
+
+def group(*inputs: Any, name: str | None = None) -> Operation:
+    """One operation that runs all of ``inputs`` (tensors or operations)."""
+    items: list[Any] = []
+    for item in inputs:
+        items.extend(item if isinstance(item, (list, tuple)) else [item])
+    tensors = [t for t in items if isinstance(t, Tensor)]
+    ops = [t for t in items if isinstance(t, Operation)]
+    graph = (tensors[0].graph if tensors else ops[0].graph if ops else get_default_graph())
+    for op in ops:
+        if op.graph is not graph:
+            raise GraphMismatchError(f"group: {op.describe()} belongs to another graph (at {user_location()})")
+    with graph.control_dependencies(ops):
+        return apply(Group, tensors, {}, name or "group", graph=graph)
+
+
+def no_op(name: str | None = None) -> Operation:
+    return group(name=name or "NoOp")
+
+
+def global_variables_initializer(graph: Any = None) -> Operation:
+    """An operation that, when run, resets every global variable to its initial value."""
+    graph = graph or get_default_graph()
+    return apply(InitVariables, [], {}, "init", graph=graph)

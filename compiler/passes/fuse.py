@@ -1,0 +1,299 @@
+"""Fusion and buffer assignment: specialised nodes -> a ``Program`` of kernels.
+
+Which nodes get a buffer ("materialised"): sources, reductions (incl. matmul), fetched values, and
+elementwise nodes that cannot be folded into their single consumer. An elementwise node is folded
+into its consumer (elementwise, reduction or assignment) when it has exactly one consumer that
+visits each of its elements once; it then becomes part of that kernel's scalar expression, read
+through strided loads (broadcast = stride 0, transpose = permuted strides). Reshape is a view of a
+contiguous buffer.
+
+Assignments run last, so every read of a variable in the step sees its value from the start of the
+step. An assignment whose expression would read a buffer that another assignment writes (or its
+own variable through a non-identity index) gets its value computed into a temporary first.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import dtypes
+from ..kernel_ir import (Access, Buffer, FetchSpec, Kernel, Program, ScalarBuilder, ScalarExpr,
+                         contiguous_strides)
+from ..ops.base import LoopNest
+from ..shapes import broadcast_dim_map
+from .specialize import Node
+
+
+@dataclass(frozen=True)
+class Storage:
+    buffer: int
+    strides: tuple[int, ...]
+    offset: int = 0
+
+    def is_contiguous(self, shape: tuple[int, ...]) -> bool:
+        return all(s == c for s, c, n in zip(self.strides, contiguous_strides(shape), shape) if n != 1)
+
+
+class _Restart(Exception):
+    """A hazard was found: rebuild with more nodes materialised."""
+
+
+def _loop_nest(node: Node) -> LoopNest:
+    return node.opdef.loop_nest([i.shape for i in node.inputs], node.shape, node.attrs)
+
+
+class _KernelBuilder:
+    def __init__(self, nodes: Sequence[Node], fetches: Sequence[Node | None], forced: set[int]) -> None:
+        self.nodes = list(nodes)
+        self.fetches = list(fetches)
+        self.forced = forced
+        self.fetched = {id(n) for n in fetches if n is not None}
+        self.consumers: dict[int, list[tuple[Node, int]]] = {}
+        for node in self.nodes:
+            for index, inp in enumerate(node.inputs):
+                if index not in node.opdef.shape_only_inputs:
+                    self.consumers.setdefault(id(inp), []).append((node, index))
+        self.buffers: list[Buffer] = []
+        self.storage: dict[int, Storage] = {}
+        self.literal: dict[int, Any] = {}
+        self.kernels: list[Kernel] = []
+        self.final_kernels: list[Kernel] = []
+        self.feeds: dict[Any, int] = {}
+        self.variables: dict[Any, int] = {}
+        self.constants: dict[int, np.ndarray] = {}
+        self.var_buffer_of: dict[int, int] = {}       # id(variable node) -> buffer
+
+    # -- decisions ---------------------------------------------------------------------------
+    def _fusable(self, node: Node) -> bool:
+        if node.kind != "elementwise" or id(node) in self.fetched or id(node) in self.forced:
+            return False
+        uses = self.consumers.get(id(node), [])
+        if len(uses) != 1:
+            return False
+        consumer, index = uses[0]
+        if consumer.kind == "elementwise":
+            return consumer.size == node.size
+        if consumer.kind == "reduce":
+            return math.prod(_loop_nest(consumer).space) == node.size
+        if consumer.kind == "state":
+            return index == 1 and consumer.size == node.size
+        return False
+
+    def _state_needs_temp(self, node: Node) -> bool:
+        return bool(self.consumers.get(id(node))) or id(node) in self.fetched or id(node) in self.forced
+
+    # -- buffers -----------------------------------------------------------------------------
+    def _new_buffer(self, node: Node, role: str, shape: tuple[int, ...] | None = None) -> int:
+        index = len(self.buffers)
+        self.buffers.append(Buffer(index, tuple(shape if shape is not None else node.shape), node.dtype,
+                                   role, f"{node.opdef.name} {node.label!r}"))
+        return index
+
+    def _assign_storage(self, node: Node) -> None:
+        name = node.opdef.name
+        if name == "Placeholder":
+            buffer = self._new_buffer(node, "feed")
+            self.feeds[node.tensor] = buffer
+            self.storage[id(node)] = Storage(buffer, contiguous_strides(node.shape))
+        elif name == "Variable":
+            buffer = self._new_buffer(node, "variable")
+            self.variables[node.tensor] = buffer
+            self.var_buffer_of[id(node)] = buffer
+            self.storage[id(node)] = Storage(buffer, contiguous_strides(node.shape))
+        elif name == "Const":
+            if node.size == 1 and id(node) not in self.fetched:
+                self.literal[id(node)] = node.value.reshape(()).item()
+            else:
+                buffer = self._new_buffer(node, "constant")
+                self.constants[buffer] = node.value
+                self.storage[id(node)] = Storage(buffer, contiguous_strides(node.shape))
+        elif node.kind == "layout":
+            source = self.storage[id(node.inputs[0])]
+            if not source.is_contiguous(node.inputs[0].shape):
+                source = self._copy_to_temp(node.inputs[0])
+            self.storage[id(node)] = Storage(source.buffer, contiguous_strides(node.shape), source.offset)
+        elif node.kind in ("elementwise", "reduce"):
+            if node.kind == "elementwise" and self._fusable(node):
+                return
+            role = "output" if id(node) in self.fetched else "temp"
+            buffer = self._new_buffer(node, role)
+            self.storage[id(node)] = Storage(buffer, contiguous_strides(node.shape))
+            self._emit_compute(node, buffer)
+        elif node.kind == "state":
+            self._emit_state(node)
+        if id(node) in self.forced and node.kind in ("source", "layout") and id(node) in self.storage:
+            self.storage[id(node)] = self._copy_to_temp(node)
+
+    def _copy_to_temp(self, node: Node) -> Storage:
+        buffer = self._new_buffer(node, "temp")
+        sb = ScalarBuilder()
+        operands: list[Access] = []
+        covers: list[tuple[str, str, str]] = []
+        space = node.shape
+        body = self._expr(node, tuple(range(len(space))), space, sb, operands, {}, covers)
+        self.kernels.append(Kernel(f"k{len(self.kernels)}_copy", space, tuple(operands), body,
+                                   Access(buffer, contiguous_strides(space)), node.dtype,
+                                   covers=((node.opdef.name, node.label, node.where),)))
+        return Storage(buffer, contiguous_strides(space))
+
+    # -- expressions -------------------------------------------------------------------------
+    def _expr(self, node: Node, dim_axes: tuple[int | None, ...], space: tuple[int, ...],
+              sb: ScalarBuilder, operands: list[Access], memo: dict, covers: list) -> ScalarExpr:
+        key = (id(node), dim_axes)
+        if key in memo:
+            return memo[key]
+        if id(node) in self.literal:
+            result = sb.literal(self.literal[id(node)], node.dtype)
+        elif id(node) in self.storage:
+            storage = self.storage[id(node)]
+            strides = [0] * len(space)
+            for dim, axis in enumerate(dim_axes):
+                if axis is not None and node.shape[dim] != 1:
+                    strides[axis] += storage.strides[dim]
+            access = Access(storage.buffer, tuple(strides), storage.offset)
+            if access not in operands:
+                operands.append(access)
+            result = sb.load(operands.index(access), node.dtype)
+        else:
+            covers.append((node.opdef.name, node.label, node.where))
+            maps = node.opdef.input_dim_maps([i.shape for i in node.inputs], node.shape, node.attrs)
+            args: list[ScalarExpr | None] = []
+            for index, (inp, mapping) in enumerate(zip(node.inputs, maps)):
+                if index in node.opdef.shape_only_inputs:
+                    args.append(None)
+                    continue
+                child = tuple(None if (d is None or inp.shape[j] == 1) else dim_axes[d]
+                              for j, d in enumerate(mapping))
+                args.append(self._expr(inp, child, space, sb, operands, memo, covers))
+            sb._dim_axes = dim_axes
+            result = node.opdef.lower_scalar(sb, args, node.attrs)
+        memo[key] = result
+        return result
+
+    def _emit_compute(self, node: Node, buffer: int) -> None:
+        sb = ScalarBuilder()
+        operands: list[Access] = []
+        covers: list[tuple[str, str, str]] = []
+        memo: dict = {}
+        if node.kind == "elementwise":
+            space = node.shape
+            self.storage.pop(id(node))  # build the expression of the node itself, not a load of it
+            try:
+                body = self._expr(node, tuple(range(len(space))), space, sb, operands, memo, covers)
+            finally:
+                self.storage[id(node)] = Storage(buffer, contiguous_strides(node.shape))
+            kernel = Kernel(f"k{len(self.kernels)}", space, tuple(operands), body,
+                            Access(buffer, contiguous_strides(space)), node.dtype, covers=tuple(covers))
+        else:
+            nest = _loop_nest(node)
+            covers.append((node.opdef.name, node.label, node.where))
+            args = []
+            for index, (inp, axes) in enumerate(zip(node.inputs, nest.input_axes)):
+                if index in node.opdef.shape_only_inputs:
+                    args.append(None)
+                    continue
+                args.append(self._expr(inp, tuple(axes), nest.space, sb, operands, memo, covers))
+            body = nest.body(sb, args)
+            kept = [a for a in range(len(nest.space)) if a not in nest.reduce_axes]
+            out_strides = [0] * len(nest.space)
+            for axis, stride in zip(kept, contiguous_strides([nest.space[a] for a in kept])):
+                out_strides[axis] = stride
+            kernel = Kernel(f"k{len(self.kernels)}", nest.space, tuple(operands), body,
+                            Access(buffer, tuple(out_strides)), node.dtype,
+                            reduce_axes=tuple(nest.reduce_axes), combiner=nest.combiner,
+                            covers=tuple(covers))
+        self.kernels.append(kernel)
+
+    def _state_expr(self, node: Node, space: tuple[int, ...], sb: ScalarBuilder,
+                    operands: list[Access], covers: list) -> ScalarExpr:
+        variable, value = node.inputs
+        identity = tuple(range(len(space)))
+        value_expr = self._expr(value, broadcast_dim_map(value.shape, node.shape), space, sb, operands, {},
+                                covers)
+        if node.opdef.name == "Assign":
+            return value_expr
+        old = self._expr(variable, identity, space, sb, operands, {}, covers)
+        return sb.add(old, value_expr) if node.opdef.name == "AssignAdd" else sb.sub(old, value_expr)
+
+    def _emit_state(self, node: Node) -> None:
+        variable = node.inputs[0]
+        target = self.var_buffer_of[id(variable)]
+        space = node.shape
+        covers = [(node.opdef.name, node.label, node.where)]
+        if self._state_needs_temp(node):
+            temp = self._new_buffer(node, "temp")
+            sb = ScalarBuilder()
+            operands: list[Access] = []
+            body = self._state_expr(node, space, sb, operands, covers)
+            self.kernels.append(Kernel(f"k{len(self.kernels)}", space, tuple(operands), body,
+                                       Access(temp, contiguous_strides(space)), node.dtype,
+                                       covers=tuple(covers)))
+            self.storage[id(node)] = Storage(temp, contiguous_strides(space))
+            sb = ScalarBuilder()
+            body = sb.load(0, node.dtype)
+            self.final_kernels.append(Kernel("", space, (Access(temp, contiguous_strides(space)),), body,
+                                             Access(target, contiguous_strides(space)), node.dtype,
+                                             covers=tuple(covers)))
+            return
+        sb = ScalarBuilder()
+        operands = []
+        body = self._state_expr(node, space, sb, operands, covers)
+        self.final_kernels.append(Kernel("", space, tuple(operands), body,
+                                         Access(target, contiguous_strides(space)), node.dtype,
+                                         covers=tuple(covers)))
+        self.storage[id(node)] = Storage(target, contiguous_strides(space))
+
+    # -- hazards -----------------------------------------------------------------------------
+    def _check_hazards(self) -> None:
+        written = {k.out.buffer for k in self.final_kernels}
+        state_nodes = [n for n in self.nodes if n.kind == "state"]
+        for kernel, node in zip(self.final_kernels, state_nodes):
+            own = kernel.out
+            for access in kernel.operands:
+                bad_other = access.buffer in written and access.buffer != own.buffer
+                bad_own = access.buffer == own.buffer and (access.strides != own.strides or access.offset)
+                if bad_other or bad_own:
+                    # Compute the new value into a temporary before any assignment runs.
+                    self.forced.add(id(node))
+                    raise _Restart()
+        for node in self.fetches:
+            if node is None or node.kind == "state":
+                continue
+            storage = self.storage.get(id(node))
+            if storage is not None and storage.buffer in written and id(node) not in self.forced:
+                self.forced.add(id(node))
+                raise _Restart()
+
+    def build(self) -> Program:
+        for node in self.nodes:
+            self._assign_storage(node)
+        self._check_hazards()
+        kernels = self.kernels + [
+            Kernel(f"k{len(self.kernels) + i}_assign", k.space, k.operands, k.body, k.out, k.out_dtype,
+                   covers=k.covers) for i, k in enumerate(self.final_kernels)]
+        fetches: list[FetchSpec | None] = []
+        for node in self.fetches:
+            if node is None:
+                fetches.append(None)
+                continue
+            if id(node) in self.literal:
+                buffer = self._new_buffer(node, "constant")
+                self.constants[buffer] = node.value
+                self.storage[id(node)] = Storage(buffer, contiguous_strides(node.shape))
+            storage = self.storage[id(node)]
+            fetches.append(FetchSpec(storage.buffer, node.shape, storage.strides, storage.offset))
+        return Program(self.buffers, kernels, self.feeds, self.variables, self.constants, fetches)
+
+
+def build_program(nodes: Sequence[Node], fetches: Sequence[Node | None]) -> Program:
+    """Fuse the nodes into kernels and assign buffers (see the module docstring)."""
+    forced: set[int] = set()
+    for _ in range(4 * len(nodes) + 4):
+        try:
+            return _KernelBuilder(nodes, fetches, forced).build()
+        except _Restart:
+            continue
+    raise AssertionError("fusion did not converge")

@@ -1,0 +1,122 @@
+"""Graph rewrites on specialised nodes: shape folding, no-op elision, constant folding, common
+subexpression elimination and dead-code elimination. Each takes and returns a topological list."""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..ops.sources import Const
+from .specialize import Node
+
+# Constants up to this many elements are folded at compile time; larger ones stay computed.
+FOLD_LIMIT = 4096
+_NOOP_WHEN_SAME_SHAPE = ("Identity", "StopGradient", "SumTo", "BroadcastLike", "BroadcastTo",
+                         "ReshapeLike", "Reshape")
+
+
+def _rewrite(nodes: Sequence[Node], replace: Callable[[Node], Node | None]) -> list[Node]:
+    """Apply ``replace`` to each node in order (inputs already rewritten); None keeps the node."""
+    mapping: dict[int, Node] = {}
+    result: list[Node] = []
+    for node in nodes:
+        node.inputs = [mapping.get(id(i), i) for i in node.inputs]
+        node.control = [mapping.get(id(c), c) for c in node.control]
+        new = replace(node)
+        if new is None or new is node:
+            result.append(node)
+        else:
+            mapping[id(node)] = new
+            node.forward = new
+            if not any(new is r for r in result):
+                result.append(new)
+    return result
+
+
+def _const_node(value: np.ndarray, like: Node) -> Node:
+    value = np.array(np.asarray(value, dtype=like.dtype).reshape(like.shape), order="C")
+    value.setflags(write=False)
+    return Node(Const, [], {"value": value, "shape": value.shape, "dtype": value.dtype},
+                value.shape, value.dtype, origin=like.origin, value=value)
+
+
+def _placeholder_for_shape(node: Node) -> np.ndarray:
+    return np.broadcast_to(np.zeros((), dtype=node.dtype), node.shape)  # no memory
+
+
+def fold_shapes(nodes: Sequence[Node]) -> list[Node]:
+    """Ops whose value depends only on shapes become constants."""
+    def replace(node: Node) -> Node | None:
+        if node.kind != "shape":
+            return None
+        values = [_placeholder_for_shape(i) for i in node.inputs]
+        return _const_node(node.opdef.reference(values, node.attrs), node)
+    return _rewrite(nodes, replace)
+
+
+def elide_noops(nodes: Sequence[Node]) -> list[Node]:
+    """Identity-like ops (and sum_to/broadcast/reshape to the same shape) disappear."""
+    def replace(node: Node) -> Node | None:
+        if node.opdef.name in _NOOP_WHEN_SAME_SHAPE and node.inputs and node.inputs[0].shape == node.shape:
+            return node.inputs[0]
+        if node.opdef.name == "Cast" and node.inputs[0].dtype == node.dtype:
+            return node.inputs[0]
+        return None
+    return _rewrite(nodes, replace)
+
+
+def fold_constants(nodes: Sequence[Node]) -> list[Node]:
+    """Computing ops whose data inputs are all (small) constants are evaluated now, with numpy."""
+    def replace(node: Node) -> Node | None:
+        if node.kind not in ("elementwise", "reduce", "layout") or node.size > FOLD_LIMIT:
+            return None
+        data = node.data_inputs()
+        if not data or any(i.value is None for i in data):
+            return None
+        values = [i.value if i.value is not None else _placeholder_for_shape(i) for i in node.inputs]
+        with np.errstate(all="ignore"):
+            return _const_node(node.opdef.reference(values, node.attrs), node)
+    return _rewrite(nodes, replace)
+
+
+def _attr_key(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return (value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, (list, tuple)):
+        return tuple(_attr_key(v) for v in value)
+    if isinstance(value, np.dtype):
+        return value.str
+    if isinstance(value, float) and value != value:
+        return "nan"
+    return value
+
+
+def eliminate_common_subexpressions(nodes: Sequence[Node]) -> list[Node]:
+    """Identical computations on identical inputs are computed once."""
+    seen: dict[Any, Node] = {}
+
+    def replace(node: Node) -> Node | None:
+        if node.kind in ("state", "group", "host") or node.opdef.name in ("Placeholder", "Variable"):
+            return None
+        key = (node.opdef.name, tuple(id(i) for i in node.inputs), node.shape, node.dtype.str,
+               tuple(sorted((k, _attr_key(v)) for k, v in node.attrs.items())))
+        existing = seen.get(key)
+        if existing is None:
+            seen[key] = node
+            return None
+        return existing
+    return _rewrite(nodes, replace)
+
+
+def eliminate_dead_code(nodes: Sequence[Node], roots: Sequence[Node]) -> list[Node]:
+    """Keep what the roots need; shape-only inputs count as needed (their shapes are used)."""
+    live: set[int] = set()
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        if id(node) in live:
+            continue
+        live.add(id(node))
+        stack.extend(node.inputs)
+        stack.extend(node.control)
+    return [n for n in nodes if id(n) in live]

@@ -1,0 +1,121 @@
+"""Prune the user's graph to what the fetches need and re-run shape rules with concrete shapes.
+
+The result is a list of ``Node``s (a private, mutable copy the later passes rewrite), in
+topological order, each with a fully known shape.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from ..errors import CompileError, DTypeError, ShapeError
+from ..graph import Operation, Tensor
+from ..ops.base import OpDef
+from ..shapes import RuleError, format_shape
+
+
+@dataclass(eq=False)
+class Node:
+    """One value of the compiled step (a specialised graph tensor)."""
+
+    opdef: OpDef
+    inputs: list["Node"]
+    attrs: dict[str, Any]
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    origin: Operation | None = None
+    tensor: Tensor | None = None               # placeholders and variables: the user's tensor
+    value: np.ndarray | None = None            # constants
+    control: list["Node"] = field(default_factory=list)
+    forward: "Node | None" = None             # set when a pass replaces this node
+
+    def resolve(self) -> "Node":
+        """The node that now stands for this one after rewrites."""
+        node = self
+        while node.forward is not None:
+            node = node.forward
+        return node
+
+    @property
+    def kind(self) -> str:
+        return self.opdef.kind
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def data_inputs(self) -> list["Node"]:
+        return [n for i, n in enumerate(self.inputs) if i not in self.opdef.shape_only_inputs]
+
+    @property
+    def label(self) -> str:
+        return self.origin.name if self.origin is not None else self.opdef.name
+
+    @property
+    def where(self) -> str:
+        return str(self.origin.location) if self.origin is not None else "<compiler>"
+
+
+def needed_operations(roots: Iterable[Operation]) -> list[Operation]:
+    """Every operation the roots depend on (data and control), in creation (topological) order."""
+    seen: set[Operation] = set()
+    stack = list(roots)
+    while stack:
+        op = stack.pop()
+        if op in seen:
+            continue
+        seen.add(op)
+        stack.extend(t.op for t in op.inputs)
+        stack.extend(op.control_inputs)
+    return sorted(seen, key=lambda o: o.id)
+
+
+def specialize(operations: Sequence[Operation], feed_shapes: dict[Tensor, tuple[int, ...]]
+               ) -> dict[Operation, Node]:
+    """Build Nodes with concrete shapes; shape errors name the op and the user's line."""
+    nodes: dict[Operation, Node] = {}
+    for op in operations:
+        inputs = [nodes[t.op] for t in op.inputs]
+        attrs = dict(op.attrs)
+        dtype = op.outputs[0].dtype if op.outputs else None
+        if op.type == "Placeholder":
+            shape = feed_shapes[op.outputs[0]]
+        elif op.opdef.num_outputs == 0:
+            shape = ()
+        else:
+            try:
+                shape = tuple(op.opdef.shape_rule([n.shape for n in inputs], attrs))
+            except RuleError as exc:
+                operands = ", ".join(f"{t.name!r} {format_shape(n.shape)}" for t, n in zip(op.inputs, inputs))
+                error = DTypeError if exc.kind == "dtype" else ShapeError
+                raise error(f"{op.describe()}: {exc} with the fed shapes; operands: {operands} "
+                            f"(at {op.location})") from None
+            if None in shape:
+                raise CompileError(f"{op.describe()}: shape {format_shape(shape)} still unknown "
+                                   f"after specialisation (at {op.location})")
+        node = Node(op.opdef, inputs, attrs, shape, dtype, origin=op,
+                    tensor=op.outputs[0] if op.outputs else None,
+                    value=attrs.get("value") if op.type == "Const" else None)
+        node.control = [nodes[c] for c in op.control_inputs if c in nodes]
+        nodes[op] = node
+    return nodes
+
+
+def format_nodes(nodes: Sequence[Node], title: str) -> str:
+    """One line per node: ``%name = Type(inputs) {attrs} : dtype[shape]  # file:line``."""
+    names = {id(n): f"%{i}" for i, n in enumerate(nodes)}
+    lines = [f"# {title}: {len(nodes)} nodes"]
+    for node in nodes:
+        args = ", ".join(names.get(id(i), "?") for i in node.inputs)
+        attrs = {k: v for k, v in node.attrs.items() if k not in ("value", "shape", "dtype") and not k.startswith("_")}
+        attr_text = (" " + ", ".join(f"{k}={v!r}" for k, v in attrs.items())) if attrs else ""
+        if node.value is not None:
+            attr_text += " value=" + (repr(node.value.item()) if node.value.size == 1 else f"<{node.value.size} elements>")
+        dims = "x".join(str(d) for d in node.shape) or "scalar"
+        dtype = node.dtype.name if node.dtype is not None else "-"
+        lines.append(f"{names[id(node)]} = {node.opdef.name}({args}){attr_text} : {dtype}[{dims}]"
+                     f"  # {node.label!r} {node.where}")
+    return "\n".join(lines) + "\n"

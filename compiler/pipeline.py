@@ -1,0 +1,128 @@
+"""The compiler's stages, in order. Each one is named and can be dumped as text.
+
+    graph      the user's graph, pruned to what the fetches need, with concrete shapes
+    optimized  after shape folding, no-op elision, constant folding, CSE and dead-code elimination
+    kernels    the fused kernel IR and the buffer plan (each kernel lists the ops and lines it covers)
+    llvm       LLVM IR for the host CPU: the kernels and the one entry point ``graphgrad_step``
+    llvm-opt   the same after LLVM's O3 pipeline for this CPU
+    asm        host assembly
+    ptx        the same kernel IR lowered for ``nvptx64-nvidia-cuda`` (sm_80)
+
+Follow ``exp(x * w)`` through ``compile_step`` below: ``specialize`` → ``simplify`` → ``fuse`` →
+``codegen.cpu`` / ``codegen.nvptx``.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import jinja2
+
+from .codegen import cpu, nvptx
+from .graph import Operation, Tensor
+from .kernel_ir import Program, format_program
+from .passes import simplify
+from .passes.fuse import build_program
+from .passes.specialize import Node, format_nodes, needed_operations, specialize
+
+STAGES = ("graph", "optimized", "kernels", "llvm", "llvm-opt", "asm", "ptx")
+_FILE_SUFFIX = {"llvm": ".ll", "llvm-opt": ".ll", "asm": ".s", "ptx": ".ptx"}
+
+
+@dataclass
+class CompiledStep:
+    """The result of compiling one fetch set for one set of feed shapes."""
+
+    program: Program
+    texts: dict[str, str]
+    native_module: Any                  # llvmlite ModuleRef, optimised, ready for the JIT
+    timings: dict[str, float] = field(default_factory=dict)
+    _lazy: dict[str, Callable[[], str]] = field(default_factory=dict)
+
+    def dump(self, stage: str) -> str:
+        if stage not in STAGES:
+            raise ValueError(f"unknown stage {stage!r}; stages are: {', '.join(STAGES)}")
+        if stage not in self.texts:
+            self.texts[stage] = self._lazy[stage]()
+        return self.texts[stage]
+
+
+def compile_step(fetches: Sequence[Tensor | Operation], feed_shapes: dict[Tensor, tuple[int, ...]]
+                 ) -> CompiledStep:
+    """Compile the step that computes ``fetches`` (and every assignment they trigger)."""
+    timings: dict[str, float] = {}
+    start = time.perf_counter()
+    roots = [f.op if isinstance(f, Tensor) else f for f in fetches]
+    nodes_by_op = specialize(needed_operations(roots), feed_shapes)
+    nodes: list[Node] = list(nodes_by_op.values())
+    fetch_nodes: list[Node | None] = [nodes_by_op[f.op] if isinstance(f, Tensor) else None for f in fetches]
+    texts = {"graph": format_nodes(nodes, "graph")}
+    timings["specialize"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    nodes = simplify.fold_shapes(nodes)
+    nodes = simplify.elide_noops(nodes)
+    nodes = simplify.fold_constants(nodes)
+    nodes = simplify.eliminate_common_subexpressions(nodes)
+    fetch_nodes = [n.resolve() if n is not None else None for n in fetch_nodes]
+    keep = [n for n in nodes if n.kind == "state"] + [n for n in fetch_nodes if n is not None]
+    nodes = simplify.eliminate_dead_code(nodes, keep)
+    texts["optimized"] = format_nodes(nodes, "optimized")
+    timings["simplify"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    program = build_program(nodes, fetch_nodes)
+    texts["kernels"] = format_program(program)
+    timings["fuse"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    texts["llvm"] = str(cpu.build_module(program))
+    timings["codegen"] = time.perf_counter() - start
+    start = time.perf_counter()
+    native = cpu.optimize(texts["llvm"])
+    timings["llvm-opt"] = time.perf_counter() - start
+
+    step = CompiledStep(program, texts, native, timings)
+    step._lazy = {"llvm-opt": lambda: str(native), "asm": lambda: cpu.emit_assembly(native),
+                  "ptx": lambda: nvptx.emit_ptx(program)}
+    dump_dir = os.environ.get("GRAPHGRAD_DUMP")
+    if dump_dir:
+        write_dumps(step, dump_dir)
+    return step
+
+
+_dump_counter = 0
+
+
+def write_dumps(step: CompiledStep, directory: str, stages: Sequence[str] = STAGES) -> list[str]:
+    """Write each stage to ``directory/step<N>.<stage><suffix>``; returns the paths written."""
+    global _dump_counter
+    os.makedirs(directory, exist_ok=True)
+    number = _dump_counter
+    _dump_counter += 1
+    paths = []
+    for stage in stages:
+        path = os.path.join(directory, f"step{number}.{stage}{_FILE_SUFFIX.get(stage, '.txt')}")
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(step.dump(stage))
+        paths.append(path)
+    with open(os.path.join(directory, f"step{number}.report.txt"), "w", encoding="utf-8") as handle:
+        handle.write(render_report(step))
+    return paths
+
+
+_ENVIRONMENT = jinja2.Environment(loader=jinja2.PackageLoader("compiler", "templates"),
+                                  autoescape=False, keep_trailing_newline=True,
+                                  trim_blocks=True, lstrip_blocks=True)
+
+
+def render_report(step: CompiledStep) -> str:
+    """A readable summary: timings, the buffer plan, and each kernel with the user lines it covers."""
+    program = step.program
+    return _ENVIRONMENT.get_template("report.txt.j2").render(
+        program=program, timings=step.timings,
+        kernel_count=len(program.kernels),
+        bytes_by_role={role: sum(b.nbytes for b in program.buffers if b.role == role)
+                       for role in ("feed", "variable", "constant", "temp", "output")})

@@ -1,0 +1,311 @@
+"""The ``Optimizer`` base class (TensorFlow 1.x's API): gradients, slots and the update step.
+
+An optimizer turns ``[(grad, var), …]`` into one ``Operation`` that, when run, applies an update to
+every variable. Inside one compiled step every read of a variable sees its value from the start of
+the step and every assignment takes effect at the end, so an update is written directly from the
+start-of-step values of the variable and its slots (no control-dependency ordering is needed).
+
+Subclasses implement, as in TF1:
+
+- ``_create_slots(var_list)``: make the per-variable state (``self._zeros_slot(var, "m", self._name)``);
+- ``_prepare()``: read the hyperparameters once per ``apply_gradients`` call;
+- ``_apply_dense(grad, var)``: the update of one variable: an assignment, an ``Operation``, or a
+  list/tuple of them;
+- ``_finish(update_ops, name)``: group the updates (and add any per-step updates of non-slot state).
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterable, Iterator, Sequence
+
+import numpy as np
+
+import compiler as cc
+from compiler import dtypes
+from compiler.graph import Graph, Operation, Tensor, user_location
+
+GradsAndVars = list  # [(Tensor | None, Variable), ...]
+
+
+@contextlib.contextmanager
+def _init_scope(graph: Graph) -> Iterator[Graph]:
+    """Build state (slots, non-slot variables) in ``graph`` at the root name scope, outside any
+    ``cc.control_dependencies`` block, like TF1's ``init_scope``: a slot is named after its variable
+    wherever ``minimize`` is called."""
+    # The compiler has no public way to clear the scope stacks, so save and restore them here.
+    saved_names, saved_control = graph._name_stack, graph._control_stack
+    graph._name_stack, graph._control_stack = [], []
+    try:
+        with graph.as_default():
+            yield graph
+    finally:
+        graph._name_stack, graph._control_stack = saved_names, saved_control
+
+
+def _flatten(updates: Any) -> list[Any]:
+    if isinstance(updates, (list, tuple)):
+        return [item for part in updates for item in _flatten(part)]
+    return [updates]
+
+
+class Optimizer:
+    """Base class of the optimizers: ``minimize`` = ``compute_gradients`` + ``apply_gradients``.
+
+    Not used directly; subclass it and implement ``_create_slots``, ``_prepare``, ``_apply_dense``
+    (and ``_finish`` if the optimizer has per-step state of its own).
+
+    >>> import numpy as np
+    >>> import compiler as cc
+    >>> import optim
+    >>> w = cc.Variable(np.ones(3), name="w")
+    >>> loss = cc.reduce_sum(cc.square(w))
+    >>> opt = optim.GradientDescentOptimizer(0.1)
+    >>> grads_and_vars = opt.compute_gradients(loss)          # [(grad, w)]
+    >>> train = opt.apply_gradients(grads_and_vars)          # one Operation; run it in a Session
+    """
+
+    def __init__(self, use_locking: bool = False, name: str | None = None) -> None:
+        if not name:
+            raise ValueError("an Optimizer needs a non-empty name")
+        self._use_locking = use_locking  # kept for TF1 compatibility; updates are never racy here
+        self._name = name
+        # slot name -> {variable -> slot variable}
+        self._slots: dict[str, dict[cc.Variable, cc.Variable]] = {}
+        # (name, graph) -> non-slot variable (e.g. Adam's beta1_power), one per graph
+        self._non_slot_dict: dict[tuple[str, Graph], cc.Variable] = {}
+        self._hyper_cache: dict[tuple[str, np.dtype], Tensor] = {}
+
+    def get_name(self) -> str:
+        return self._name
+
+    # -- the public API ----------------------------------------------------------------------------
+    def minimize(self, loss: Tensor, global_step: cc.Variable | None = None,
+                 var_list: Sequence[cc.Variable] | None = None, grad_loss: Any = None,
+                 name: str | None = None) -> Operation:
+        """An Operation that updates ``var_list`` (default: the trainable variables) to reduce
+        ``loss``, and increments ``global_step`` by one if given.
+
+        Raises ``cc.NoGradientError`` if no variable has a path to ``loss``.
+
+        >>> import numpy as np
+        >>> import compiler as cc
+        >>> import optim
+        >>> w = cc.Variable(np.array([3.0, -2.0]), name="w")
+        >>> step = optim.get_or_create_global_step()
+        >>> train = optim.MomentumOptimizer(0.1, 0.9).minimize(cc.reduce_sum(w * w), global_step=step)
+        """
+        grads_and_vars = self.compute_gradients(loss, var_list=var_list, grad_loss=grad_loss)
+        if all(grad is None for grad, _ in grads_and_vars):
+            names = [v.name for _, v in grads_and_vars]
+            raise cc.NoGradientError(
+                "No gradients provided for any variable, check your graph for ops that do not "
+                f"support gradients, between variables {names} and loss {loss.name!r} "
+                f"(at {user_location()})")
+        return self.apply_gradients(grads_and_vars, global_step=global_step, name=name)
+
+    def compute_gradients(self, loss: Tensor, var_list: Sequence[cc.Variable] | None = None,
+                          grad_loss: Any = None) -> GradsAndVars:
+        """``[(grad, var), …]`` for the floating variables in ``var_list`` (default: the graph's
+        trainable variables); ``grad`` is ``None`` for a variable with no path to ``loss``.
+        ``grad_loss`` weights the loss (ones by default).
+
+        >>> import numpy as np
+        >>> import compiler as cc
+        >>> import optim
+        >>> a = cc.Variable(np.ones(2), name="a")
+        >>> b = cc.Variable(np.ones(2), name="b")
+        >>> pairs = optim.GradientDescentOptimizer(0.1).compute_gradients(cc.reduce_sum(a * a), [a, b])
+        >>> pairs[1][0] is None
+        True
+        """
+        loss = cc.convert_to_tensor(loss)
+        if not dtypes.is_floating(loss.dtype):
+            raise cc.DTypeError(f"{self._name}: the loss {loss.name!r} is {loss.dtype.name}; "
+                                f"it must be float32 or float64 (at {user_location()})")
+        graph = loss.graph
+        if var_list is None:
+            var_list = graph.get_collection(cc.GraphKeys.TRAINABLE_VARIABLES)
+        variables: list[cc.Variable] = []
+        for var in var_list:
+            if not isinstance(var, cc.Variable):
+                raise TypeError(f"{self._name}: var_list holds {var!r}, which is not a Variable "
+                                f"(at {user_location()})")
+            if var.graph is not graph:
+                raise cc.GraphMismatchError(f"{self._name}: variable {var.name!r} belongs to another "
+                                            f"graph than the loss {loss.name!r} (at {user_location()})")
+            # Integer (and bool) variables carry no gradient, as in TF1; duplicates count once.
+            if dtypes.is_floating(var.dtype) and not any(var is v for v in variables):
+                variables.append(var)
+        if not variables:
+            raise ValueError(f"{self._name}: no variables to optimize (at {user_location()})")
+        grads = cc.gradients(loss, variables, grad_ys=grad_loss)
+        return list(zip(grads, variables))
+
+    def apply_gradients(self, grads_and_vars: Iterable[tuple[Any, cc.Variable]],
+                        global_step: cc.Variable | None = None, name: str | None = None) -> Operation:
+        """One Operation that applies every ``(grad, var)`` whose grad is not None (and increments
+        ``global_step`` by one if given). Raises ``cc.NoGradientError`` if every grad is None.
+
+        >>> import numpy as np
+        >>> import compiler as cc
+        >>> import optim
+        >>> w = cc.Variable(np.ones(3), name="w")
+        >>> opt = optim.GradientDescentOptimizer(0.5)
+        >>> (g, _), = opt.compute_gradients(cc.reduce_sum(w * w), [w])
+        >>> train = opt.apply_gradients([(g * 0.5, w)])            # e.g. a scaled gradient
+        """
+        pairs = self._check_grads_and_vars(grads_and_vars)
+        var_list = [v for g, v in pairs if g is not None]
+        if not var_list:
+            raise cc.NoGradientError("No gradients provided for any variable: "
+                                     f"{[v.name for _, v in pairs]} (at {user_location()})")
+        if global_step is not None:
+            if not isinstance(global_step, cc.Variable) or not dtypes.is_integer(global_step.dtype):
+                raise TypeError(f"{self._name}: global_step must be an integer Variable, got "
+                                f"{global_step!r} (at {user_location()})")
+            if global_step.graph is not var_list[0].graph:
+                raise cc.GraphMismatchError(f"{self._name}: global_step belongs to another graph "
+                                            f"(at {user_location()})")
+        graph = var_list[0].graph
+        with _init_scope(graph):
+            self._create_slots(var_list)
+        scope = name or self._name
+        with graph.as_default():
+            with graph.name_scope(scope):
+                self._hyper_cache = {}
+                self._prepare()
+                update_ops: list[Any] = []
+                for grad, var in pairs:
+                    if grad is None:
+                        continue
+                    with graph.name_scope("update_" + var.op.name):
+                        update_ops.extend(_flatten(self._apply_dense(grad, var)))
+                if global_step is not None:
+                    update_ops.append(cc.assign_add(global_step, 1))
+            return self._finish(update_ops, scope)
+
+    def get_slot(self, var: cc.Variable, name: str) -> cc.Variable | None:
+        """The slot variable ``name`` ("momentum", "m", "v"…) made for ``var``, or None.
+
+        >>> import numpy as np
+        >>> import compiler as cc
+        >>> import optim
+        >>> w = cc.Variable(np.ones(2), name="w")
+        >>> opt = optim.MomentumOptimizer(0.1, 0.9)
+        >>> train = opt.minimize(cc.reduce_sum(w * w), var_list=[w])
+        >>> opt.get_slot(w, "momentum").op.name
+        'w/Momentum'
+        """
+        return self._slots.get(name, {}).get(var)
+
+    def get_slot_names(self) -> list[str]:
+        """The sorted names of the slots this optimizer makes (e.g. ``["m", "v"]`` for Adam)."""
+        return sorted(self._slots)
+
+    def variables(self) -> list[cc.Variable]:
+        """Every variable this optimizer created (slots and non-slot state such as beta powers)."""
+        found = [v for slots in self._slots.values() for v in slots.values()]
+        found.extend(self._non_slot_dict.values())
+        return sorted(found, key=lambda v: v.op.id)
+
+    # -- for subclasses ----------------------------------------------------------------------------
+    def _create_slots(self, var_list: list[cc.Variable]) -> None:
+        """Create the slots ``_apply_dense`` needs for each variable (none by default)."""
+
+    def _prepare(self) -> None:
+        """Read hyperparameters once per ``apply_gradients`` (e.g. call a callable learning rate)."""
+
+    def _apply_dense(self, grad: Tensor, var: cc.Variable) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} does not implement _apply_dense")
+
+    def _finish(self, update_ops: list[Any], name: str) -> Operation:
+        """Group the updates into the Operation that ``apply_gradients`` returns."""
+        return cc.group(*update_ops, name=name)
+
+    def _zeros_slot(self, var: cc.Variable, slot_name: str, op_name: str) -> cc.Variable:
+        """The slot ``slot_name`` of ``var``, created as zeros named ``<var>/<op_name>`` if new."""
+        slots = self._slots.setdefault(slot_name, {})
+        if var not in slots:
+            # Non-trainable and in GLOBAL_VARIABLES only; unique_name adds _1, _2… for more slots.
+            slots[var] = cc.Variable(np.zeros_like(var.initial_value), name=f"{var.op.name}/{op_name}",
+                                     trainable=False, collections=[cc.GraphKeys.GLOBAL_VARIABLES])
+        return slots[var]
+
+    def _get_or_make_slot(self, var: cc.Variable, value: Any, slot_name: str,
+                          op_name: str) -> cc.Variable:
+        """The slot ``slot_name`` of ``var``, created with initial value ``value`` if new."""
+        slots = self._slots.setdefault(slot_name, {})
+        if var not in slots:
+            initial = np.broadcast_to(np.asarray(value, dtype=var.dtype), var.shape).copy()
+            slots[var] = cc.Variable(initial, name=f"{var.op.name}/{op_name}", trainable=False,
+                                     collections=[cc.GraphKeys.GLOBAL_VARIABLES])
+        return slots[var]
+
+    def _create_non_slot_variable(self, initial_value: Any, name: str, colocate_with: cc.Variable
+                                  ) -> cc.Variable:
+        """A non-trainable variable shared by all of this optimizer's updates in one graph, with the
+        dtype of ``colocate_with`` (TF1 places it beside that variable)."""
+        graph = colocate_with.graph
+        key = (name, graph)
+        if key not in self._non_slot_dict:
+            with _init_scope(graph):
+                self._non_slot_dict[key] = cc.Variable(
+                    np.asarray(initial_value, dtype=colocate_with.dtype), name=name, trainable=False,
+                    collections=[cc.GraphKeys.GLOBAL_VARIABLES])
+        return self._non_slot_dict[key]
+
+    def _get_non_slot_variable(self, name: str, graph: Graph | None = None) -> cc.Variable | None:
+        return self._non_slot_dict.get((name, graph or cc.get_default_graph()))
+
+    def _hyper(self, name: str, value: Any, dtype: np.dtype) -> Tensor:
+        """A hyperparameter as a tensor of ``dtype``: a constant for a Python number, the tensor
+        itself (cast if its dtype differs) for a Tensor. Constants are shared within one step."""
+        if isinstance(value, Tensor):
+            return cc.cast(value, dtype)
+        key = (name, np.dtype(dtype))
+        if key not in self._hyper_cache:
+            self._hyper_cache[key] = cc.constant(np.asarray(value, dtype=dtype), name=name)
+        return self._hyper_cache[key]
+
+    # -- checks ------------------------------------------------------------------------------------
+    def _check_grads_and_vars(self, grads_and_vars: Iterable[tuple[Any, cc.Variable]]
+                              ) -> list[tuple[Tensor | None, cc.Variable]]:
+        pairs: list[tuple[Tensor | None, cc.Variable]] = []
+        for item in grads_and_vars:
+            try:
+                grad, var = item
+            except (TypeError, ValueError):
+                raise TypeError(f"{self._name}: grads_and_vars must hold (grad, var) pairs, got "
+                                f"{item!r} (at {user_location()})") from None
+            if not isinstance(var, cc.Variable):
+                raise TypeError(f"{self._name}: {var!r} is not a Variable (at {user_location()})")
+            if any(var is v for _, v in pairs):
+                raise ValueError(f"{self._name}: variable {var.name!r} appears more than once in "
+                                 f"grads_and_vars (at {user_location()})")
+            if grad is not None:
+                if not isinstance(grad, Tensor):
+                    with var.graph.as_default():
+                        grad = cc.convert_to_tensor(np.asarray(grad, dtype=var.dtype))
+                if grad.graph is not var.graph:
+                    raise cc.GraphMismatchError(f"{self._name}: the gradient {grad.name!r} and variable "
+                                                f"{var.name!r} belong to different graphs "
+                                                f"(at {user_location()})")
+                if grad.dtype != var.dtype:
+                    raise cc.DTypeError(f"{self._name}: the gradient {grad.name!r} is {grad.dtype.name} "
+                                        f"but variable {var.name!r} is {var.dtype.name} "
+                                        f"(at {user_location()})")
+                if not dtypes.is_floating(var.dtype):
+                    raise cc.DTypeError(f"{self._name}: cannot update the {var.dtype.name} variable "
+                                        f"{var.name!r} (at {user_location()})")
+            pairs.append((grad, var))
+        if not pairs:
+            raise ValueError(f"{self._name}: no variables provided (at {user_location()})")
+        return pairs
+
+
+def _call_if_callable(value: Any) -> Any:
+    """TF1 allows hyperparameters given as zero-argument callables, read at ``_prepare``."""
+    return value() if callable(value) and not isinstance(value, Tensor) else value
+
+
+HyperParameter = Any  # a Python number, a Tensor, or a zero-argument callable returning either

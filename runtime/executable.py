@@ -1,0 +1,81 @@
+"""A compiled step bound to buffers: feeds in, one native call, fetches out."""
+from __future__ import annotations
+
+import ctypes
+from typing import Any, Sequence
+
+import numpy as np
+
+from compiler.graph import Operation, Tensor
+from compiler.pipeline import CompiledStep, render_report
+
+from .jit import NativeStep
+
+
+class Executable:
+    """One compiled step. ``run`` makes exactly one call into native code.
+
+    ``dump(stage)`` returns a stage's text: graph, optimized, kernels, llvm, llvm-opt, asm, ptx.
+    """
+
+    def __init__(self, step: CompiledStep, fetches: Sequence[Tensor | Operation],
+                 variable_arrays: dict[Tensor, np.ndarray]) -> None:
+        self.step = step
+        self.fetches = list(fetches)
+        program = step.program
+        self._native = NativeStep(step.native_module)
+        self._arrays: list[np.ndarray] = []
+        for buffer in program.buffers:
+            if buffer.role == "variable":
+                tensor = next(t for t, b in program.variables.items() if b == buffer.index)
+                array = variable_arrays[tensor]
+            elif buffer.role == "constant":
+                array = np.array(program.constants[buffer.index], order="C")
+            else:
+                array = np.empty(buffer.shape, dtype=buffer.dtype)
+            self._arrays.append(array)
+        self._table = (ctypes.c_void_p * max(len(self._arrays), 1))()
+        for index, array in enumerate(self._arrays):
+            self._table[index] = array.ctypes.data
+        self._feed_slots = [(tensor, index) for tensor, index in program.feeds.items()]
+
+    @property
+    def native_calls(self) -> int:
+        """How many times native code was entered (one per ``run``)."""
+        return self._native.calls
+
+    @property
+    def program(self) -> Any:
+        return self.step.program
+
+    def run(self, feeds: dict[Tensor, np.ndarray]) -> list[np.ndarray | None]:
+        arrays = self._arrays
+        current = list(arrays)
+        for tensor, index in self._feed_slots:
+            value = feeds[tensor]
+            if value.flags.c_contiguous and value.dtype == arrays[index].dtype:
+                current[index] = value           # read in place: no copy
+                self._table[index] = value.ctypes.data
+            else:
+                np.copyto(arrays[index], value)
+                self._table[index] = arrays[index].ctypes.data
+        self._native(self._table)
+        results: list[np.ndarray | None] = []
+        for spec in self.step.program.fetches:
+            if spec is None:
+                results.append(None)
+                continue
+            source = current[spec.buffer].reshape(-1)
+            item = source.itemsize
+            view = np.lib.stride_tricks.as_strided(source[spec.offset:], spec.shape,
+                                                   [s * item for s in spec.strides])
+            results.append(np.array(view, copy=True))
+        return results
+
+    def dump(self, stage: str) -> str:
+        """The text of one compiler stage for this step (see ``compiler.pipeline.STAGES``)."""
+        return self.step.dump(stage)
+
+    def report(self) -> str:
+        """A readable summary: timings, the buffer plan, and the kernels with the lines they cover."""
+        return render_report(self.step)

@@ -1,0 +1,150 @@
+"""``Session``: runs fetches of a graph, owning the variables' memory and the compiled steps."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from compiler.errors import GraphMismatchError
+from compiler.graph import Graph, Operation, Tensor, get_default_graph
+from compiler.ops.sources import Variable
+from compiler.passes.specialize import needed_operations
+from compiler.pipeline import compile_step
+
+from . import reference
+from .executable import Executable
+from .feeds import check_feeds
+
+TARGETS = ("cpu", "reference", "cuda")
+
+
+def _flatten(structure: Any, leaves: list[Any]) -> Callable[[list[Any]], Any]:
+    """Collect the leaves of nested lists/tuples/dicts; return a function that rebuilds it."""
+    if isinstance(structure, (Tensor, Operation)):
+        position = len(leaves)
+        leaves.append(structure)
+        return lambda values: values[position]
+    if isinstance(structure, dict):
+        builders = {key: _flatten(value, leaves) for key, value in structure.items()}
+        kind = type(structure)
+        return lambda values: kind((key, build(values)) for key, build in builders.items())
+    if isinstance(structure, (list, tuple)):
+        builders_list = [_flatten(item, leaves) for item in structure]
+        if isinstance(structure, tuple) and hasattr(structure, "_fields"):
+            kind_nt = type(structure)
+            return lambda values: kind_nt(*(build(values) for build in builders_list))
+        kind_seq = type(structure)
+        return lambda values: kind_seq(build(values) for build in builders_list)
+    raise TypeError(f"cannot fetch {structure!r}: fetches must be Tensors, Operations, or "
+                    "lists/tuples/dicts of them")
+
+
+class Session:
+    """Runs parts of a graph. ``target="cpu"`` compiles each fetch set to one native step.
+
+    >>> import numpy as np, compiler as cc
+    >>> x = cc.placeholder("float32", shape=(None,))
+    >>> with Session() as sess:
+    ...     sess.run(cc.exp(x), feed_dict={x: np.zeros(2, "float32")})
+    array([1., 1.], dtype=float32)
+    """
+
+    def __init__(self, graph: Graph | None = None, target: str = "cpu") -> None:
+        if target not in TARGETS:
+            raise ValueError(f"unknown target {target!r}; targets are {', '.join(TARGETS)}")
+        if target == "cuda":
+            raise NotImplementedError("target='cuda' is not available yet: use exe.dump('ptx') for the "
+                                      "PTX of a step")
+        self.graph = graph or get_default_graph()
+        self.target = target
+        self._variables: dict[Tensor, np.ndarray] = {}
+        self._cache: dict[Any, Executable] = {}
+        self._closed = False
+
+    # -- context manager -----------------------------------------------------------------------
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release compiled steps and variable memory; the session cannot run afterwards."""
+        self._cache.clear()
+        self._variables.clear()
+        self._closed = True
+
+    # -- variables -----------------------------------------------------------------------------
+    def _variable_array(self, variable: Tensor) -> np.ndarray:
+        array = self._variables.get(variable)
+        if array is None:
+            array = np.array(variable.initial_value, copy=True)  # type: ignore[attr-defined]
+            self._variables[variable] = array
+        return array
+
+    def _initialize_all(self) -> None:
+        for variable, array in self._variables.items():
+            np.copyto(array, variable.initial_value)  # type: ignore[attr-defined]
+
+    # -- running -------------------------------------------------------------------------------
+    def _prepare(self, fetches: Any, feed_dict: Any) -> tuple[list[Any], Callable, dict, list[Operation]]:
+        if self._closed:
+            raise RuntimeError("this Session is closed")
+        leaves: list[Any] = []
+        rebuild = _flatten(fetches, leaves)
+        for leaf in leaves:
+            if leaf.graph is not self.graph:
+                raise GraphMismatchError(f"cannot fetch {getattr(leaf, 'name', leaf)!r}: it belongs to "
+                                         "another graph than this session's")
+        needed = needed_operations([t.op if isinstance(t, Tensor) else t for t in leaves])
+        feeds = check_feeds(self.graph, feed_dict, needed)
+        return leaves, rebuild, feeds, needed
+
+    def run(self, fetches: Any, feed_dict: Any = None) -> Any:
+        """Compute ``fetches`` (a tensor, an operation, or nested lists/tuples/dicts of them).
+
+        Returns the same structure with numpy arrays (``None`` for operations). Assignments the
+        fetches depend on are applied; variables keep their values between runs.
+        """
+        leaves, rebuild, feeds, needed = self._prepare(fetches, feed_dict)
+        if any(op.type == "InitVariables" for op in needed):
+            self._initialize_all()
+        compute = [leaf for leaf in leaves if not (isinstance(leaf, Operation) and leaf.type == "InitVariables")]
+        if not any(op.opdef.kind not in ("host", "group") for op in needed_operations(
+                [t.op if isinstance(t, Tensor) else t for t in compute])):
+            return rebuild([None] * len(leaves))
+        if self.target == "reference":
+            values = self._run_reference(compute, feeds, needed)
+        else:
+            values = self._executable(compute, feeds).run(feeds)
+        by_leaf = dict(zip(map(id, compute), values))
+        return rebuild([by_leaf.get(id(leaf)) for leaf in leaves])
+
+    def _run_reference(self, fetches: list[Any], feeds: dict, needed: list[Operation]) -> list[Any]:
+        variables = {op.outputs[0]: self._variable_array(op.outputs[0]) for op in needed if op.type == "Variable"}
+        values, updates = reference.evaluate(fetches, feeds, variables)
+        for variable, value in updates.items():
+            np.copyto(self._variable_array(variable), value)
+        return values
+
+    def _executable(self, fetches: list[Any], feeds: dict[Tensor, np.ndarray]) -> Executable:
+        key = (tuple(id(f) for f in fetches),
+               tuple(sorted((id(t), v.shape) for t, v in feeds.items())))
+        executable = self._cache.get(key)
+        if executable is None:
+            step = compile_step(fetches, {t: tuple(v.shape) for t, v in feeds.items()})
+            arrays = {t: self._variable_array(t) for t in step.program.variables}
+            executable = Executable(step, fetches, arrays)
+            self._cache[key] = executable
+        return executable
+
+    def compile(self, fetches: Any, feed_dict: Any = None) -> Executable:
+        """The compiled step for these fetches and feed shapes (cached), without running it.
+
+        ``exe.dump("llvm")`` shows its LLVM IR; stages: graph, optimized, kernels, llvm, llvm-opt,
+        asm, ptx.
+        """
+        if self.target != "cpu":
+            raise ValueError("compile() needs target='cpu'")
+        leaves, _, feeds, _ = self._prepare(fetches, feed_dict)
+        return self._executable(leaves, feeds)
