@@ -1,0 +1,150 @@
+"""The op table: one row per op (and per interesting shape), feeding every op test.
+
+Each row builds an output from placeholders. ``inputs`` give each placeholder's shape and how its
+values are drawn; ``grad`` lists the inputs to check gradients for (float64, finite differences);
+``second_order`` marks rows whose gradient-of-gradient is checked too.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+import compiler as cc
+
+
+@dataclass(frozen=True)
+class Input:
+    shape: tuple[int, ...]
+    draw: str = "normal"          # normal | positive | labels:<depth> | bool | distinct
+    dtype: str | None = None      # None: the row's float dtype
+
+    def values(self, rng: np.random.Generator, float_dtype: str) -> np.ndarray:
+        size = int(np.prod(self.shape)) if self.shape else 1
+        if self.draw.startswith("labels"):
+            depth = int(self.draw.split(":")[1])
+            return rng.integers(0, depth, size=self.shape).astype(self.dtype or "int32")
+        if self.draw == "bool":
+            return rng.random(self.shape) < 0.5
+        if self.draw == "positive":
+            values = rng.uniform(0.5, 2.0, size=self.shape)
+        elif self.draw == "distinct":
+            values = rng.permutation(size).reshape(self.shape) * 0.37 - size * 0.15 + rng.uniform(-0.05, 0.05, self.shape)
+        else:
+            values = rng.normal(size=self.shape)
+            values = np.where(np.abs(values) < 0.05, values + 0.2, values)  # keep off kinks at 0
+        return np.asarray(values).astype(self.dtype or float_dtype)
+
+    @property
+    def is_float(self) -> bool:
+        return self.dtype is None
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    build: Callable[..., cc.Tensor]
+    inputs: tuple[Input, ...]
+    grad: tuple[int, ...] = (0,)
+    second_order: bool = False
+
+
+def _unary(name: str, fn: Callable, draw: str = "normal", second: bool = False) -> list[Row]:
+    shapes = [(3, 4), (1, 5), (0, 3), ()]
+    return [Row(f"{name}-{'x'.join(map(str, s)) or 'scalar'}", fn, (Input(s, draw),),
+                second_order=second and i == 0) for i, s in enumerate(shapes)]
+
+
+def _binary(name: str, fn: Callable, draw_y: str = "normal", draw_x: str = "normal",
+            second: bool = False) -> list[Row]:
+    shapes = [((3, 4), (3, 4)), ((3, 4), (4,)), ((3, 1), (1, 4)), ((), (2, 3)), ((0, 4), (4,)),
+              ((2, 1, 3), (4, 1))]
+    return [Row(f"{name}-{'x'.join(map(str, a)) or 's'}-{'x'.join(map(str, b)) or 's'}", fn,
+                (Input(a, draw_x), Input(b, draw_y)), grad=(0, 1), second_order=second and i == 0)
+            for i, (a, b) in enumerate(shapes)]
+
+
+ROWS: list[Row] = [
+    *_binary("add", lambda x, y: x + y),
+    *_binary("subtract", lambda x, y: cc.subtract(x, y)),
+    *_binary("multiply", lambda x, y: x * y, second=True),
+    *_binary("divide", lambda x, y: x / y, draw_y="positive"),
+    *_binary("pow", lambda x, y: cc.pow(x, y), draw_x="positive"),
+    *_binary("maximum", cc.maximum, draw_x="distinct"),
+    *_binary("minimum", cc.minimum, draw_x="distinct"),
+    *_unary("negative", lambda x: -x),
+    *_unary("exp", cc.exp, second=True),
+    *_unary("log", cc.log, "positive"),
+    *_unary("sqrt", cc.sqrt, "positive"),
+    *_unary("rsqrt", cc.rsqrt, "positive"),
+    *_unary("square", cc.square),
+    *_unary("abs", cc.abs),
+    *_unary("tanh", cc.tanh, second=True),
+    *_unary("sigmoid", cc.sigmoid, second=True),
+    *_unary("relu", cc.nn.relu),
+    *_unary("identity", cc.identity),
+    Row("pow-negative-base-integral-exponent", lambda x: cc.pow(x, 3.0), (Input((3, 4)),)),
+    Row("stop_gradient", lambda x, y: cc.stop_gradient(x) * y, (Input((3, 4)), Input((3, 4))), grad=(1,)),
+    Row("cast-f-to-other-float", lambda x: cc.cast(cc.cast(x, "float32"), "float64") * x,
+        (Input((3, 4), dtype="float64"),), grad=()),
+    Row("cast-int-to-float", lambda x, k: x * cc.cast(k, x.dtype), (Input((3, 4)), Input((3, 4), "labels:5", "int32"))),
+    Row("cast-float-to-int", lambda x: cc.cast(cc.cast(x * 10.0, "int32"), x.dtype), (Input((3, 4)),), grad=()),
+    # matmul, 2-D with transposes, batched, batch broadcast
+    Row("matmul", lambda a, b: cc.matmul(a, b), (Input((3, 4)), Input((4, 5))), grad=(0, 1), second_order=True),
+    Row("matmul-ta", lambda a, b: cc.matmul(a, b, transpose_a=True), (Input((4, 3)), Input((4, 5))), grad=(0, 1)),
+    Row("matmul-tb", lambda a, b: cc.matmul(a, b, transpose_b=True), (Input((3, 4)), Input((5, 4))), grad=(0, 1)),
+    Row("matmul-ta-tb", lambda a, b: cc.matmul(a, b, transpose_a=True, transpose_b=True),
+        (Input((4, 3)), Input((5, 4))), grad=(0, 1)),
+    Row("matmul-batched", lambda a, b: a @ b, (Input((2, 3, 4)), Input((2, 4, 5))), grad=(0, 1)),
+    Row("matmul-batch-broadcast", lambda a, b: a @ b, (Input((2, 3, 4)), Input((4, 5))), grad=(0, 1)),
+    Row("matmul-batch-1", lambda a, b: a @ b, (Input((1, 3, 4)), Input((2, 4, 2))), grad=(0, 1)),
+    Row("matmul-size1", lambda a, b: a @ b, (Input((1, 4)), Input((4, 1))), grad=(0, 1)),
+    Row("matmul-k0", lambda a, b: a @ b, (Input((3, 0)), Input((0, 2))), grad=(0, 1)),
+    Row("matmul-m0", lambda a, b: a @ b, (Input((0, 4)), Input((4, 2))), grad=(0, 1)),
+    # reductions
+    Row("reduce_sum-all", lambda x: cc.reduce_sum(x), (Input((3, 4)),)),
+    Row("reduce_sum-axis1", lambda x: cc.reduce_sum(x, axis=1), (Input((3, 4)),)),
+    Row("reduce_sum-axis0-keep", lambda x: cc.reduce_sum(x, axis=0, keepdims=True), (Input((3, 4)),)),
+    Row("reduce_sum-axes02", lambda x: cc.reduce_sum(x, axis=[0, 2]), (Input((2, 3, 4)),)),
+    Row("reduce_sum-negative-axis", lambda x: cc.reduce_sum(x * x, axis=-1), (Input((2, 3, 4)),)),
+    Row("reduce_sum-size0", lambda x: cc.reduce_sum(x, axis=1), (Input((3, 0)),)),
+    Row("reduce_sum-size1", lambda x: cc.reduce_sum(x, axis=0), (Input((1, 4)),)),
+    Row("reduce_mean-all", lambda x: cc.reduce_mean(x), (Input((3, 4)),)),
+    Row("reduce_mean-axis0", lambda x: cc.reduce_mean(x, axis=0), (Input((3, 4)),)),
+    Row("reduce_mean-keep", lambda x: cc.reduce_mean(x, axis=1, keepdims=True), (Input((2, 3, 4)),)),
+    Row("reduce_max-all", lambda x: cc.reduce_max(x), (Input((3, 4), "distinct"),)),
+    Row("reduce_max-axis1", lambda x: cc.reduce_max(x, axis=1), (Input((3, 4), "distinct"),)),
+    Row("reduce_max-axis0-keep", lambda x: cc.reduce_max(x, axis=0, keepdims=True), (Input((3, 4), "distinct"),)),
+    Row("reduce_max-size0", lambda x: cc.reduce_max(x, axis=0), (Input((0, 3)),)),
+    Row("reduce_logsumexp", lambda x: cc.reduce_logsumexp(x, axis=1), (Input((3, 4)),)),
+    Row("reduce_logsumexp-all-keep", lambda x: cc.reduce_logsumexp(x, keepdims=True), (Input((3, 4)),)),
+    Row("softmax", lambda x: cc.nn.softmax(x), (Input((3, 4)),)),
+    Row("softmax-axis0", lambda x: cc.nn.softmax(x, axis=0), (Input((3, 4)),)),
+    Row("log_softmax", lambda x: cc.nn.log_softmax(x), (Input((3, 4)),), second_order=True),
+    Row("log_softmax-size1", lambda x: cc.nn.log_softmax(x), (Input((3, 1)),)),
+    Row("softmax_cross_entropy", lambda labels, logits: cc.nn.softmax_cross_entropy_with_logits(
+        labels=cc.nn.softmax(labels), logits=logits), (Input((3, 5)), Input((3, 5))), grad=(1,)),
+    Row("sparse_softmax_cross_entropy-int32", lambda labels, logits: cc.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=labels, logits=logits), (Input((4,), "labels:5", "int32"), Input((4, 5))), grad=(1,)),
+    Row("sparse_softmax_cross_entropy-int64", lambda labels, logits: cc.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=labels, logits=logits), (Input((2, 3), "labels:4", "int64"), Input((2, 3, 4))), grad=(1,)),
+    # layout
+    Row("reshape", lambda x: cc.reshape(x * 2.0, (4, 3)), (Input((3, 4)),)),
+    Row("reshape-infer", lambda x: cc.reshape(x, (-1,)) * 2.0, (Input((2, 3, 2)),)),
+    Row("reshape-of-transpose", lambda x: cc.reshape(cc.transpose(x), (12,)), (Input((3, 4)),)),
+    Row("reshape-size0", lambda x: cc.reshape(x, (0, 2)), (Input((2, 0)),)),
+    Row("transpose", lambda x: cc.transpose(x), (Input((3, 4)),)),
+    Row("transpose-perm", lambda x: cc.transpose(x, [1, 2, 0]) * 3.0, (Input((2, 3, 4)),)),
+    Row("broadcast_to", lambda x: cc.broadcast_to(x, (3, 2, 4)), (Input((2, 1)),)),
+    Row("expand_dims", lambda x: cc.expand_dims(x, 1) * cc.expand_dims(x, -1), (Input((3, 4)),)),
+    Row("squeeze", lambda x: cc.squeeze(x) * 2.0, (Input((3, 1, 4)),)),
+    Row("squeeze-axis", lambda x: cc.squeeze(x, [0]), (Input((1, 1, 4)),)),
+    # non-differentiable helpers (reference equality and PTX only)
+    Row("where", lambda c, x, y: cc.where(c, x, y), (Input((3, 4), "bool", "bool"), Input((3, 4)), Input((4,))),
+        grad=(1, 2)),
+    Row("compare", lambda x, y: cc.cast(cc.logical_or(x < y, cc.logical_not(cc.equal(x, y))), x.dtype)
+        + cc.cast(x >= y, x.dtype), (Input((3, 4)), Input((4,))), grad=()),
+    Row("one_hot", lambda k: cc.one_hot(k, 5, dtype="float64"), (Input((2, 3), "labels:5", "int64"),), grad=()),
+    Row("sign", lambda x: cc.sign(x), (Input((3, 4)),), grad=()),
+]
