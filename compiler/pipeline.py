@@ -89,7 +89,8 @@ def compile_step(fetches: Sequence[Tensor | Operation], feed_shapes: dict[Tensor
                   "ptx": lambda: nvptx.emit_ptx(program)}
     dump_dir = os.environ.get("GRAPHGRAD_DUMP")
     if dump_dir:
-        write_dumps(step, dump_dir)
+        chosen = os.environ.get("GRAPHGRAD_DUMP_STAGES")
+        write_dumps(step, dump_dir, chosen.split(",") if chosen else STAGES)
     return step
 
 
@@ -104,13 +105,16 @@ def write_dumps(step: CompiledStep, directory: str, stages: Sequence[str] = STAG
     _dump_counter += 1
     paths = []
     for stage in stages:
+        if stage not in STAGES:
+            raise ValueError(f"unknown stage {stage!r}; stages are: {', '.join(STAGES)}")
         path = os.path.join(directory, f"step{number}.{stage}{_FILE_SUFFIX.get(stage, '.txt')}")
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(step.dump(stage))
         paths.append(path)
-    with open(os.path.join(directory, f"step{number}.report.txt"), "w", encoding="utf-8") as handle:
+    report = os.path.join(directory, f"step{number}.report.txt")
+    with open(report, "w", encoding="utf-8") as handle:
         handle.write(render_report(step))
-    return paths
+    return paths + [report]
 
 
 _ENVIRONMENT = jinja2.Environment(loader=jinja2.PackageLoader("compiler", "templates"),

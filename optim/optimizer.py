@@ -190,11 +190,12 @@ class Optimizer:
         >>> import numpy as np
         >>> import compiler as cc
         >>> import optim
-        >>> w = cc.Variable(np.ones(2), name="w")
-        >>> opt = optim.MomentumOptimizer(0.1, 0.9)
-        >>> train = opt.minimize(cc.reduce_sum(w * w), var_list=[w])
-        >>> opt.get_slot(w, "momentum").op.name
-        'w/Momentum'
+        >>> with cc.Graph().as_default():
+        ...     w = cc.Variable(np.ones(2), name="w")
+        ...     opt = optim.MomentumOptimizer(0.1, 0.9)
+        ...     train = opt.minimize(cc.reduce_sum(w * w), var_list=[w])
+        >>> opt.get_slot(w, "momentum").op.name, opt.get_slot_names()
+        ('w/Momentum', ['momentum'])
         """
         return self._slots.get(name, {}).get(var)
 

@@ -1,0 +1,63 @@
+"""``python -m compiler dump SCRIPT.py [--stages llvm,ptx] [--out DIR] [-- script args]``
+
+Runs SCRIPT.py and writes every stage of every step it compiles to DIR (default ``graphgrad_dump``),
+then prints what was written.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import sys
+
+import jinja2
+
+from .pipeline import STAGES
+
+_SUMMARY = jinja2.Template(
+    "{{ count }} file{{ '' if count == 1 else 's' }} written to {{ out }}"
+    "{% for path in paths %}\n  {{ path }}{% endfor %}\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m compiler", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    dump = commands.add_parser("dump", help="run a script and dump the compiler's stages")
+    dump.add_argument("script", help="the Python script to run")
+    dump.add_argument("--stages", default=",".join(STAGES),
+                      help=f"comma-separated stages (default: all of {','.join(STAGES)})")
+    dump.add_argument("--out", default="graphgrad_dump", help="directory to write to")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    script_args: list[str] = []
+    if "--" in argv:
+        split = argv.index("--")
+        argv, script_args = argv[:split], argv[split + 1:]
+    args = parser.parse_args(argv)
+
+    stages = [s.strip() for s in args.stages.split(",") if s.strip()]
+    unknown = [s for s in stages if s not in STAGES]
+    if unknown:
+        parser.error(f"unknown stage(s) {', '.join(unknown)}; stages are: {', '.join(STAGES)}")
+    if not os.path.isfile(args.script):
+        parser.error(f"no such script: {args.script}")
+    out = os.path.abspath(args.out)
+    before = set(os.listdir(out)) if os.path.isdir(out) else set()
+    os.environ["GRAPHGRAD_DUMP"] = out
+    os.environ["GRAPHGRAD_DUMP_STAGES"] = ",".join(stages)
+    saved_argv = sys.argv
+    sys.argv = [args.script, *script_args]
+    try:
+        runpy.run_path(args.script, run_name="__main__")
+    except SystemExit as exit_:
+        if exit_.code not in (None, 0):
+            raise
+    finally:
+        sys.argv = saved_argv
+    written = sorted(set(os.listdir(out)) - before) if os.path.isdir(out) else []
+    sys.stdout.write(_SUMMARY.render(count=len(written), out=out, paths=written))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,48 @@
+"""The global step: an int64 scalar variable counting training steps (TF1's ``train`` helpers)."""
+from __future__ import annotations
+
+import numpy as np
+
+import compiler as cc
+from compiler.graph import Graph
+
+from .optimizer import _init_scope
+
+
+def get_global_step(graph: Graph | None = None) -> cc.Variable | None:
+    """The graph's global step variable (collection ``GLOBAL_STEP``), or None if there is none.
+
+    >>> import compiler as cc
+    >>> import optim
+    >>> g = cc.Graph()
+    >>> optim.get_global_step(g) is None
+    True
+    """
+    graph = graph or cc.get_default_graph()
+    found = graph.get_collection(cc.GraphKeys.GLOBAL_STEP)
+    if not found:
+        return None
+    if len(found) > 1:
+        raise TypeError(f"more than one variable in the {cc.GraphKeys.GLOBAL_STEP!r} collection: "
+                        f"{[v.name for v in found]}")
+    return found[0]
+
+
+def get_or_create_global_step(graph: Graph | None = None) -> cc.Variable:
+    """The graph's global step, created if missing: an int64 scalar Variable named
+    "global_step", non-trainable, in ``GLOBAL_VARIABLES`` and ``GLOBAL_STEP``.
+
+    >>> import compiler as cc
+    >>> import optim
+    >>> g = cc.Graph()
+    >>> step = optim.get_or_create_global_step(g)
+    >>> step.op.name, step.dtype.name, step is optim.get_or_create_global_step(g)
+    ('global_step', 'int64', True)
+    """
+    graph = graph or cc.get_default_graph()
+    step = get_global_step(graph)
+    if step is None:
+        with _init_scope(graph):
+            step = cc.Variable(np.zeros((), np.int64), name="global_step", trainable=False,
+                               collections=[cc.GraphKeys.GLOBAL_VARIABLES, cc.GraphKeys.GLOBAL_STEP])
+    return step

@@ -1,0 +1,187 @@
+"""The optimizer API around the updates: slots, global step, gradients, errors."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import compiler as cc
+import optim
+from runtime import Session
+
+
+def _names(variables: list) -> list[str]:
+    return [v.op.name for v in variables]
+
+
+@pytest.mark.parametrize("make, slot_vars", [
+    (lambda: optim.GradientDescentOptimizer(0.1), {}),
+    (lambda: optim.MomentumOptimizer(0.1, 0.9), {"momentum": "W/Momentum"}),
+    (lambda: optim.AdamOptimizer(), {"m": "W/Adam", "v": "W/Adam_1"}),
+    (lambda: optim.AdamOptimizer(name="MyAdam"), {"m": "W/MyAdam", "v": "W/MyAdam_1"}),
+])
+def test_slots_are_named_like_tf1(make, slot_vars) -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        w = cc.Variable(np.ones((3, 2)), name="W")
+        other = cc.Variable(np.ones(2), name="unused")
+        opt = make()
+        with cc.name_scope("training"):  # slots ignore the name scope minimize is called in
+            train = opt.minimize(cc.reduce_sum(w * w), var_list=[w])
+    assert isinstance(train, cc.Operation)
+    assert train.name == "training/" + opt.get_name()
+    assert opt.get_slot_names() == sorted(slot_vars)
+    for slot_name, var_name in slot_vars.items():
+        slot = opt.get_slot(w, slot_name)
+        assert slot.op.name == var_name
+        assert not slot.trainable and slot.shape == w.shape and slot.dtype == w.dtype
+        np.testing.assert_array_equal(slot.initial_value, np.zeros((3, 2)))
+        assert opt.get_slot(other, slot_name) is None
+    assert opt.get_slot(w, "no such slot") is None
+    trainable = graph.get_collection(cc.GraphKeys.TRAINABLE_VARIABLES)
+    assert _names(trainable) == ["W", "unused"]
+    global_vars = _names(graph.get_collection(cc.GraphKeys.GLOBAL_VARIABLES))
+    assert set(slot_vars.values()) <= set(global_vars)
+    if isinstance(opt, optim.AdamOptimizer):
+        assert {"beta1_power", "beta2_power"} <= set(global_vars)
+        assert set(_names(opt.variables())) == set(slot_vars.values()) | {"beta1_power", "beta2_power"}
+
+
+def test_adam_beta_powers_take_the_first_variables_dtype() -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        a = cc.Variable(np.ones(2, np.float32), name="a")
+        b = cc.Variable(np.ones(2, np.float64), name="b")
+        loss = cc.reduce_sum(a * a) + cc.cast(cc.reduce_sum(b * b), "float32")
+        opt = optim.AdamOptimizer(0.1, beta1=0.5, beta2=0.75)
+        train = opt.minimize(loss)
+    beta1_power, beta2_power = opt._get_beta_accumulators(graph)
+    assert beta1_power.dtype == np.float32 and beta1_power.initial_value == np.float32(0.5)
+    assert not beta1_power.trainable and beta2_power.initial_value == np.float32(0.75)
+    with Session(graph, target="reference") as sess:
+        sess.run(train)
+        sess.run(train)
+        a_value, b_value, p1 = sess.run([a, b, beta1_power])
+    assert a_value.dtype == np.float32 and b_value.dtype == np.float64
+    np.testing.assert_allclose(p1, 0.125)
+    value, m, v = 1.0, 0.0, 0.0
+    for t in (1, 2):
+        g = 2 * value
+        m, v = 0.5 * m + 0.5 * g, 0.75 * v + 0.25 * g * g
+        value -= 0.1 * np.sqrt(1 - 0.75 ** t) / (1 - 0.5 ** t) * m / (np.sqrt(v) + 1e-8)
+    np.testing.assert_allclose(a_value, value, rtol=1e-6)
+    np.testing.assert_allclose(b_value, value, rtol=1e-12)
+
+
+def test_global_step() -> None:
+    graph = cc.Graph()
+    assert optim.get_global_step(graph) is None
+    with cc.name_scope("ignored"):
+        step = optim.get_or_create_global_step(graph)
+    assert step.graph is graph and step.op.name == "global_step"
+    assert step.dtype == np.int64 and step.shape == () and not step.trainable
+    assert optim.get_or_create_global_step(graph) is step
+    assert optim.get_global_step(graph) is step
+    assert graph.get_collection(cc.GraphKeys.GLOBAL_STEP) == [step]
+    assert step in graph.get_collection(cc.GraphKeys.GLOBAL_VARIABLES)
+    assert step not in graph.get_collection(cc.GraphKeys.TRAINABLE_VARIABLES)
+    with graph.as_default():
+        assert optim.get_global_step() is step
+
+
+@pytest.mark.parametrize("target", ["reference", "cpu"])
+def test_global_step_counts_runs(target: str) -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        w = cc.Variable(np.ones(2), name="w")
+        step = optim.get_or_create_global_step()
+        train = optim.GradientDescentOptimizer(0.1).minimize(cc.reduce_sum(w * w), global_step=step)
+    with Session(graph, target=target) as sess:
+        assert [int(sess.run([train, step])[1]) for _ in range(4)] == [0, 1, 2, 3]  # start-of-step reads
+        assert int(sess.run(step)) == 4
+
+
+def test_compute_gradients() -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        w = cc.Variable(np.ones((3, 2)), name="W")
+        unused = cc.Variable(np.ones(4), name="unused")
+        counter = cc.Variable(np.array(0, np.int64), name="counter")  # integer: skipped
+        frozen = cc.Variable(np.ones(2), name="frozen", trainable=False)
+        loss = cc.reduce_sum(cc.square(w)) + cc.reduce_sum(frozen)
+        opt = optim.GradientDescentOptimizer(0.1)
+        pairs = opt.compute_gradients(loss)
+        explicit = opt.compute_gradients(loss, var_list=[frozen, counter, unused])
+    assert [v for _, v in pairs] == [w, unused]
+    assert isinstance(pairs[0][0], cc.Tensor) and pairs[0][0].shape == (3, 2)
+    assert pairs[1][0] is None
+    assert [v for _, v in explicit] == [frozen, unused]
+    assert explicit[0][0] is not None and explicit[1][0] is None
+
+
+@pytest.mark.parametrize("target", ["reference", "cpu"])
+def test_no_gradient_error(target: str) -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        w = cc.Variable(np.ones(2), name="w")
+        x = cc.placeholder("float64", shape=(2,), name="x")
+        loss = cc.reduce_sum(x * x)
+        opt = optim.AdamOptimizer()
+        with pytest.raises(cc.NoGradientError, match="No gradients provided for any variable"):
+            opt.minimize(loss)
+        with pytest.raises(cc.NoGradientError, match=r"No gradients provided for any variable.*'w:0'"):
+            opt.apply_gradients([(None, w)])
+        # the failed calls left no optimizer state behind
+        assert opt.get_slot_names() == [] and opt.variables() == []
+    with Session(graph, target=target) as sess:
+        assert sess.run(loss, feed_dict={x: np.array([1.0, 2.0])}) == 5.0
+
+
+def test_argument_errors() -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        w = cc.Variable(np.ones(2), name="w")
+        w32 = cc.Variable(np.ones(2, np.float32), name="w32")
+        opt = optim.GradientDescentOptimizer(0.1)
+        (g, _), = opt.compute_gradients(cc.reduce_sum(w * w), var_list=[w])
+        with pytest.raises(ValueError, match="more than once"):
+            opt.apply_gradients([(g, w), (g, w)])
+        with pytest.raises(cc.DTypeError, match="float64"):
+            opt.apply_gradients([(g, w32)])
+        with pytest.raises(TypeError, match="not a Variable"):
+            opt.apply_gradients([(g, g)])
+        with pytest.raises(ValueError, match="no variables"):
+            opt.apply_gradients([])
+        with pytest.raises(TypeError, match="integer Variable"):
+            opt.apply_gradients([(g, w)], global_step=w)
+        with pytest.raises(cc.DTypeError, match="int32"):
+            opt.minimize(cc.constant(1))
+        with pytest.raises(TypeError, match="beta1"):
+            optim.AdamOptimizer(beta1=cc.constant(0.9))
+    with pytest.raises(ValueError, match="name"):
+        optim.Optimizer(name="")
+
+
+def test_minimize_in_a_graph_that_is_not_the_default() -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        w = cc.Variable(np.ones(2), name="w")
+        loss = cc.reduce_sum(w * w)
+        step = optim.get_or_create_global_step()
+    default_ops = len(cc.get_default_graph().get_operations())
+    opt = optim.AdamOptimizer(0.1)
+    train = opt.minimize(loss, global_step=step)  # built outside `graph.as_default()`
+    assert train.graph is graph and opt.get_slot(w, "m").graph is graph
+    assert len(cc.get_default_graph().get_operations()) == default_ops
+    with Session(graph, target="reference") as sess:
+        sess.run(train)
+        np.testing.assert_allclose(sess.run(w), [0.9, 0.9], rtol=1e-6)
+
+
+def test_callable_learning_rate() -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        w = cc.Variable(np.ones(2), name="w")
+        train = optim.MomentumOptimizer(lambda: 0.25, lambda: 0.5).minimize(cc.reduce_sum(w * w))
+    with Session(graph, target="reference") as sess:
+        sess.run(train)
+        np.testing.assert_allclose(sess.run(w), [0.5, 0.5])
