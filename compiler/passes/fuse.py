@@ -53,6 +53,8 @@ class _KernelBuilder:
         self.fetched = {id(n) for n in fetches if n is not None}
         self.consumers: dict[int, list[tuple[Node, int]]] = {}
         for node in self.nodes:
+            if node.kind == "group":
+                continue  # grouping orders work; it reads no values
             for index, inp in enumerate(node.inputs):
                 if index not in node.opdef.shape_only_inputs:
                     self.consumers.setdefault(id(inp), []).append((node, index))
@@ -116,6 +118,8 @@ class _KernelBuilder:
                 source = self._copy_to_temp(node.inputs[0])
             self.storage[id(node)] = Storage(source.buffer, contiguous_strides(node.shape), source.offset)
         elif node.kind in ("elementwise", "reduce"):
+            if id(node) not in self.fetched and not self.consumers.get(id(node)):
+                return  # only its shape is used (e.g. by ones_like): nothing to compute
             if node.kind == "elementwise" and self._fusable(node):
                 return
             role = "output" if id(node) in self.fetched else "temp"

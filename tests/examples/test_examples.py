@@ -1,0 +1,75 @@
+"""Run each script in ``examples/`` as a user would, and check what it prints."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+
+
+def run_example(name: str, *args: str, timeout: float = 60.0) -> str:
+    """Run ``examples/<name>`` with this interpreter; return its stdout, failing on a non-zero exit."""
+    env = dict(os.environ)
+    # The repository root first, so the packages import from this checkout however it is installed.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    env.pop("GRAPHGRAD_DUMP", None)
+    completed = subprocess.run([sys.executable, str(EXAMPLES / name), *args], cwd=ROOT, env=env,
+                               capture_output=True, text=True, timeout=timeout)
+    assert completed.returncode == 0, (
+        f"{name} exited with {completed.returncode}\n--- stdout\n{completed.stdout}\n"
+        f"--- stderr\n{completed.stderr}")
+    return completed.stdout
+
+
+def test_train_digits_reaches_95_percent() -> None:
+    pytest.importorskip("sklearn")
+    pytest.importorskip("tqdm")
+    output = run_example("train_digits.py")
+    last_line = output.strip().splitlines()[-1]
+    match = re.fullmatch(r"test accuracy: (\d\.\d{3})", last_line)
+    assert match, f"unexpected last line: {last_line!r}"
+    assert float(match.group(1)) >= 0.95, output
+
+
+def test_train_digits_reference_target_and_report() -> None:
+    pytest.importorskip("sklearn")
+    pytest.importorskip("tqdm")
+    output = run_example("train_digits.py", "--epochs", "2", "--target", "reference", "--seed", "1")
+    assert re.search(r"^test accuracy: \d\.\d{3}$", output, re.MULTILINE), output
+    output = run_example("train_digits.py", "--epochs", "1", "--verbose")
+    assert "kernels" in output and "train_digits.py:" in output, output
+
+
+def test_linear_regression_recovers_the_true_parameters() -> None:
+    output = run_example("linear_regression.py")
+    rows = re.findall(r"^(w\[\d+\]|b)\s+(-?\d+\.\d+)\s+(-?\d+\.\d+)$", output, re.MULTILINE)
+    assert len(rows) == 4, output                      # 3 weights and the bias
+    for name, true_value, learned_value in rows:
+        assert abs(float(true_value) - float(learned_value)) < 0.02, f"{name}: {output}"
+    final_loss = re.search(r"^final loss: (\d+\.\d+)$", output, re.MULTILINE)
+    assert final_loss and float(final_loss.group(1)) < 1e-3, output
+
+
+def test_show_ir_prints_every_stage() -> None:
+    output = run_example("show_ir.py")
+    for heading in ("== forward graph", "== backward graph", "== backward graph, optimized",
+                    "== kernels", "== LLVM IR", "== PTX"):
+        assert heading in output, heading
+    assert "Exp(" in output and "ReduceSum(" in output     # forward and backward graphs
+    assert "define void @\"graphgrad_step\"" in output or "define void @graphgrad_step" in output
+    assert ".entry" in output
+    compiled = re.search(r"d\(loss\)/dw, compiled\s+= (-?\d+\.\d+)", output)
+    by_hand = re.search(r"by hand = (-?\d+\.\d+)", output)
+    assert compiled and by_hand and abs(float(compiled.group(1)) - float(by_hand.group(1))) < 1e-4
+
+
+def test_show_ir_single_stage() -> None:
+    output = run_example("show_ir.py", "--stage", "llvm-opt")
+    assert output.count("== llvm-opt:") == 2
+    assert "define" in output
