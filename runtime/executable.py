@@ -7,9 +7,18 @@ from typing import Any, Sequence
 import numpy as np
 
 from compiler.graph import Operation, Tensor
+from compiler.kernel_ir import FetchSpec
 from compiler.pipeline import CompiledStep, render_report
 
 from .jit import NativeStep
+
+
+def read_fetch(arrays: Sequence[np.ndarray], spec: FetchSpec) -> np.ndarray:
+    """A copy of one fetched tensor, read from its buffer with the spec's strides."""
+    source = arrays[spec.buffer].reshape(-1)
+    view = np.lib.stride_tricks.as_strided(source[spec.offset:], spec.shape,
+                                           [s * source.itemsize for s in spec.strides])
+    return np.array(view, copy=True)
 
 
 class Executable:
@@ -60,17 +69,7 @@ class Executable:
                 np.copyto(arrays[index], value)
                 self._table[index] = arrays[index].ctypes.data
         self._native(self._table)
-        results: list[np.ndarray | None] = []
-        for spec in self.step.program.fetches:
-            if spec is None:
-                results.append(None)
-                continue
-            source = current[spec.buffer].reshape(-1)
-            item = source.itemsize
-            view = np.lib.stride_tricks.as_strided(source[spec.offset:], spec.shape,
-                                                   [s * item for s in spec.strides])
-            results.append(np.array(view, copy=True))
-        return results
+        return [None if spec is None else read_fetch(current, spec) for spec in self.step.program.fetches]
 
     def dump(self, stage: str) -> str:
         """The text of one compiler stage for this step (see ``compiler.pipeline.STAGES``)."""

@@ -53,8 +53,9 @@ class Session:
         if target not in TARGETS:
             raise ValueError(f"unknown target {target!r}; targets are {', '.join(TARGETS)}")
         if target == "cuda":
-            raise NotImplementedError("target='cuda' is not available yet: use exe.dump('ptx') for the "
-                                      "PTX of a step")
+            from .cuda import CudaError, gpu_available
+            if not gpu_available():
+                raise CudaError("target='cuda' needs an NVIDIA GPU and its driver; none was found")
         self.graph = graph or get_default_graph()
         self.target = target
         self._variables: dict[Tensor, np.ndarray] = {}
@@ -134,7 +135,11 @@ class Session:
         if executable is None:
             step = compile_step(fetches, {t: tuple(v.shape) for t, v in feeds.items()})
             arrays = {t: self._variable_array(t) for t in step.program.variables}
-            executable = Executable(step, fetches, arrays)
+            if self.target == "cuda":
+                from .cuda import CudaExecutable
+                executable = CudaExecutable(step, fetches, arrays)  # type: ignore[assignment]
+            else:
+                executable = Executable(step, fetches, arrays)
             self._cache[key] = executable
         return executable
 
@@ -144,7 +149,7 @@ class Session:
         ``exe.dump("llvm")`` shows its LLVM IR; stages: graph, optimized, kernels, llvm, llvm-opt,
         asm, ptx.
         """
-        if self.target != "cpu":
-            raise ValueError("compile() needs target='cpu'")
+        if self.target == "reference":
+            raise ValueError("compile() needs target='cpu' or 'cuda'; 'reference' interprets the graph")
         leaves, _, feeds, _ = self._prepare(fetches, feed_dict)
         return self._executable(leaves, feeds)

@@ -13,7 +13,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ..kernel_ir import Kernel, Program
-from .common import (I32, I64, PTR, ExprLowering, LoopAxis, combine, declare_function, emit_loop,
+from .common import (I32, I64, PTR, ExprLowering, combine, declare_function, emit_loop,
                      identity_of, loop_axes, store_element)
 from .cpu import kernel_buffers
 
@@ -46,7 +46,7 @@ def emit_kernel(module: ir.Module, kernel: Kernel) -> ir.Function:
     out_pointer = pointer_of[kernel.out.buffer]
     operand_pointers = [pointer_of[a.buffer] for a in kernel.operands]
     builder = ir.IRBuilder(function.append_basic_block("entry"))
-    axes = loop_axes(kernel) if 0 not in kernel.space else []
+    axes = loop_axes(kernel)  # a size-0 reduced axis is a loop of no trips: the result is the identity
     outer = [k for k, a in enumerate(axes) if not a.reduced]
     inner = [k for k, a in enumerate(axes) if a.reduced]
     out_count = 1
@@ -67,10 +67,7 @@ def emit_kernel(module: ir.Module, kernel: Kernel) -> ir.Function:
         remaining = builder.udiv(remaining, size)
 
     dtype = kernel.out_dtype
-    if 0 in kernel.space:
-        result = identity_of(kernel.combiner or "sum", dtype)
-        lowering = ExprLowering(builder, kernel, operand_pointers, axes, values)
-    elif not kernel.reduce_axes:
+    if not kernel.reduce_axes:
         lowering = ExprLowering(builder, kernel, operand_pointers, axes, values)
         result = lowering.lower(kernel.body)
     else:

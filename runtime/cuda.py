@@ -1,0 +1,163 @@
+"""Running a compiled step's PTX on an NVIDIA GPU through the CUDA driver API (``libcuda``).
+
+``CudaExecutable`` loads the step's PTX once, keeps one device buffer per program buffer, and per
+run copies feeds and variables in, launches every kernel in order (one thread per output element,
+256 per block), and copies fetches and variables back. Variables stay owned by the session's host
+arrays; keeping them resident on the device is a later step.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+from typing import Any, Sequence
+
+import numpy as np
+
+from compiler.codegen.nvptx import BLOCK_SIZE, emit_ptx
+from compiler.graph import Operation, Tensor
+from compiler.kernel_ir import Program
+from compiler.pipeline import CompiledStep
+
+from .executable import read_fetch
+
+
+class CudaError(RuntimeError):
+    """A CUDA driver call failed (or no GPU is present)."""
+
+
+@functools.lru_cache(maxsize=1)
+def _driver() -> ctypes.CDLL:
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+    except OSError as exc:
+        raise CudaError("no CUDA driver (libcuda.so.1) on this machine") from exc
+    _check(driver, driver.cuInit(0), "cuInit")
+    return driver
+
+
+def _check(driver: ctypes.CDLL, status: int, what: str) -> None:
+    if status != 0:
+        message = ctypes.c_char_p()
+        driver.cuGetErrorString(status, ctypes.byref(message))
+        text = message.value.decode() if message.value else f"error {status}"
+        raise CudaError(f"{what}: {text}")
+
+
+def gpu_available() -> bool:
+    """Whether a CUDA driver and at least one device are present."""
+    try:
+        driver = _driver()
+    except CudaError:
+        return False
+    count = ctypes.c_int()
+    return driver.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
+
+
+@functools.lru_cache(maxsize=1)
+def _context() -> tuple[ctypes.CDLL, ctypes.c_void_p]:
+    driver = _driver()
+    device = ctypes.c_int()
+    context = ctypes.c_void_p()
+    _check(driver, driver.cuDeviceGet(ctypes.byref(device), 0), "cuDeviceGet")
+    _check(driver, driver.cuDevicePrimaryCtxRetain(ctypes.byref(context), device), "cuDevicePrimaryCtxRetain")
+    return driver, context
+
+
+def device_architecture() -> str:
+    """``sm_XY`` of device 0."""
+    driver, _ = _context()
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    _check(driver, driver.cuDeviceGetAttribute(ctypes.byref(major), 75, 0), "compute capability")
+    _check(driver, driver.cuDeviceGetAttribute(ctypes.byref(minor), 76, 0), "compute capability")
+    return f"sm_{major.value}{minor.value}"
+
+
+class CudaExecutable:
+    """One compiled step run on the GPU: the same kernel IR as the CPU, lowered to PTX."""
+
+    def __init__(self, step: CompiledStep, fetches: Sequence[Tensor | Operation],
+                 variable_arrays: dict[Tensor, np.ndarray]) -> None:
+        self.step = step
+        self.fetches = list(fetches)
+        program: Program = step.program
+        driver, context = _context()
+        self._driver = driver
+        _check(driver, driver.cuCtxSetCurrent(context), "cuCtxSetCurrent")
+        ptx = emit_ptx(program, arch="sm_80")
+        self._module = ctypes.c_void_p()
+        _check(driver, driver.cuModuleLoadData(ctypes.byref(self._module), ptx.encode() + b"\0"),
+               "cuModuleLoadData")
+        self._functions = []
+        for kernel in program.kernels:
+            function = ctypes.c_void_p()
+            _check(driver, driver.cuModuleGetFunction(ctypes.byref(function), self._module,
+                                                      kernel.name.encode()), "cuModuleGetFunction")
+            self._functions.append(function)
+        self._host: list[np.ndarray] = []
+        self._device: list[ctypes.c_uint64] = []
+        for buffer in program.buffers:
+            if buffer.role == "variable":
+                tensor = next(t for t, b in program.variables.items() if b == buffer.index)
+                host = variable_arrays[tensor]
+            elif buffer.role == "constant":
+                host = np.array(program.constants[buffer.index], order="C")
+            else:
+                host = np.empty(buffer.shape, dtype=buffer.dtype)
+            pointer = ctypes.c_uint64()
+            _check(driver, driver.cuMemAlloc_v2(ctypes.byref(pointer), ctypes.c_size_t(max(host.nbytes, 1))),
+                   "cuMemAlloc")
+            self._host.append(host)
+            self._device.append(pointer)
+        for index, buffer in enumerate(program.buffers):
+            if buffer.role == "constant":
+                self._upload(index)
+        from compiler.codegen.cpu import kernel_buffers
+        self._launches = []
+        for kernel, function in zip(program.kernels, self._functions):
+            arguments = [ctypes.c_uint64(self._device[b].value) for b in kernel_buffers(kernel)]
+            pointers = (ctypes.c_void_p * len(arguments))(*[ctypes.addressof(a) for a in arguments])
+            count = int(np.prod(kernel.out_space)) if kernel.out_space else 1
+            blocks = max((count + BLOCK_SIZE - 1) // BLOCK_SIZE, 1)
+            self._launches.append((function, blocks, arguments, pointers))
+
+    def _upload(self, index: int, array: np.ndarray | None = None) -> None:
+        host = self._host[index] if array is None else array
+        if host.nbytes:
+            _check(self._driver, self._driver.cuMemcpyHtoD_v2(
+                self._device[index], host.ctypes.data_as(ctypes.c_void_p), ctypes.c_size_t(host.nbytes)),
+                "cuMemcpyHtoD")
+
+    def _download(self, index: int) -> None:
+        host = self._host[index]
+        if host.nbytes:
+            _check(self._driver, self._driver.cuMemcpyDtoH_v2(
+                host.ctypes.data_as(ctypes.c_void_p), self._device[index], ctypes.c_size_t(host.nbytes)),
+                "cuMemcpyDtoH")
+
+    def run(self, feeds: dict[Tensor, np.ndarray]) -> list[np.ndarray | None]:
+        program = self.step.program
+        driver = self._driver
+        for tensor, index in program.feeds.items():
+            self._upload(index, np.array(feeds[tensor], dtype=program.buffers[index].dtype, order="C"))
+        variable_buffers = sorted(program.variables.values())
+        for index in variable_buffers:
+            self._upload(index)
+        for function, blocks, _, pointers in self._launches:
+            _check(driver, driver.cuLaunchKernel(function, blocks, 1, 1, BLOCK_SIZE, 1, 1, 0, None,
+                                                 pointers, None), "cuLaunchKernel")
+        _check(driver, driver.cuCtxSynchronize(), "cuCtxSynchronize")
+        fetched = {spec.buffer for spec in program.fetches if spec is not None}
+        for index in sorted(fetched | set(variable_buffers)):
+            self._download(index)
+        return [None if spec is None else read_fetch(self._host, spec) for spec in program.fetches]
+
+    def dump(self, stage: str) -> str:
+        return self.step.dump(stage)
+
+    def __del__(self) -> None:
+        try:
+            for pointer in self._device:
+                self._driver.cuMemFree_v2(pointer)
+            self._driver.cuModuleUnload(self._module)
+        except Exception:  # interpreter shutdown: the driver may already be gone
+            pass
