@@ -96,7 +96,7 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients",
             raise ValueError(f"gradients: {len(gy_list)} grad_ys for {len(y_list)} ys (at {location})")
     stop = set(_as_list(stop_gradients)[0]) if stop_gradients is not None else set()
 
-    with graph.name_scope(name):
+    with graph.as_default(), graph.name_scope(name):
         between = _between(y_list, x_list, stop)
         pending: dict[Tensor, list[Tensor]] = {}
         for y, gy in zip(y_list, gy_list):

@@ -171,6 +171,16 @@ class Access:
 
 
 @dataclass(frozen=True)
+class MatmulAxes:
+    """Which space axes of a matmul kernel are the batch, row (m), column (n) and depth (k) axes."""
+
+    batch: tuple[int, ...]
+    m: int
+    n: int
+    k: int
+
+
+@dataclass(frozen=True)
 class Kernel:
     name: str
     space: tuple[int, ...]
@@ -181,15 +191,13 @@ class Kernel:
     reduce_axes: tuple[int, ...] = ()
     combiner: str | None = None          # "sum" | "max" when reduce_axes is not empty
     covers: tuple[tuple[str, str, str], ...] = ()   # (op type, op name, user file:line)
+    matmul: "MatmulAxes | None" = None  # set for a matrix product: operand 0 @ operand 1
 
     @property
     def kind(self) -> str:
-        if not self.reduce_axes:
-            return "elementwise"
-        if isinstance(self.body, Prim) and self.body.op == "mul" and all(
-                isinstance(a, Load) for a in self.body.args):
-            return "contraction"
-        return "reduce"
+        if self.matmul is not None:
+            return "matmul"
+        return "reduce" if self.reduce_axes else "elementwise"
 
     @property
     def out_space(self) -> tuple[int, ...]:

@@ -19,16 +19,20 @@ def _describe(placeholder: Tensor) -> str:
 
 def convert_feed(placeholder: Tensor, value: Any) -> np.ndarray:
     """The fed value as an array of the placeholder's dtype, or a FeedError naming it."""
-    array = value if isinstance(value, np.ndarray) else np.asarray(value)
     target = placeholder.dtype
+    if not isinstance(value, (np.ndarray, np.generic)):
+        # Python numbers and (nested) lists are literals: they take the placeholder's dtype when
+        # their kind allows it (floats into float, ints into int or float, bools anywhere), as in TF1.
+        literal = np.asarray(value)
+        if literal.dtype.kind in "biu" or (literal.dtype.kind == "f" and target.kind == "f"):
+            value = literal.astype(target)
+    array = value if isinstance(value, np.ndarray) else np.asarray(value)
     if array.dtype != target:
         lossless = dtypes.can_convert_losslessly(array.dtype, target)
         if not lossless and array.dtype.kind in "iub" and target.kind in "iu":
             # Narrowing integers is fine when every value fits (e.g. int64 labels into int32).
             info = np.iinfo(target)
             lossless = array.size == 0 or (array.min() >= info.min and array.max() <= info.max)
-        if not lossless and array.dtype.kind == "f" and isinstance(value, (float, int)):
-            lossless = True  # a Python scalar is converted as a literal, like a constant
         if not lossless:
             raise FeedError(f"cannot feed {array.dtype.name} data to {_describe(placeholder)} without "
                             f"losing information; convert it first (e.g. .astype({target.name!r}))")

@@ -8,7 +8,7 @@ import numpy as np
 from compiler.errors import GraphMismatchError
 from compiler.graph import Graph, Operation, Tensor, get_default_graph
 from compiler.ops.sources import Variable
-from compiler.passes.specialize import needed_operations
+from compiler.passes.specialize import needed_operations, specialize
 from compiler.pipeline import compile_step
 
 from . import reference
@@ -122,6 +122,9 @@ class Session:
         return rebuild([by_leaf.get(id(leaf)) for leaf in leaves])
 
     def _run_reference(self, fetches: list[Any], feeds: dict, needed: list[Operation]) -> list[Any]:
+        # Shape rules run with the fed shapes first, so errors name the op and line as on "cpu".
+        specialize(needed_operations([t.op if isinstance(t, Tensor) else t for t in fetches]),
+                   {t: tuple(v.shape) for t, v in feeds.items()})
         variables = {op.outputs[0]: self._variable_array(op.outputs[0]) for op in needed if op.type == "Variable"}
         values, updates = reference.evaluate(fetches, feeds, variables)
         for variable, value in updates.items():

@@ -9,16 +9,30 @@ reduced keeps its partial result in a register; otherwise it accumulates into th
 from __future__ import annotations
 
 import functools
+import os
 from typing import Sequence
 
 import llvmlite.binding as llvm
 from llvmlite import ir
 
+from .. import dtypes
 from ..kernel_ir import Kernel, Program
-from .common import (PTR, ExprLowering, LoopAxis, combine, emit_loop, identity_of, load_element,
-                     loop_axes, store_element)
+from .common import (PTR, ExprLowering, LoopAxis, combine, element_pointer, emit_loop, identity_of,
+                     linear_index, load_element, loop_axes, store_element)
+from .gemm import emit_parallel_gemm
 
 STEP_SYMBOL = "graphgrad_step"
+# Matmuls with at least this many multiply-adds use the blocked GEMM (gemm.py); smaller ones,
+# and integer ones, are plain loop nests.
+GEMM_MIN_WORK = 4096
+
+
+def thread_count() -> int:
+    """Threads a large kernel is split across: GRAPHGRAD_THREADS, else the usable cores."""
+    configured = os.environ.get("GRAPHGRAD_THREADS")
+    if configured:
+        return max(1, int(configured))
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
 @functools.lru_cache(maxsize=1)
@@ -69,7 +83,7 @@ def emit_kernel(module: ir.Module, kernel: Kernel) -> ir.Function:
     dtype = kernel.out_dtype
     reducing = bool(kernel.reduce_axes)
 
-    if reducing:  # start every output element at the combiner's identity
+    if reducing and not _uses_gemm(kernel):  # start every output element at the identity
         out_size = 1
         for n in kernel.out_space:
             out_size *= n
@@ -78,7 +92,9 @@ def emit_kernel(module: ir.Module, kernel: Kernel) -> ir.Function:
             return []
         emit_loop(builder, out_size, init, name="init")
 
-    if 0 not in kernel.space:
+    if _uses_gemm(kernel):
+        _emit_gemm_call(builder, kernel, out_pointer, operand_pointers)
+    elif 0 not in kernel.space:
         axes = loop_axes(kernel)
         order = _loop_order(axes)
         values: list[ir.Value] = [ir.Constant(ir.IntType(64), 0)] * len(axes)
@@ -122,6 +138,53 @@ def emit_kernel(module: ir.Module, kernel: Kernel) -> ir.Function:
         level(builder, 0)
     builder.ret_void()
     return function
+
+
+def _uses_gemm(kernel: Kernel) -> bool:
+    if kernel.matmul is None or not dtypes.is_floating(kernel.out_dtype) or 0 in kernel.space:
+        return False
+    layout = kernel.matmul
+    work = kernel.space[layout.m] * kernel.space[layout.n] * kernel.space[layout.k]
+    return work >= GEMM_MIN_WORK and kernel.out.strides[layout.n] in (1, 0)
+
+
+def _emit_gemm_call(builder: ir.IRBuilder, kernel: Kernel, out_pointer: ir.Value,
+                    operand_pointers: Sequence[ir.Value]) -> None:
+    """A matmul kernel as (a loop over batch indices of) one blocked, threaded GEMM."""
+    layout = kernel.matmul
+    assert layout is not None
+    a_access, b_access = kernel.operands
+    dtype = kernel.out_dtype
+    i64 = ir.IntType(64)
+    values: list[ir.Value] = []
+
+    def at_batch(b: ir.IRBuilder) -> None:
+        def pointer(base: ir.Value, strides: Sequence[int], offset: int) -> ir.Value:
+            index = linear_index(b, values, [strides[a] for a in layout.batch], offset)
+            return element_pointer(b, base, dtype, index)
+        space = kernel.space
+        emit_parallel_gemm(
+            b, dtype, thread_count(),
+            ir.Constant(i64, space[layout.m]), ir.Constant(i64, space[layout.n]), ir.Constant(i64, space[layout.k]),
+            pointer(operand_pointers[0], a_access.strides, a_access.offset),
+            ir.Constant(i64, a_access.strides[layout.m]), ir.Constant(i64, a_access.strides[layout.k]),
+            pointer(operand_pointers[1], b_access.strides, b_access.offset),
+            ir.Constant(i64, b_access.strides[layout.k]), ir.Constant(i64, b_access.strides[layout.n]),
+            pointer(out_pointer, kernel.out.strides, kernel.out.offset),
+            ir.Constant(i64, kernel.out.strides[layout.m]))
+
+    def level(b: ir.IRBuilder, depth: int) -> None:
+        if depth == len(layout.batch):
+            at_batch(b)
+            return
+        def body(b2: ir.IRBuilder, index: ir.Value, carried: list) -> list:
+            values[depth] = index
+            level(b2, depth + 1)
+            return []
+        emit_loop(b, kernel.space[layout.batch[depth]], body, name=f"batch{depth}")
+
+    values.extend([ir.Constant(i64, 0)] * len(layout.batch))
+    level(builder, 0)
 
 
 def build_module(program: Program) -> ir.Module:

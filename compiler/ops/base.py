@@ -98,8 +98,15 @@ def convert_to_tensor(value: Any, dtype: np.dtype | None = None, name: str | Non
 
 
 def _convert_inputs(opdef: OpDef, inputs: Sequence[Any]) -> list[Tensor]:
-    """Python numbers take the dtype of the op's tensor operands (like TF1 and JAX)."""
-    hint = next((t.dtype for t in inputs if isinstance(t, Tensor)), None)
+    """Python numbers take the dtype (and the graph) of the op's tensor operands, like TF1 and JAX."""
+    anchor = next((t for t in inputs if isinstance(t, Tensor)), None)
+    if anchor is None:
+        return _convert_values(opdef, inputs, None)
+    with anchor.graph.as_default():
+        return _convert_values(opdef, inputs, anchor.dtype)
+
+
+def _convert_values(opdef: OpDef, inputs: Sequence[Any], hint: np.dtype | None) -> list[Tensor]:
     converted = []
     for value in inputs:
         if isinstance(value, Tensor):

@@ -59,24 +59,32 @@ def _check_variable(ref: Any, what: str) -> None:
         raise TypeError(f"{what} needs a Variable, got {ref!r} (at {user_location()})")
 
 
+def _as_value(ref: Tensor, value: Any) -> Tensor:
+    """A Python or numpy value becomes a constant of the variable's dtype, in its graph."""
+    if isinstance(value, Tensor):
+        return value
+    with ref.graph.as_default():
+        return convert_to_tensor(value, ref.dtype)
+
+
 def assign(ref: Any, value: Any, name: str | None = None) -> Tensor:
     """Set ``ref`` to ``value`` when run; returns the new value."""
     _check_variable(ref, "assign")
-    return Assign(ref, convert_to_tensor(value, ref.dtype) if not isinstance(value, Tensor) else value,
+    return Assign(ref, _as_value(ref, value),
                   name=name)
 
 
 def assign_add(ref: Any, value: Any, name: str | None = None) -> Tensor:
     """``ref += value`` when run; returns the new value."""
     _check_variable(ref, "assign_add")
-    return AssignAdd(ref, convert_to_tensor(value, ref.dtype) if not isinstance(value, Tensor) else value,
+    return AssignAdd(ref, _as_value(ref, value),
                      name=name)
 
 
 def assign_sub(ref: Any, value: Any, name: str | None = None) -> Tensor:
     """``ref -= value`` when run; returns the new value."""
     _check_variable(ref, "assign_sub")
-    return AssignSub(ref, convert_to_tensor(value, ref.dtype) if not isinstance(value, Tensor) else value,
+    return AssignSub(ref, _as_value(ref, value),
                      name=name)
 
 

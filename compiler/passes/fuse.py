@@ -20,7 +20,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import dtypes
-from ..kernel_ir import (Access, Buffer, FetchSpec, Kernel, Program, ScalarBuilder, ScalarExpr,
+from ..kernel_ir import (Access, Buffer, FetchSpec, Kernel, MatmulAxes, Program, ScalarBuilder, ScalarExpr,
                          contiguous_strides)
 from ..ops.base import LoopNest
 from ..shapes import broadcast_dim_map
@@ -205,10 +205,14 @@ class _KernelBuilder:
             out_strides = [0] * len(nest.space)
             for axis, stride in zip(kept, contiguous_strides([nest.space[a] for a in kept])):
                 out_strides[axis] = stride
+            matmul = None
+            if node.opdef.name == "MatMul" and len(operands) == 2:
+                rank = len(nest.space)
+                matmul = MatmulAxes(tuple(range(rank - 3)), rank - 3, rank - 2, rank - 1)
             kernel = Kernel(f"k{len(self.kernels)}", nest.space, tuple(operands), body,
                             Access(buffer, tuple(out_strides)), node.dtype,
                             reduce_axes=tuple(nest.reduce_axes), combiner=nest.combiner,
-                            covers=tuple(covers))
+                            covers=tuple(covers), matmul=matmul)
         self.kernels.append(kernel)
 
     def _state_expr(self, node: Node, space: tuple[int, ...], sb: ScalarBuilder,

@@ -1,0 +1,399 @@
+"""A generated, cache-blocked GEMM for the CPU: ``C[m, n] = sum_k A[m, k] * B[k, n]``.
+
+The classic structure (as in the BLIS papers): B is packed into panels ``NR`` columns wide and A
+into panels ``MR`` rows tall, so a micro-kernel keeps an ``MR x NR`` tile of C in vector
+registers and streams both panels from cache with one broadcast and ``NR / VL`` vector loads per
+multiply-add step. Blocking sizes keep a B panel in L1, the packed A block in L2 and the packed B
+block in L3. Any strides work (transposes are just strides); C's rows are contiguous.
+
+``emit_gemm(module, dtype)`` adds ``void gemm(M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, Ap, Bp)``
+(``Ap``/``Bp`` are packing workspaces of ``packing_sizes`` elements) and returns it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import llvmlite.binding as llvm
+import numpy as np
+from llvmlite import ir
+
+from .. import dtypes
+from .common import I64, PTR, declare_function, emit_loop, register_type
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    vector: int      # lanes per vector register
+    mr: int          # rows of the register tile
+    nr: int          # columns of the register tile (a multiple of ``vector``)
+    kc: int          # depth of a packed block
+    mc: int          # rows of a packed A block
+    nc: int          # columns of a packed B block
+
+
+def gemm_shape(dtype: np.dtype) -> GemmShape:
+    """Tile sizes for this CPU: 512-bit vectors with AVX-512, 256-bit with AVX2, else 128-bit."""
+    features = llvm.get_host_cpu_features()
+    width_bits = 512 if features.get("avx512f") else 256 if features.get("avx2") else 128
+    vector = width_bits // (8 * dtype.itemsize)
+    registers = 32 if width_bits == 512 else 16
+    # MR x (NR/VL) accumulators + NR/VL B vectors + 1 broadcast must fit in the registers.
+    mr = 12 if registers == 32 else 6
+    return GemmShape(vector=vector, mr=mr, nr=2 * vector, kc=256, mc=mr * 16, nc=2048)
+
+
+def packing_sizes(shape: GemmShape) -> tuple[int, int]:
+    """Elements of the A and B packing workspaces (A's includes an MR x NR edge tile)."""
+    return shape.mc * shape.kc + shape.mr * shape.nr, shape.kc * shape.nc
+
+
+def _const(value: int) -> ir.Constant:
+    return ir.Constant(I64, value)
+
+
+def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+def _gep(b: ir.IRBuilder, base: ir.Value, element: ir.Type, index: ir.Value) -> ir.Value:
+    return b.gep(base, [index], inbounds=True, source_etype=element)
+
+
+def emit_gemm(module: ir.Module, dtype: np.dtype) -> ir.Function:
+    name = f"gemm_{dtype.name}"
+    existing = module.globals.get(name)
+    if existing is not None:
+        return existing
+    shape = gemm_shape(dtype)
+    scalar = register_type(dtype)
+    vector_type = ir.VectorType(scalar, shape.vector)
+    lanes = shape.nr // shape.vector
+    micro = _emit_micro_kernel(module, dtype, shape)
+    pack_a = _emit_pack(module, dtype, "pack_a", shape.mr)
+    pack_b = _emit_pack(module, dtype, "pack_b", shape.nr)
+
+    params = [I64, I64, I64, PTR, I64, I64, PTR, I64, I64, PTR, I64, PTR, PTR]
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), params), name=name)
+    function.linkage = "internal"
+    m, n, k, a, rsa, csa, bm, rsb, csb, c, rsc, ap, bp = function.args
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+
+    # K == 0: C is all zeros.
+    zero_block = b.append_basic_block("zero")
+    main_block = b.append_basic_block("main")
+    b.cbranch(b.icmp_signed("==", k, _const(0)), zero_block, main_block)
+    b.position_at_end(zero_block)
+
+    def zero_row(b2: ir.IRBuilder, i: ir.Value, _: list) -> list:
+        def zero_col(b3: ir.IRBuilder, j: ir.Value, __: list) -> list:
+            b3.store(ir.Constant(scalar, 0.0), _gep(b3, c, scalar, b3.add(b3.mul(i, rsc), j)))
+            return []
+        emit_loop(b2, n, zero_col, name="zj")
+        return []
+    emit_loop(b, m, zero_row, name="zi")
+    b.ret_void()
+
+    b.position_at_end(main_block)
+    scratch = _gep(b, ap, scalar, _const(shape.mc * shape.kc))  # an MR x NR tile for edges
+
+    def blocks(count: ir.Value, size: int) -> ir.Value:
+        return b.udiv(b.add(count, _const(size - 1)), _const(size))
+
+    def over_jc(b1: ir.IRBuilder, jc_index: ir.Value, _: list) -> list:
+        jc = b1.mul(jc_index, _const(shape.nc))
+        nc = _min(b1, _const(shape.nc), b1.sub(n, jc))
+
+        def over_pc(b2: ir.IRBuilder, pc_index: ir.Value, __: list) -> list:
+            pc = b2.mul(pc_index, _const(shape.kc))
+            kc = _min(b2, _const(shape.kc), b2.sub(k, pc))
+            accumulate = b2.icmp_signed("!=", pc_index, _const(0))
+            b_source = _gep(b2, bm, scalar, b2.add(b2.mul(pc, rsb), b2.mul(jc, csb)))
+            # B block (kc x nc): rows walk k (stride rsb), columns walk n (stride csb).
+            b2.call(pack_b, [b_source, csb, rsb, nc, kc, bp])
+
+            def over_ic(b3: ir.IRBuilder, ic_index: ir.Value, ___: list) -> list:
+                ic = b3.mul(ic_index, _const(shape.mc))
+                mc = _min(b3, _const(shape.mc), b3.sub(m, ic))
+                a_source = _gep(b3, a, scalar, b3.add(b3.mul(ic, rsa), b3.mul(pc, csa)))
+                b3.call(pack_a, [a_source, rsa, csa, mc, kc, ap])
+                n_panels = b3.udiv(b3.add(nc, _const(shape.nr - 1)), _const(shape.nr))
+                m_panels = b3.udiv(b3.add(mc, _const(shape.mr - 1)), _const(shape.mr))
+
+                def over_jr(b4: ir.IRBuilder, jr_index: ir.Value, ____: list) -> list:
+                    jr = b4.mul(jr_index, _const(shape.nr))
+                    nr = _min(b4, _const(shape.nr), b4.sub(nc, jr))
+                    b_panel = _gep(b4, bp, scalar, b4.mul(jr, kc))
+
+                    def over_ir(b5: ir.IRBuilder, ir_index: ir.Value, _____: list) -> list:
+                        row = b5.mul(ir_index, _const(shape.mr))
+                        mr = _min(b5, _const(shape.mr), b5.sub(mc, row))
+                        a_panel = _gep(b5, ap, scalar, b5.mul(row, kc))
+                        c_tile = _gep(b5, c, scalar, b5.add(b5.mul(b5.add(ic, row), rsc), b5.add(jc, jr)))
+                        b5.call(micro, [kc, a_panel, b_panel, c_tile, rsc, mr, nr, accumulate, scratch])
+                        return []
+                    emit_loop(b4, m_panels, over_ir, name="ir")
+                    return []
+                emit_loop(b3, n_panels, over_jr, name="jr")
+                return []
+            emit_loop(b2, blocks_m, over_ic, name="ic")
+            return []
+        emit_loop(b1, blocks_k, over_pc, name="pc")
+        return []
+
+    blocks_m = blocks(m, shape.mc)
+    blocks_k = blocks(k, shape.kc)
+    emit_loop(b, blocks(n, shape.nc), over_jc, name="jc")
+    b.ret_void()
+    return function
+
+
+def _emit_pack(module: ir.Module, dtype: np.dtype, name: str, width: int) -> ir.Function:
+    """Pack a ``rows x depth`` block (element ``[r, d]`` at ``src[r*rs + d*ds]``) into panels of
+    ``width`` rows: ``dst[(r // width) * depth * width + d * width + r % width]``, zero-padded.
+
+    Full panels take the loop order that reads the source contiguously (``ds == 1``: along depth;
+    otherwise along rows), so the copy vectorises; the last, partial panel is padded with zeros.
+    """
+    scalar = register_type(dtype)
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64, I64, I64, I64, PTR]),
+                           name=f"{name}_{dtype.name}")
+    function.linkage = "internal"
+    src, rs, ds, rows, depth, dst = function.args
+    for arg in (src, dst):
+        arg.add_attribute("noalias")
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    full_panels = b.udiv(rows, _const(width))
+
+    def copy(b3: ir.IRBuilder, panel_src: ir.Value, panel_dst: ir.Value, r: ir.Value, d: ir.Value) -> None:
+        value = b3.load(_gep(b3, panel_src, scalar, b3.add(b3.mul(r, rs), b3.mul(d, ds))), typ=scalar)
+        b3.store(value, _gep(b3, panel_dst, scalar, b3.add(b3.mul(d, _const(width)), r)))
+
+    def over_full_panel(b1: ir.IRBuilder, p: ir.Value, _: list) -> list:
+        panel_src = _gep(b1, src, scalar, b1.mul(b1.mul(p, _const(width)), rs))
+        panel_dst = _gep(b1, dst, scalar, b1.mul(b1.mul(p, depth), _const(width)))
+        depth_major = b1.append_basic_block("depth_major")
+        row_major = b1.append_basic_block("row_major")
+        joined = b1.append_basic_block("joined")
+        b1.cbranch(b1.icmp_signed("==", ds, _const(1)), depth_major, row_major)
+        b1.position_at_end(depth_major)
+        emit_loop(b1, _const(width), lambda b2, r, __: emit_loop(
+            b2, depth, lambda b3, d, ___: (copy(b3, panel_src, panel_dst, r, d), [])[1], name="d") and [] or [],
+            name="r")
+        b1.branch(joined)
+        b1.position_at_end(row_major)
+        emit_loop(b1, depth, lambda b2, d, __: emit_loop(
+            b2, _const(width), lambda b3, r, ___: (copy(b3, panel_src, panel_dst, r, d), [])[1], name="r")
+            and [] or [], name="d")
+        b1.branch(joined)
+        b1.position_at_end(joined)
+        return []
+
+    emit_loop(b, full_panels, over_full_panel, name="panel")
+
+    # The partial last panel: rows beyond ``rows`` are zeros.
+    base_row = b.mul(full_panels, _const(width))
+    valid = b.sub(rows, base_row)
+    tail = b.append_basic_block("tail")
+    done = b.append_basic_block("done")
+    b.cbranch(b.icmp_signed(">", valid, _const(0)), tail, done)
+    b.position_at_end(tail)
+    panel_src = _gep(b, src, scalar, b.mul(base_row, rs))
+    panel_dst = _gep(b, dst, scalar, b.mul(b.mul(full_panels, depth), _const(width)))
+
+    def over_depth(b2: ir.IRBuilder, d: ir.Value, __: list) -> list:
+        def over_lane(b3: ir.IRBuilder, r: ir.Value, ___: list) -> list:
+            inside = b3.icmp_signed("<", r, valid)
+            safe_r = b3.select(inside, r, _const(0))
+            source = _gep(b3, panel_src, scalar, b3.add(b3.mul(safe_r, rs), b3.mul(d, ds)))
+            value = b3.select(inside, b3.load(source, typ=scalar), ir.Constant(scalar, 0.0))
+            b3.store(value, _gep(b3, panel_dst, scalar, b3.add(b3.mul(d, _const(width)), r)))
+            return []
+        emit_loop(b2, _const(width), over_lane, name="lane")
+        return []
+    emit_loop(b, depth, over_depth, name="d")
+    b.branch(done)
+    b.position_at_end(done)
+    b.ret_void()
+    return function
+
+
+def _emit_micro_kernel(module: ir.Module, dtype: np.dtype, shape: GemmShape) -> ir.Function:
+    """``C[0:mr, 0:nr] (+)= Ap_panel^T @ Bp_panel`` with an MR x NR register tile; partial tiles
+    go through the ``tile`` scratch."""
+    scalar = register_type(dtype)
+    vector_type = ir.VectorType(scalar, shape.vector)
+    lanes = shape.nr // shape.vector
+    params = [I64, PTR, PTR, PTR, I64, I64, I64, ir.IntType(1), PTR]
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), params), name=f"micro_{dtype.name}")
+    function.linkage = "internal"
+    kc, a_panel, b_panel, c_tile, rsc, mr, nr, accumulate, tile = function.args
+    for arg in (a_panel, b_panel, c_tile):
+        arg.add_attribute("noalias")
+    fma = declare_function(module, f"llvm.fma.v{shape.vector}{'f32' if dtype == dtypes.float32 else 'f64'}",
+                           vector_type, [vector_type] * 3)
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    zero = ir.Constant(vector_type, [0.0] * shape.vector)
+    initial = [zero] * (shape.mr * lanes)
+
+    def step(b1: ir.IRBuilder, kk: ir.Value, acc: list) -> list:
+        b_row = _gep(b1, b_panel, scalar, b1.mul(kk, _const(shape.nr)))
+        b_vectors = [b1.load(_gep(b1, b_row, scalar, _const(v * shape.vector)), typ=vector_type,
+                             align=dtype.itemsize) for v in range(lanes)]
+        a_row = _gep(b1, a_panel, scalar, b1.mul(kk, _const(shape.mr)))
+        out = []
+        for r in range(shape.mr):
+            a_value = b1.load(_gep(b1, a_row, scalar, _const(r)), typ=scalar)
+            splat = b1.insert_element(ir.Constant(vector_type, ir.Undefined), a_value, _const(0))
+            splat = b1.shuffle_vector(splat, ir.Constant(vector_type, ir.Undefined),
+                                      ir.Constant(ir.VectorType(ir.IntType(32), shape.vector), [0] * shape.vector))
+            for v in range(lanes):
+                out.append(b1.call(fma, [splat, b_vectors[v], acc[r * lanes + v]]))
+        return out
+
+    acc = emit_loop(b, kc, step, initial, name="k")
+
+    full = b.and_(b.icmp_signed("==", mr, _const(shape.mr)), b.icmp_signed("==", nr, _const(shape.nr)))
+    full_block = b.append_basic_block("full")
+    edge_block = b.append_basic_block("edge")
+    done = b.append_basic_block("done")
+    b.cbranch(full, full_block, edge_block)
+
+    b.position_at_end(full_block)
+    for r in range(shape.mr):
+        row = _gep(b, c_tile, scalar, b.mul(_const(r), rsc))
+        for v in range(lanes):
+            pointer = _gep(b, row, scalar, _const(v * shape.vector))
+            value = acc[r * lanes + v]
+            old = b.load(pointer, typ=vector_type, align=dtype.itemsize)
+            value = b.select(accumulate, b.fadd(old, value), value)
+            b.store(value, pointer, align=dtype.itemsize)
+    b.branch(done)
+
+    b.position_at_end(edge_block)
+    for r in range(shape.mr):
+        for v in range(lanes):
+            b.store(acc[r * lanes + v], _gep(b, tile, scalar, _const(r * shape.nr + v * shape.vector)),
+                    align=dtype.itemsize)
+
+    def edge_row(b1: ir.IRBuilder, r: ir.Value, _: list) -> list:
+        def edge_col(b2: ir.IRBuilder, j: ir.Value, __: list) -> list:
+            value = b2.load(_gep(b2, tile, scalar, b2.add(b2.mul(r, _const(shape.nr)), j)), typ=scalar)
+            pointer = _gep(b2, c_tile, scalar, b2.add(b2.mul(r, rsc), j))
+            old = b2.load(pointer, typ=scalar)
+            b2.store(b2.select(accumulate, b2.fadd(old, value), value), pointer)
+            return []
+        emit_loop(b1, nr, edge_col, name="ej")
+        return []
+    emit_loop(b, mr, edge_row, name="ei")
+    b.branch(done)
+    b.position_at_end(done)
+    b.ret_void()
+    return function
+
+
+# -- splitting one GEMM across threads --------------------------------------------------------
+
+_GEMM_ARGS = 13  # M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, Ap, Bp
+
+
+def _workspace(module: ir.Module, dtype: np.dtype, thread: int) -> tuple[ir.Value, ir.Value]:
+    """Module-level packing buffers for one thread (allocated with the module's data)."""
+    scalar = register_type(dtype)
+    sizes = packing_sizes(gemm_shape(dtype))
+    buffers = []
+    for which, size in zip("ab", sizes):
+        name = f"gemm_{dtype.name}_workspace_{which}{thread}"
+        variable = module.globals.get(name)
+        if variable is None:
+            variable = ir.GlobalVariable(module, ir.ArrayType(scalar, size), name=name)
+            variable.linkage = "internal"
+            variable.initializer = ir.Constant(ir.ArrayType(scalar, size), None)
+            variable.align = 64
+        buffers.append(variable)
+    return buffers[0], buffers[1]
+
+
+def _emit_worker(module: ir.Module, dtype: np.dtype, gemm: ir.Function) -> ir.Function:
+    """``ptr worker(ptr args)``: unpack the 13 GEMM arguments (as i64 slots) and run it."""
+    name = f"gemm_worker_{dtype.name}"
+    existing = module.globals.get(name)
+    if existing is not None:
+        return existing
+    function = ir.Function(module, ir.FunctionType(PTR, [PTR]), name=name)
+    function.linkage = "internal"
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    slots = [b.load(_gep(b, function.args[0], I64, _const(i)), typ=I64) for i in range(_GEMM_ARGS)]
+    arguments = [slot if param == I64 else b.inttoptr(slot, PTR)
+                 for slot, param in zip(slots, gemm.function_type.args)]
+    b.call(gemm, arguments)
+    b.ret(ir.Constant(PTR, None))
+    return function
+
+
+def emit_parallel_gemm(builder: ir.IRBuilder, dtype: np.dtype, threads: int, m: ir.Value, n: ir.Value,
+                       k: ir.Value, a: ir.Value, rsa: ir.Value, csa: ir.Value, b_matrix: ir.Value,
+                       rsb: ir.Value, csb: ir.Value, c: ir.Value, rsc: ir.Value,
+                       min_work: int = 1 << 21) -> None:
+    """Emit one GEMM, split across ``threads`` (pthreads) along the larger of M and N when the
+    work (M*N*K) is at least ``min_work``; a thread that cannot be started runs inline."""
+    module = builder.module
+    gemm = emit_gemm(module, dtype)
+    shape = gemm_shape(dtype)
+    scalar = register_type(dtype)
+    b = builder
+    workspaces = [_workspace(module, dtype, t) for t in range(threads)]
+    ws0 = [b.bitcast(w, PTR) for w in workspaces[0]]
+    if threads == 1:
+        b.call(gemm, [m, n, k, a, rsa, csa, b_matrix, rsb, csb, c, rsc, *ws0])
+        return
+    worker = _emit_worker(module, dtype, gemm)
+    pthread_create = declare_function(module, "pthread_create", ir.IntType(32), [PTR, PTR, PTR, PTR])
+    pthread_join = declare_function(module, "pthread_join", ir.IntType(32), [I64, PTR])
+
+    work = b.mul(b.mul(m, n), k)
+    split_block = b.append_basic_block("gemm.split")
+    serial_block = b.append_basic_block("gemm.serial")
+    after = b.append_basic_block("gemm.after")
+    b.cbranch(b.icmp_signed(">=", work, _const(min_work)), split_block, serial_block)
+    b.position_at_end(serial_block)
+    b.call(gemm, [m, n, k, a, rsa, csa, b_matrix, rsb, csb, c, rsc, *ws0])
+    b.branch(after)
+
+    b.position_at_end(split_block)
+    by_rows = b.icmp_signed(">=", m, n)
+    extent = b.select(by_rows, m, n)
+    granule = b.select(by_rows, _const(shape.mr), _const(shape.nr))
+    # Each part is a multiple of the register tile, so only the last one has partial tiles.
+    per_thread = b.udiv(b.add(extent, _const(threads - 1)), _const(threads))
+    per_thread = b.mul(b.udiv(b.add(per_thread, b.sub(granule, _const(1))), granule), granule)
+    handles = []
+    for t in range(threads):
+        start = _min(b, b.mul(per_thread, _const(t)), extent)
+        stop = _min(b, b.add(start, per_thread), extent)
+        count = b.sub(stop, start)
+        part_m = b.select(by_rows, count, m)
+        part_n = b.select(by_rows, n, count)
+        part_a = _gep(b, a, scalar, b.select(by_rows, b.mul(start, rsa), _const(0)))
+        part_b = _gep(b, b_matrix, scalar, b.select(by_rows, _const(0), b.mul(start, csb)))
+        part_c = _gep(b, c, scalar, b.select(by_rows, b.mul(start, rsc), start))
+        ws = [b.bitcast(w, PTR) for w in workspaces[t]]
+        arguments = [part_m, part_n, k, part_a, rsa, csa, part_b, rsb, csb, part_c, rsc, *ws]
+        if t == 0:
+            own = arguments
+            continue
+        slots = b.alloca(ir.ArrayType(I64, _GEMM_ARGS))
+        for i, value in enumerate(arguments):
+            slot = b.gep(slots, [ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), i)])
+            b.store(value if value.type == I64 else b.ptrtoint(value, I64), slot)
+        handle = b.alloca(I64)
+        status = b.call(pthread_create, [handle, ir.Constant(PTR, None), worker, slots])
+        started = b.icmp_signed("==", status, ir.Constant(ir.IntType(32), 0))
+        with b.if_then(b.not_(started)):
+            b.call(gemm, arguments)
+        handles.append((handle, started))
+    b.call(gemm, own)
+    for handle, started in handles:
+        with b.if_then(started):
+            b.call(pthread_join, [b.load(handle, typ=I64), ir.Constant(PTR, None)])
+    b.branch(after)
+    b.position_at_end(after)

@@ -1,0 +1,59 @@
+"""The blocked GEMM path for matmul kernels: shapes around the tile and block edges, transposes,
+batches, float32/float64, one or two threads — always equal to numpy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import compiler as cc
+from compiler.codegen import cpu
+from compiler.codegen.gemm import gemm_shape
+from runtime import Session
+
+_TILE = gemm_shape(np.dtype("float32"))
+SHAPES = [  # (batch, m, n, k)
+    (None, 16, 16, 16), (None, _TILE.mr, _TILE.nr, 64), (None, _TILE.mr + 1, _TILE.nr + 1, 65),
+    (None, _TILE.mc + 5, 70, _TILE.kc + 3), (None, 1, 300, 40), (None, 300, 1, 40), (None, 40, 40, 1),
+    (None, 129, 67, 2 * _TILE.kc + 1), (3, 17, 33, 20), (2, 64, 8, 64),
+]
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("transpose_a,transpose_b", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("batch,m,n,k", SHAPES)
+def test_matmul_uses_gemm_and_matches_numpy(batch, m, n, k, transpose_a, transpose_b, dtype, threads,
+                                            monkeypatch) -> None:
+    monkeypatch.setenv("GRAPHGRAD_THREADS", threads)
+    rng = np.random.default_rng(m * 1000 + n * 10 + k)
+    a_shape = (k, m) if transpose_a else (m, k)
+    b_shape = (n, k) if transpose_b else (k, n)
+    if batch:
+        a_shape = (batch,) + a_shape
+    a_value = rng.normal(size=a_shape).astype(dtype)
+    b_value = rng.normal(size=b_shape).astype(dtype)
+    graph = cc.Graph()
+    with graph.as_default():
+        a = cc.placeholder(dtype, a_shape)
+        b = cc.placeholder(dtype, b_shape)
+        c = cc.matmul(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
+    with Session(graph) as sess:
+        exe = sess.compile(c, {a: a_value, b: b_value})
+        got = sess.run(c, {a: a_value, b: b_value})
+    assert (exe.program.kernels[0].kind == "matmul") and cpu._uses_gemm(exe.program.kernels[0]) == (
+        m * n * k >= cpu.GEMM_MIN_WORK)
+    want = np.matmul(np.swapaxes(a_value, -1, -2) if transpose_a else a_value,
+                     np.swapaxes(b_value, -1, -2) if transpose_b else b_value)
+    tolerance = dict(rtol=2e-4, atol=2e-4) if dtype == "float32" else dict(rtol=1e-11, atol=1e-11)
+    np.testing.assert_allclose(got, want, **tolerance)
+
+
+def test_gemm_with_empty_depth_gives_zeros() -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        a = cc.placeholder("float32", (300, 0))
+        b = cc.placeholder("float32", (0, 200))
+        c = a @ b
+    with Session(graph) as sess:
+        got = sess.run(c, {a: np.zeros((300, 0), "float32"), b: np.zeros((0, 200), "float32")})
+    np.testing.assert_array_equal(got, np.zeros((300, 200), "float32"))

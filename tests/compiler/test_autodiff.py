@@ -1,0 +1,295 @@
+"""``cc.gradients``: TF1 semantics, gradients of gradients, and a backward graph of ordinary ops."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import compiler as cc
+from compiler.ops.base import REGISTRY
+from runtime import Session
+
+X = np.array([0.5, -1.25, 2.0])
+
+
+def _run(graph, fetches, feed_dict, target="cpu"):
+    with Session(graph, target=target) as sess:
+        return sess.run(fetches, feed_dict=feed_dict)
+
+
+def _run_both(graph, fetches, feed_dict):
+    """Run on cpu and on the reference; check they agree; return the cpu values."""
+    cpu = _run(graph, fetches, feed_dict, "cpu")
+    ref = _run(graph, fetches, feed_dict, "reference")
+    for c, r in zip(cpu, ref):
+        np.testing.assert_allclose(c, r, rtol=1e-12, atol=1e-12)
+    return cpu
+
+
+def test_returns_one_entry_per_x(graph) -> None:
+    x = cc.placeholder("float64", shape=(3,), name="x")
+    y = cc.reduce_sum(x * x)
+    grads = cc.gradients(y, x)  # a single x, not in a list
+    assert isinstance(grads, list) and len(grads) == 1
+    grads = cc.gradients(y, [x, x])
+    assert len(grads) == 2 and all(isinstance(g, cc.Tensor) for g in grads)
+    assert grads[0].shape == x.shape and grads[0].dtype == x.dtype
+    (got,) = _run_both(graph, [grads[0]], {x: X})
+    np.testing.assert_allclose(got, 2 * X)
+
+
+def test_several_ys_are_summed(graph) -> None:
+    x = cc.placeholder("float64", shape=(3,), name="x")
+    y1 = cc.reduce_sum(x * x)          # d/dx = 2x
+    y2 = cc.reduce_sum(cc.exp(x))      # d/dx = exp(x)
+    y3 = x * 3.0                       # non-scalar y: summed, d/dx = 3
+    (both,) = cc.gradients([y1, y2, y3], [x])
+    (only1,) = cc.gradients(y1, [x])
+    got_both, got_1 = _run_both(graph, [both, only1], {x: X})
+    np.testing.assert_allclose(got_both, 2 * X + np.exp(X) + 3.0)
+    np.testing.assert_allclose(got_1, 2 * X)
+
+
+def test_grad_ys_weight_each_y(graph) -> None:
+    x = cc.placeholder("float64", shape=(3,), name="x")
+    y1 = x * x
+    y2 = cc.reduce_sum(x)
+    w1 = np.array([1.0, 10.0, 100.0])
+    (g,) = cc.gradients([y1, y2], [x], grad_ys=[cc.constant(w1), 0.5])
+    (g_np,) = cc.gradients(y1, [x], grad_ys=w1)  # a numpy array is converted
+    (g_none,) = cc.gradients([y1, y2], [x], grad_ys=[None, cc.constant(2.0, "float64")])
+    got, got_np, got_none = _run_both(graph, [g, g_np, g_none], {x: X})
+    np.testing.assert_allclose(got, w1 * 2 * X + 0.5)
+    np.testing.assert_allclose(got_np, w1 * 2 * X)
+    np.testing.assert_allclose(got_none, 2 * X + 2.0)  # None means ones
+
+
+def test_grad_ys_can_be_a_placeholder(graph) -> None:
+    x = cc.placeholder("float64", shape=(None,), name="x")
+    gy = cc.placeholder("float64", shape=(None,), name="gy")
+    (g,) = cc.gradients(cc.exp(x), [x], grad_ys=gy)
+    weights = np.array([2.0, -1.0, 0.0])
+    (got,) = _run_both(graph, [g], {x: X, gy: weights})
+    np.testing.assert_allclose(got, weights * np.exp(X))
+
+
+@pytest.mark.parametrize("grad_ys, error", [
+    (lambda: cc.constant(np.ones(4)), cc.ShapeError),            # wrong shape
+    (lambda: cc.constant(np.ones(3, "float32")), cc.DTypeError),  # wrong dtype
+    (lambda: [None, None], ValueError),                           # one per y
+])
+def test_bad_grad_ys(graph, grad_ys, error) -> None:
+    x = cc.placeholder("float64", shape=(3,), name="x")
+    with pytest.raises(error):
+        cc.gradients(x * x, [x], grad_ys=grad_ys())
+
+
+def test_stop_gradients_treats_tensors_as_constants(graph) -> None:
+    x = cc.placeholder("float64", shape=(3,), name="x")
+    a = x * 2.0
+    y = cc.reduce_sum(a * x)           # = 2 x^2: full gradient 4x
+    (full,) = cc.gradients(y, [x])
+    (stopped,) = cc.gradients(y, [x], stop_gradients=[a])    # a is a constant: gradient a = 2x
+    (single,) = cc.gradients(y, [x], stop_gradients=a)       # not a list: same
+    (with_op,) = cc.gradients(cc.reduce_sum(cc.stop_gradient(a) * x), [x])
+    got = _run_both(graph, [full, stopped, single, with_op], {x: X})
+    np.testing.assert_allclose(got[0], 4 * X)
+    np.testing.assert_allclose(got[1], 2 * X)
+    np.testing.assert_allclose(got[2], 2 * X)
+    np.testing.assert_allclose(got[3], 2 * X)
+
+
+def test_stop_gradients_on_every_path_gives_none(graph) -> None:
+    x = cc.placeholder("float64", shape=(3,), name="x")
+    a = cc.exp(x)
+    y = cc.reduce_sum(a * a)
+    assert cc.gradients(y, [x], stop_gradients=[a]) == [None]
+    (gx,) = cc.gradients(cc.reduce_sum(cc.stop_gradient(x)), [x])
+    assert gx is None
+
+
+def test_integer_tensors_get_none(graph) -> None:
+    x = cc.placeholder("float64", shape=(3,), name="x")
+    i = cc.placeholder("int32", shape=(3,), name="i")
+    y = cc.reduce_sum(cc.cast(i, "float64") * x)
+    g_i, g_x = cc.gradients(y, [i, x])
+    assert g_i is None
+    assert g_x is not None
+    # An integer y contributes nothing, even when it depends on x.
+    count = cc.reduce_sum(cc.cast(x > 0.0, "int32"))
+    assert cc.gradients(count, [x]) == [None]
+    # "zero" does not invent gradients for the integer input's dtype either way: it is zeros.
+    (g_i_zero,) = cc.gradients(y, [i], unconnected_gradients="zero")
+    assert g_i_zero is None or g_i_zero.dtype == np.int32
+    (got,) = _run_both(graph, [g_x], {x: X, i: np.array([1, 2, 3], "int32")})
+    np.testing.assert_allclose(got, [1.0, 2.0, 3.0])
+
+
+def test_unconnected_x(graph) -> None:
+    x = cc.placeholder("float64", shape=(3,), name="x")
+    z = cc.placeholder("float64", shape=(None, 2), name="z")
+    w = cc.Variable(np.ones((2, 2)), name="w")
+    y = cc.reduce_sum(x * x)
+    assert cc.gradients(y, [z, w]) == [None, None]
+    g_x, g_z, g_w = cc.gradients(y, [x, z, w], unconnected_gradients="zero")
+    assert g_z.shape == (None, 2) and g_z.dtype == np.float64
+    assert g_w.shape == (2, 2)
+    got = _run_both(graph, [g_x, g_z, g_w], {x: X, z: np.ones((4, 2))})
+    np.testing.assert_allclose(got[0], 2 * X)
+    np.testing.assert_array_equal(got[1], np.zeros((4, 2)))
+    np.testing.assert_array_equal(got[2], np.zeros((2, 2)))
+    with pytest.raises(ValueError):
+        cc.gradients(y, [x], unconnected_gradients="zeros")
+
+
+def test_x_downstream_of_y_is_unconnected(graph) -> None:
+    x = cc.placeholder("float64", shape=(3,), name="x")
+    y = cc.reduce_sum(x)
+    later = y * 2.0
+    assert cc.gradients(y, [later]) == [None]
+
+
+def test_gradient_with_respect_to_an_intermediate_tensor(graph) -> None:
+    x = cc.placeholder("float64", shape=(3,), name="x")
+    h = x * x
+    y = cc.reduce_sum(cc.exp(h) * 3.0)
+    g_h, g_x = cc.gradients(y, [h, x])
+    (g_y,) = cc.gradients(y, [y])
+    got = _run_both(graph, [g_h, g_x, g_y], {x: X})
+    np.testing.assert_allclose(got[0], 3.0 * np.exp(X * X))
+    np.testing.assert_allclose(got[1], 3.0 * np.exp(X * X) * 2 * X)
+    np.testing.assert_allclose(got[2], 1.0)
+
+
+def test_fan_out_contributions_are_summed(graph) -> None:
+    x = cc.placeholder("float64", shape=(3,), name="x")
+    y = cc.reduce_sum(cc.exp(x) + x * x + x)
+    (g,) = cc.gradients(y, [x])
+    (got,) = _run_both(graph, [g], {x: X})
+    np.testing.assert_allclose(got, np.exp(X) + 2 * X + 1)
+
+
+def test_broadcasting_is_undone(graph) -> None:
+    x = cc.placeholder("float64", shape=(None, 3), name="x")
+    b = cc.Variable(np.array([1.0, 2.0, 3.0]), name="b")
+    s = cc.Variable(np.array(2.0), name="s")
+    y = cc.reduce_sum((x + b) * s)
+    g_x, g_b, g_s = cc.gradients(y, [x, b, s])
+    assert g_b.shape == (3,) and g_s.shape == () and g_x.shape == (None, 3)
+    xv = np.arange(12.0).reshape(4, 3)
+    got = _run_both(graph, [g_x, g_b, g_s], {x: xv})
+    np.testing.assert_allclose(got[0], np.full((4, 3), 2.0))
+    np.testing.assert_allclose(got[1], [8.0, 8.0, 8.0])
+    np.testing.assert_allclose(got[2], (xv + [1.0, 2.0, 3.0]).sum())
+
+
+def test_gradients_of_gradients(graph) -> None:
+    x = cc.placeholder("float64", shape=(3,), name="x")
+    y = x ** 3
+    (d1,) = cc.gradients(y, [x])
+    (d2,) = cc.gradients(d1, [x])
+    (d3,) = cc.gradients(d2, [x])
+    (d4,) = cc.gradients(d3, [x], unconnected_gradients="zero")
+    values = np.array([1.0, 2.0, -3.0])
+    got = _run(graph, [d1, d2, d3, d4], {x: values}, "cpu")
+    np.testing.assert_allclose(got[0], 3 * values ** 2)
+    np.testing.assert_allclose(got[1], 6 * values)
+    np.testing.assert_allclose(got[2], [6.0, 6.0, 6.0])
+    np.testing.assert_allclose(got[3], [0.0, 0.0, 0.0])
+
+
+def test_second_derivative_of_transcendentals(graph) -> None:
+    x = cc.placeholder("float64", shape=(3,), name="x")
+    (d1,) = cc.gradients(cc.reduce_sum(cc.tanh(x) + cc.exp(2.0 * x) + cc.sigmoid(x)), [x])
+    (d2,) = cc.gradients(d1, [x])
+    t, s = np.tanh(X), 1 / (1 + np.exp(-X))
+    (got,) = _run(graph, [d2], {x: X}, "cpu")
+    np.testing.assert_allclose(got, -2 * t * (1 - t * t) + 4 * np.exp(2 * X) + s * (1 - s) * (1 - 2 * s),
+                               rtol=1e-9)
+
+
+def test_hessian_vector_product_of_matmul(graph) -> None:
+    # f(w) = 0.5 * |A w|^2: gradient A^T A w, Hessian-vector product A^T A v.
+    a = np.array([[1.0, 2.0], [3.0, -1.0], [0.5, 0.5]])
+    w = cc.Variable(np.array([[0.3], [-0.7]]), name="w")
+    v = cc.placeholder("float64", shape=(2, 1), name="v")
+    f = 0.5 * cc.reduce_sum(cc.square(cc.constant(a) @ w))
+    (g,) = cc.gradients(f, [w])
+    (hv,) = cc.gradients(g, [w], grad_ys=v)
+    vv = np.array([[1.0], [2.0]])
+    got_g, got_hv = _run_both(graph, [g, hv], {v: vv})
+    np.testing.assert_allclose(got_g, a.T @ a @ w.initial_value)
+    np.testing.assert_allclose(got_hv, a.T @ a @ vv)
+
+
+def test_matches_finite_differences(graph) -> None:
+    rng = np.random.default_rng(0)
+    x = cc.placeholder("float64", shape=(4, 3), name="x")
+    w = cc.Variable(rng.normal(size=(3, 2)), name="w")
+    b = cc.Variable(rng.normal(size=(2,)), name="b")
+    labels = cc.placeholder("int32", shape=(4,), name="labels")
+    logits = cc.tanh(x @ w + b)
+    loss = cc.reduce_mean(cc.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+    g_w, g_b = cc.gradients(loss, [w, b])
+    xv = rng.normal(size=(4, 3))
+    lv = np.array([0, 1, 1, 0], "int32")
+    got_w, got_b = _run_both(graph, [g_w, g_b], {x: xv, labels: lv})
+
+    def numpy_loss(wv, bv):
+        z = np.tanh(xv @ wv + bv)
+        z = z - z.max(axis=1, keepdims=True)
+        logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+        return -logp[np.arange(4), lv].mean()
+
+    eps = 1e-6
+    for value, got in ((w.initial_value, got_w), (b.initial_value, got_b)):
+        numeric = np.zeros_like(value)
+        for index in np.ndindex(value.shape):
+            plus, minus = value.copy(), value.copy()
+            plus[index] += eps
+            minus[index] -= eps
+            if value is w.initial_value:
+                numeric[index] = (numpy_loss(plus, b.initial_value) - numpy_loss(minus, b.initial_value)) / (2 * eps)
+            else:
+                numeric[index] = (numpy_loss(w.initial_value, plus) - numpy_loss(w.initial_value, minus)) / (2 * eps)
+        np.testing.assert_allclose(got, numeric, rtol=1e-5, atol=1e-8)
+
+
+def test_backward_graph_is_made_of_ordinary_ops(graph) -> None:
+    x = cc.placeholder("float64", shape=(None, 3), name="x")
+    w = cc.Variable(np.ones((3, 2)), name="w")
+    y = cc.reduce_mean(cc.nn.softmax(cc.tanh(x @ w)) ** 2)
+    before = set(graph.get_operations())
+    (g,) = cc.gradients(y, [w])
+    g_norm = cc.reduce_sum(g * g)
+    user_ops = {g_norm.op, g_norm.op.inputs[0].op}
+    (gg,) = cc.gradients(g_norm, [w])
+    new_ops = [op for op in graph.get_operations() if op not in before and op not in user_ops]
+    assert new_ops
+    for op in new_ops:
+        assert op.name.startswith("gradients"), op.name
+        assert REGISTRY.get(op.type) is op.opdef, op.type
+        assert op.opdef.kind in ("elementwise", "reduce", "layout", "shape", "source"), op
+        assert "grad" not in op.type.lower()
+    forward_types = {op.type for op in before}
+    assert {"MatMul", "Tanh"} <= forward_types
+    got = _run_both(graph, [g, gg], {x: np.arange(6.0).reshape(2, 3) / 6})
+    assert got[0].shape == (3, 2) and np.all(np.isfinite(got[0])) and np.all(np.isfinite(got[1]))
+
+
+def test_gradients_scope_name(graph) -> None:
+    x = cc.placeholder("float64", shape=(3,), name="x")
+    (g,) = cc.gradients(cc.reduce_sum(cc.exp(x)), [x], name="mygrads")
+    assert g.op.name.startswith("mygrads/")
+    with cc.name_scope("outer"):
+        (g2,) = cc.gradients(cc.reduce_sum(cc.exp(x)), [x])
+    assert g2.op.name.startswith("outer/gradients/")
+
+
+def test_graph_mismatch_in_gradients(graph) -> None:
+    x = cc.placeholder("float64", shape=(3,), name="x")
+    with cc.Graph().as_default():
+        other = cc.placeholder("float64", shape=(3,), name="other")
+    with pytest.raises(cc.GraphMismatchError):
+        cc.gradients(cc.reduce_sum(x), [other])
+    with pytest.raises(TypeError):
+        cc.gradients(cc.reduce_sum(x), [np.ones(3)])

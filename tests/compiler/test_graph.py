@@ -1,0 +1,392 @@
+"""The static graph: default graphs, names, tensors, operators, variables, shapes and locations."""
+from __future__ import annotations
+
+import inspect
+import operator
+
+import numpy as np
+import pytest
+
+import compiler as cc
+from runtime import Session
+
+
+def _line() -> int:
+    """The caller's current line number."""
+    return inspect.currentframe().f_back.f_lineno  # type: ignore[union-attr]
+
+
+# -- default graph -------------------------------------------------------------------------------
+
+def test_as_default_nests_and_restores() -> None:
+    outer, inner = cc.Graph(), cc.Graph()
+    with outer.as_default() as entered:
+        assert entered is outer
+        assert cc.get_default_graph() is outer
+        a = cc.constant(1.0)
+        with inner.as_default():
+            assert cc.get_default_graph() is inner
+            b = cc.constant(2.0)
+        assert cc.get_default_graph() is outer
+    assert a.graph is outer and b.graph is inner
+    assert cc.get_default_graph() is not outer and cc.get_default_graph() is not inner
+    assert [op.name for op in outer.get_operations()] == ["Const"]
+    assert [op.name for op in inner.get_operations()] == ["Const"]
+
+
+def test_reset_default_graph_gives_a_new_empty_graph() -> None:
+    before = cc.get_default_graph()
+    cc.reset_default_graph()
+    after = cc.get_default_graph()
+    assert after is not before
+    assert after.get_operations() == []
+    with cc.Graph().as_default():
+        with pytest.raises(RuntimeError):
+            cc.reset_default_graph()
+
+
+def test_nodes_go_to_the_graph_of_their_inputs(graph) -> None:
+    other = cc.Graph()
+    with other.as_default():
+        x = cc.placeholder("float32", shape=(2,), name="x")
+    y = cc.exp(x)  # built while `graph` is the default
+    assert y.graph is other
+    assert all(op.graph is other for op in other.get_operations())
+    assert graph.get_operations() == []
+
+
+# -- names -----------------------------------------------------------------------------------------
+
+def test_name_scopes_prefix_names(graph) -> None:
+    with cc.name_scope("a") as scope_a:
+        assert scope_a == "a"
+        with cc.name_scope("b") as scope_ab:
+            assert scope_ab == "a/b"
+            x = cc.placeholder("float32", shape=(2,), name="x")
+            s = x + x
+            s2 = cc.add(x, x)
+            named = cc.exp(x, name="e")
+        y = cc.exp(x)
+    z = cc.negative(x)
+    assert x.op.name == "a/b/x" and x.name == "a/b/x:0"
+    assert s.op.name == "a/b/Add" and s2.op.name == "a/b/Add_1"
+    assert named.op.name == "a/b/e"
+    assert y.op.name == "a/Exp"
+    assert z.op.name == "Neg"
+    assert graph.get_operation_by_name("a/b/Add") is s.op
+    assert graph.get_tensor_by_name("a/b/Add:0") is s
+
+
+def test_unique_names(graph) -> None:
+    names = [cc.placeholder("float32", shape=(), name="x").op.name for _ in range(3)]
+    assert names == ["x", "x_1", "x_2"]
+    # A user-chosen name that collides with a generated one still gets a fresh name.
+    explicit = cc.constant(1.0, name="x_3")
+    again = cc.constant(1.0, name="x")
+    assert explicit.op.name == "x_3"
+    assert again.op.name not in {"x", "x_1", "x_2", "x_3"}
+    all_names = [op.name for op in graph.get_operations()]
+    assert len(all_names) == len(set(all_names))
+
+
+def test_same_name_in_different_scopes_is_not_renamed(graph) -> None:
+    with cc.name_scope("s1"):
+        a = cc.constant(1.0, name="c")
+    with cc.name_scope("s2"):
+        b = cc.constant(1.0, name="c")
+    with cc.name_scope("s1"):
+        c = cc.constant(1.0, name="c")
+    assert (a.op.name, b.op.name, c.op.name) == ("s1/c", "s2/c", "s1/c_1")
+
+
+# -- tensors -------------------------------------------------------------------------------------
+
+def test_tensor_attributes(graph) -> None:
+    x = cc.placeholder("float32", shape=(None, 3), name="x")
+    y = cc.exp(x, name="y")
+    assert x.shape == (None, 3) and isinstance(x.shape, tuple)
+    assert x.dtype == np.dtype("float32") and isinstance(x.dtype, np.dtype)
+    assert y.name == "y:0"
+    assert isinstance(y.op, cc.Operation)
+    assert y.op.type == "Exp" and y.op.name == "y"
+    assert y.op.inputs == (x,)
+    assert y.op.outputs == (y,)
+    assert y.graph is graph and y.op.graph is graph
+    assert y.ndim == 2
+    assert "y:0" in repr(y)
+
+
+def test_tensor_has_no_truth_value(graph) -> None:
+    x = cc.placeholder("float32", shape=(2,))
+    with pytest.raises(TypeError):
+        bool(x < 1.0)
+
+
+def test_tensors_are_hashable_by_identity(graph) -> None:
+    x = cc.placeholder("float32", shape=(2,))
+    y = cc.placeholder("float32", shape=(2,))
+    table = {x: 1, y: 2}
+    assert table[x] == 1 and table[y] == 2
+
+
+OPERATORS = [
+    # (label, build from a tensor t, numpy of an array a, op type)
+    ("t + 2", lambda t: t + 2.0, lambda a: a + 2.0, "Add"),
+    ("2 + t", lambda t: 2.0 + t, lambda a: 2.0 + a, "Add"),
+    ("t - 2", lambda t: t - 2.0, lambda a: a - 2.0, "Sub"),
+    ("2 - t", lambda t: 2.0 - t, lambda a: 2.0 - a, "Sub"),
+    ("t * 3", lambda t: t * 3.0, lambda a: a * 3.0, "Mul"),
+    ("3 * t", lambda t: 3.0 * t, lambda a: 3.0 * a, "Mul"),
+    ("t / 4", lambda t: t / 4.0, lambda a: a / 4.0, "Div"),
+    ("4 / t", lambda t: 4.0 / t, lambda a: 4.0 / a, "Div"),
+    ("t ** 2", lambda t: t ** 2, lambda a: a ** 2, "Pow"),
+    ("2 ** t", lambda t: 2.0 ** t, lambda a: 2.0 ** a, "Pow"),
+    ("-t", lambda t: -t, lambda a: -a, "Neg"),
+    ("t < 2", lambda t: t < 2.0, lambda a: a < 2.0, "Less"),
+    ("t <= 2", lambda t: t <= 2.0, lambda a: a <= 2.0, "LessEqual"),
+    ("t > 2", lambda t: t > 2.0, lambda a: a > 2.0, "Greater"),
+    ("t >= 2", lambda t: t >= 2.0, lambda a: a >= 2.0, "GreaterEqual"),
+    ("2 < t", lambda t: 2.0 < t, lambda a: 2.0 < a, "Greater"),
+    ("2 >= t", lambda t: 2.0 >= t, lambda a: 2.0 >= a, "LessEqual"),
+    ("t + t", lambda t: t + t, lambda a: a + a, "Add"),
+    ("t * t - t", lambda t: t * t - t, lambda a: a * a - a, "Sub"),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("label, build, expect, op_type", OPERATORS, ids=[o[0] for o in OPERATORS])
+def test_operators(graph, label, build, expect, op_type, dtype) -> None:
+    t = cc.placeholder(dtype, shape=(None, 3), name="t")
+    out = build(t)
+    assert isinstance(out, cc.Tensor)
+    assert out.op.type == op_type
+    assert out.shape == (None, 3)
+    value = np.array([[0.5, 1.0, 2.0], [3.0, 2.0, 1.5]], dtype)
+    expected = expect(value)
+    # Weak typing: a Python number takes the tensor's dtype.
+    assert out.dtype == expected.dtype
+    for target in ("reference", "cpu"):
+        with Session(graph, target=target) as sess:
+            got = sess.run(out, feed_dict={t: value})
+        assert got.dtype == expected.dtype
+        np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
+def test_matmul_operator(graph) -> None:
+    a = cc.placeholder("float64", shape=(None, 3), name="a")
+    w = np.arange(6.0).reshape(3, 2)
+    out = a @ cc.constant(w)
+    assert out.op.type == "MatMul" and out.shape == (None, 2) and out.dtype == np.float64
+    rev = cc.constant(w.T) @ cc.transpose(a)
+    assert rev.shape == (2, None)
+    value = np.arange(12.0).reshape(4, 3)
+    with Session(graph) as sess:
+        got, got_rev = sess.run([out, rev], feed_dict={a: value})
+    np.testing.assert_allclose(got, value @ w)
+    np.testing.assert_allclose(got_rev, w.T @ value.T)
+
+
+def test_numpy_array_on_the_left_defers_to_the_tensor(graph) -> None:
+    t = cc.placeholder("float32", shape=(3,), name="t")
+    out = np.ones(3, "float32") + t
+    assert isinstance(out, cc.Tensor) and out.op.type == "Add"
+    with Session(graph) as sess:
+        np.testing.assert_array_equal(sess.run(out, {t: np.arange(3, dtype="float32")}), [1, 2, 3])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+def test_python_scalars_take_the_tensor_dtype(graph, dtype) -> None:
+    t = cc.placeholder(dtype, shape=(2,))
+    for out in (t + 1, 1 + t, t * 2, 2 * t, t - 1, 1 - t):
+        assert out.dtype == np.dtype(dtype)
+        assert all(i.dtype == np.dtype(dtype) for i in out.op.inputs)
+    if dtype.startswith("float"):
+        for out in (t * 2.5, 2.5 * t, t / 3.0, 3.0 / t, t ** 0.5):
+            assert out.dtype == np.dtype(dtype)
+
+
+def test_float64_tensor_with_python_float_stays_float64(graph) -> None:
+    t = cc.placeholder("float64", shape=(1,), name="t")
+    out = t * 0.1 + 1e-300
+    assert out.dtype == np.float64
+    with Session(graph) as sess:
+        got = sess.run(out, {t: np.array([3.0])})
+    assert got.dtype == np.float64
+    # In float32 0.1 would be 0.10000000149..., and 1e-300 would flush to 0.
+    assert got[0] == 3.0 * 0.1 + 1e-300
+
+
+def test_float_scalar_with_int_tensor_is_a_dtype_error(graph) -> None:
+    t = cc.placeholder("int32", shape=(2,))
+    with pytest.raises(cc.DTypeError, match="int32"):
+        t * 1.5
+
+
+def test_python_constants_default_like_tf1(graph) -> None:
+    assert cc.constant(1.0).dtype == np.float32
+    assert cc.constant(1).dtype == np.int32
+    assert cc.constant(True).dtype == np.bool_
+    assert cc.constant(np.float64(1.0)).dtype == np.float64
+    assert cc.constant(np.zeros(2, "int64")).dtype == np.int64
+    assert cc.constant([1.0, 2.0], dtype="float64").dtype == np.float64
+
+
+# -- variables -----------------------------------------------------------------------------------
+
+def test_variable_collections(graph) -> None:
+    w = cc.Variable(np.zeros((2, 2), "float32"), name="w")
+    step = cc.Variable(0, name="step", trainable=False)
+    b = cc.Variable(np.zeros(2), name="b")
+    assert isinstance(w, cc.Tensor) and w.op.type == "Variable"
+    assert w.trainable and not step.trainable
+    assert cc.global_variables() == [w, step, b]
+    assert cc.trainable_variables() == [w, b]
+    assert graph.get_collection(cc.GraphKeys.GLOBAL_VARIABLES) == [w, step, b]
+    assert graph.get_collection(cc.GraphKeys.TRAINABLE_VARIABLES) == [w, b]
+    assert step.dtype == np.int64 or step.dtype == np.int32
+    assert b.dtype == np.float64  # a numpy array keeps its dtype
+    assert cc.Variable(0.5).dtype == np.float32  # a Python float makes a float32 variable
+    other = cc.Graph()
+    assert cc.global_variables(other) == []
+    with other.as_default():
+        v = cc.Variable(1.0)
+    assert cc.global_variables(other) == [v]
+    assert v not in cc.global_variables()
+
+
+def test_variable_custom_collections(graph) -> None:
+    v = cc.Variable(np.zeros(2, "float32"), name="v", collections=["mine"])
+    assert graph.get_collection("mine") == [v]
+    assert v in graph.get_collection(cc.GraphKeys.TRAINABLE_VARIABLES)
+    assert v not in graph.get_collection(cc.GraphKeys.GLOBAL_VARIABLES)
+
+
+def test_variable_initial_value_is_a_copy(graph) -> None:
+    init = np.ones(3, "float32")
+    v = cc.Variable(init, name="v")
+    init[:] = 5.0
+    np.testing.assert_array_equal(v.initial_value, np.ones(3))
+    assert v.shape == (3,)
+    with pytest.raises(TypeError):
+        cc.Variable(cc.constant(1.0))
+
+
+# -- shapes --------------------------------------------------------------------------------------
+
+BROADCASTS = [
+    ((None, 3), (3,), (None, 3)),
+    ((None, 3), (1, 3), (None, 3)),
+    ((None, 1, 3), (4, 1), (None, 4, 3)),
+    ((None,), (5,), (5,)),
+    ((None,), (1,), (None,)),
+    ((None, None), (None, 1), (None, None)),
+    ((2, 1), (1, 5), (2, 5)),
+    ((), (None, 2), (None, 2)),
+    ((7, 1, 1), (2, 3), (7, 2, 3)),
+]
+
+
+@pytest.mark.parametrize("a_shape, b_shape, out_shape", BROADCASTS)
+def test_broadcast_shape_inference(graph, a_shape, b_shape, out_shape) -> None:
+    a = cc.placeholder("float32", shape=a_shape)
+    b = cc.placeholder("float32", shape=b_shape)
+    assert (a + b).shape == out_shape
+    assert (b * a).shape == out_shape
+    assert cc.maximum(a, b).shape == out_shape
+    assert (a < b).shape == out_shape and (a < b).dtype == np.bool_
+
+
+@pytest.mark.parametrize("a_shape, b_shape", [((2, 3), (4, 3)), ((None, 3), (2,)), ((3,), (2, 2))])
+def test_incompatible_broadcast_is_a_shape_error(graph, a_shape, b_shape) -> None:
+    a = cc.placeholder("float32", shape=a_shape)
+    b = cc.placeholder("float32", shape=b_shape)
+    with pytest.raises(cc.ShapeError):
+        a + b
+
+
+def test_none_dims_flow_through_ops(graph) -> None:
+    x = cc.placeholder("float32", shape=(None, 4), name="x")
+    assert cc.reduce_sum(x, axis=1).shape == (None,)
+    assert cc.reduce_sum(x, axis=0).shape == (4,)
+    assert cc.reduce_sum(x, axis=1, keepdims=True).shape == (None, 1)
+    assert cc.reduce_sum(x).shape == ()
+    assert cc.transpose(x).shape == (4, None)
+    assert (x @ cc.constant(np.ones((4, 2), "float32"))).shape == (None, 2)
+    assert cc.exp(x).shape == (None, 4)
+
+
+def test_placeholder_requires_a_shape(graph) -> None:
+    with pytest.raises(cc.ShapeError):
+        cc.placeholder("float32", shape=None)
+    with pytest.raises(cc.ShapeError):
+        cc.placeholder("float32", shape=(-2, 3))
+    with pytest.raises(TypeError):
+        cc.placeholder("complex64", shape=(2,))
+
+
+# -- locations -----------------------------------------------------------------------------------
+
+def test_node_records_the_user_location(graph) -> None:
+    x = cc.placeholder("float32", shape=(None, 3), name="x"); x_line = _line()  # noqa: E702
+    y = x * 2.0 + 1.0; y_line = _line()  # noqa: E702
+    z = cc.reduce_sum(cc.exp(y)); z_line = _line()  # noqa: E702
+    assert isinstance(x.op.location, cc.SourceLocation)
+    for tensor, line in ((x, x_line), (y, y_line), (z, z_line)):
+        assert tensor.op.location.filename == __file__
+        assert tensor.op.location.lineno == line
+        assert str(tensor.op.location) == f"{__file__}:{line}"
+    # The Mul and the constants built for the Python scalars point at the same line.
+    for op in graph.get_operations():
+        if op.location.lineno == y_line:
+            assert op.location.filename == __file__
+    assert {op.type for op in graph.get_operations() if op.location.lineno == y_line} >= {"Mul", "Add", "Const"}
+    assert __file__ in repr(z.op)
+
+
+def _helper_builds_a_node(x):
+    return cc.exp(x)
+
+
+def test_location_is_the_innermost_user_frame(graph) -> None:
+    x = cc.placeholder("float32", shape=(2,))
+    y = _helper_builds_a_node(x)
+    helper_line = inspect.getsourcelines(_helper_builds_a_node)[1] + 1
+    assert y.op.location.lineno == helper_line
+    assert y.op.location.filename == __file__
+
+
+def test_gradient_nodes_point_at_the_gradients_call(graph) -> None:
+    x = cc.placeholder("float64", shape=(3,))
+    loss = cc.reduce_sum(cc.exp(x) * x)
+    (dx,) = cc.gradients(loss, [x]); line = _line()  # noqa: E702
+    new_ops = [op for op in graph.get_operations() if op.name.startswith("gradients/")]
+    assert new_ops
+    assert all(op.location.filename == __file__ and op.location.lineno == line for op in new_ops)
+
+
+def test_binary_operator_builds_one_op(graph) -> None:
+    a = cc.placeholder("float32", shape=(2,))
+    b = cc.placeholder("float32", shape=(2,))
+    before = len(graph.get_operations())
+    _ = a + b
+    assert len(graph.get_operations()) == before + 1
+    for sym, fn in (("+", operator.add), ("-", operator.sub), ("*", operator.mul)):
+        assert fn(a, b).op.inputs == (a, b), sym
+
+
+def test_python_scalars_join_the_graph_of_the_tensor_operand() -> None:
+    g = cc.Graph()
+    with g.as_default():
+        x = cc.placeholder("float64", shape=(3,), name="x")
+        v = cc.Variable(np.ones(3), name="v")
+    # Built outside `with g.as_default()`, as with `Session(g)` code that builds more nodes later.
+    y = x * 2.0 + 1.0
+    z = x ** 3
+    inc = v.assign_add(1.0)
+    (dz,) = cc.gradients(cc.reduce_sum(z), [x])
+    assert y.graph is g and z.graph is g and inc.graph is g and dz.graph is g
+    assert all(op.graph is g for op in g.get_operations())
+    with Session(g) as sess:
+        got = sess.run([y, dz], {x: np.array([1.0, 2.0, 3.0])})
+    np.testing.assert_allclose(got[0], [3.0, 5.0, 7.0])
+    np.testing.assert_allclose(got[1], [3.0, 12.0, 27.0])

@@ -1,0 +1,285 @@
+"""The compiler's named stages: dumps, golden snippets of codegen, GRAPHGRAD_DUMP and the CLI."""
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import llvmlite.binding as llvm
+import numpy as np
+import pytest
+
+import compiler as cc
+import optim
+from compiler.codegen.cpu import STEP_SYMBOL
+from compiler.pipeline import STAGES, write_dumps
+from runtime import Session
+
+ALL_STAGES = ("graph", "optimized", "kernels", "llvm", "llvm-opt", "asm", "ptx")
+
+
+def _line() -> int:
+    return inspect.currentframe().f_back.f_lineno  # type: ignore[union-attr]
+
+
+def _mlp_step():
+    rng = np.random.default_rng(1)
+    x = cc.placeholder("float32", shape=(None, 5), name="x")
+    y = cc.placeholder("int32", shape=(None,), name="y")
+    w1 = cc.Variable(rng.normal(size=(5, 7)).astype("float32"), name="w1")
+    w2 = cc.Variable(rng.normal(size=(7, 3)).astype("float32"), name="w2")
+    logits = cc.tanh(x @ w1) @ w2
+    loss = cc.reduce_mean(cc.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+    train = optim.GradientDescentOptimizer(0.1).minimize(loss)
+    feeds = {x: rng.normal(size=(6, 5)).astype("float32"), y: np.arange(6, dtype="int32") % 3}
+    return [train, loss], feeds
+
+
+def _exp_x_w(batch: int = 4, width: int = 3):
+    x = cc.placeholder("float32", shape=(None, width), name="x")
+    w = cc.Variable(np.linspace(-1, 1, width).astype("float32"), name="w")
+    y = cc.exp(x * w); line = _line()  # noqa: E702
+    feed = {x: np.linspace(-2, 2, batch * width, dtype="float32").reshape(batch, width)}
+    return x, w, y, feed, line
+
+
+def test_stage_names() -> None:
+    assert tuple(STAGES) == ALL_STAGES
+
+
+@pytest.mark.parametrize("stage", ALL_STAGES)
+def test_every_stage_is_nonempty_text(graph, stage) -> None:
+    fetches, feeds = _mlp_step()
+    with Session(graph) as sess:
+        exe = sess.compile(fetches, feeds)
+        text = exe.dump(stage)
+        assert isinstance(text, str) and text.strip()
+        assert exe.dump(stage) == text  # stable when asked twice
+
+
+@pytest.mark.parametrize("stage", ["LLVM", "ir", "", "optimised", "llvm_opt", None])
+def test_unknown_stage_is_a_value_error(graph, stage) -> None:
+    _, _, y, feed, _ = _exp_x_w()
+    with Session(graph) as sess:
+        exe = sess.compile(y, feed)
+        with pytest.raises(ValueError, match="stage"):
+            exe.dump(stage)
+        # The session and the executable keep working.
+        assert exe.dump("graph")
+        np.testing.assert_allclose(sess.run(y, feed), np.exp(feed[next(iter(feed))] * np.linspace(-1, 1, 3)),
+                                   rtol=1e-6)
+
+
+def test_write_dumps_rejects_unknown_stage(graph, tmp_path) -> None:
+    _, _, y, feed, _ = _exp_x_w()
+    with Session(graph) as sess:
+        exe = sess.compile(y, feed)
+    with pytest.raises(ValueError):
+        write_dumps(exe.step, str(tmp_path), ["graph", "bogus"])
+
+
+def test_kernels_dump_shows_one_fused_kernel_with_user_lines(graph) -> None:
+    _, _, y, feed, line = _exp_x_w()
+    where = f"{__file__}:{line}"
+    with Session(graph) as sess:
+        exe = sess.compile(y, feed)
+    text = exe.dump("kernels")
+    assert len(exe.program.kernels) == 1
+    headers = [ln for ln in text.splitlines() if ln.startswith("kernel ")]
+    assert len(headers) == 1
+    assert headers[0].startswith("kernel k0 (elementwise) space [4x3]")
+    assert f"covers Exp 'Exp' ({where})" in text
+    assert f"covers Mul 'Mul' ({where})" in text
+    # The graph and report dumps name the same line.
+    assert where in exe.dump("graph")
+    report = exe.report()
+    assert "1 kernel, one native call per run" in report
+    assert where in report and "Exp" in report and "Mul" in report
+
+
+def test_llvm_dump_has_the_entry_point_and_no_libm_calls(graph) -> None:
+    _, _, y, feed, _ = _exp_x_w()
+    with Session(graph) as sess:
+        exe = sess.compile(y, feed)
+    text = exe.dump("llvm")
+    assert STEP_SYMBOL == "graphgrad_step"
+    assert 'define void @"graphgrad_step"(ptr %".1")' in text
+    assert text.count("define void @\"graphgrad_step\"") == 1
+    callees = set(re.findall(r"\bcall\b[^@]*@\"?([\w.$]+)", text))
+    assert callees, text
+    for callee in callees:
+        # Only our kernels and LLVM intrinsics that are single instructions; no libm.
+        assert re.fullmatch(r"k\d+", callee) or callee.startswith("llvm."), callee
+        assert not re.match(r"llvm\.(exp|exp2|log|log2|log10|pow|sin|cos)\.", callee), callee
+    declared = set(re.findall(r"declare [^@]*@\"?([\w.$]+)", text))
+    assert all(name.startswith("llvm.") for name in declared), declared
+    for name in ("expf", "exp", "logf", "powf", "__expf_finite"):
+        assert f'@"{name}"' not in text and f"@{name}(" not in text
+    for stage in ("llvm", "llvm-opt"):
+        module = llvm.parse_assembly(exe.dump(stage))
+        module.verify()
+
+
+def test_llvm_opt_vectorises_a_large_elementwise_kernel(graph) -> None:
+    _, _, y, feed, _ = _exp_x_w(batch=256, width=64)
+    with Session(graph) as sess:
+        exe = sess.compile(y, feed)
+        got = sess.run(y, feed)
+    widths = {int(n) for n in re.findall(r"<(\d+) x float>", exe.dump("llvm-opt"))}
+    assert widths and max(widths) >= 4, widths
+    assert "x float>" not in exe.dump("llvm")  # the vectors come from LLVM, not from us
+    x_value = next(iter(feed.values()))
+    np.testing.assert_allclose(got, np.exp(x_value * np.linspace(-1, 1, 64).astype("float32")), rtol=2e-6)
+    asm = exe.dump("asm")
+    assert not re.search(r"\bcall\w*\s+\S*(exp|log|pow)", asm)
+
+
+def test_ptx_dump(graph) -> None:
+    _, _, y, feed, _ = _exp_x_w()
+    with Session(graph) as sess:
+        text = sess.compile(y, feed).dump("ptx")
+    assert ".entry" in text
+    assert ".target sm_" in text
+    assert ".address_size 64" in text
+    assert "call.uni" not in text  # no libdevice / function calls
+
+
+def test_graph_dump_lists_each_node_with_concrete_shapes(graph) -> None:
+    _, _, y, feed, line = _exp_x_w(batch=5)
+    with Session(graph) as sess:
+        text = sess.compile(y, feed).dump("graph")
+    assert "Placeholder() : float32[5x3]" in text
+    assert "Mul(%0, %1) : float32[5x3]" in text
+    assert "Exp(%2) : float32[5x3]" in text
+    assert f"'Exp' {__file__}:{line}" in text
+
+
+def test_constant_folding_visible_in_optimized(graph) -> None:
+    x = cc.placeholder("float32", shape=(None, 3), name="x")
+    y = x * (cc.constant(2.0) * cc.constant(3.0))
+    feed = {x: np.ones((4, 3), "float32")}
+    with Session(graph) as sess:
+        exe = sess.compile(y, feed)
+        got = sess.run(y, feed)
+    before, after = exe.dump("graph"), exe.dump("optimized")
+    const_mul = re.compile(r"Mul\(%\d+, %\d+\) : float32\[scalar\]")
+    assert const_mul.search(before)
+    assert not const_mul.search(after)
+    assert after.count("Mul(") == 1
+    assert "value=6.0" in after
+    np.testing.assert_array_equal(got, np.full((4, 3), 6.0, "float32"))
+
+
+def test_cse_visible_in_optimized(graph) -> None:
+    x = cc.placeholder("float32", shape=(None, 3), name="x")
+    y = cc.exp(x) + cc.exp(x)
+    feed = {x: np.zeros((2, 3), "float32")}
+    with Session(graph) as sess:
+        exe = sess.compile(y, feed)
+        got = sess.run(y, feed)
+    assert exe.dump("graph").count("Exp(") == 2
+    after = exe.dump("optimized")
+    assert after.count("Exp(") == 1
+    assert re.search(r"Add\((%\d+), \1\)", after), after
+    np.testing.assert_array_equal(got, np.full((2, 3), 2.0, "float32"))
+
+
+def test_adding_zero_is_not_folded_away(graph) -> None:
+    # x + 0.0 turns -0.0 into +0.0: it is not an identity under IEEE rules.
+    x = cc.placeholder("float32", shape=(2,), name="x")
+    y = x + 0.0
+    feed = {x: np.array([-0.0, 1.0], "float32")}
+    with Session(graph) as sess:
+        got = sess.run(y, feed)
+    assert not np.signbit(got[0])
+
+
+def test_graphgrad_dump_env_writes_every_stage(graph, tmp_path, monkeypatch) -> None:
+    out = tmp_path / "dumps"
+    monkeypatch.setenv("GRAPHGRAD_DUMP", str(out))
+    monkeypatch.delenv("GRAPHGRAD_DUMP_STAGES", raising=False)
+    _, _, y, feed, _ = _exp_x_w()
+    z = cc.reduce_sum(y)
+    with Session(graph) as sess:
+        sess.run(y, feed)
+        sess.run(y, feed)             # cached: no second compile
+        sess.run(z, feed)             # a second step
+        exe_y = sess.compile(y, feed)
+    files = sorted(os.listdir(out))
+    steps = sorted({name.split(".")[0] for name in files})
+    assert len(steps) == 2, files
+    for step in steps:
+        mine = sorted(name for name in files if name.split(".")[0] == step)
+        stages = sorted(name.split(".")[1] for name in mine)
+        assert stages == sorted(ALL_STAGES + ("report",)), mine
+        for name in mine:
+            assert (out / name).read_text(encoding="utf-8").strip(), name
+    first = steps[0] if (out / f"{steps[0]}.graph.txt").read_text().count("ReduceSum") == 0 else steps[1]
+    assert (out / f"{first}.llvm.ll").read_text() == exe_y.dump("llvm")
+    assert (out / f"{first}.ptx.ptx").read_text() == exe_y.dump("ptx")
+
+
+def _write_script(tmp_path) -> str:
+    script = tmp_path / "user_script.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import numpy as np
+        import compiler as cc
+        from runtime import Session
+
+        x = cc.placeholder("float32", shape=(None, 3), name="x")
+        y = cc.reduce_sum(cc.exp(x) * 2.0)
+        with Session() as sess:
+            for _ in range(3):
+                value = sess.run(y, {x: np.zeros((4, 3), "float32")})
+        print("RESULT", float(value), sys.argv[1:])
+    """))
+    return str(script)
+
+
+def _clean_env() -> dict:
+    env = dict(os.environ)
+    env.pop("GRAPHGRAD_DUMP", None)
+    env.pop("GRAPHGRAD_DUMP_STAGES", None)
+    return env
+
+
+def test_command_line_dump_writes_exactly_the_chosen_stages(tmp_path) -> None:
+    script = _write_script(tmp_path)
+    out = tmp_path / "cli_out"
+    result = subprocess.run(
+        [sys.executable, "-m", "compiler", "dump", script, "--stages", "llvm,ptx", "--out", str(out),
+         "--", "--flag", "value"],
+        capture_output=True, text=True, env=_clean_env(), cwd=str(tmp_path), timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "RESULT 24.0 ['--flag', 'value']" in result.stdout
+    files = sorted(os.listdir(out))
+    assert len(files) == 3, files
+    kinds = sorted(name.split(".", 1)[1] for name in files)
+    assert kinds == ["llvm.ll", "ptx.ptx", "report.txt"], files
+    assert len({name.split(".")[0] for name in files}) == 1  # one step, compiled once
+    llvm_text = next((out / n).read_text() for n in files if n.endswith(".llvm.ll"))
+    assert 'define void @"graphgrad_step"' in llvm_text
+    ptx_text = next((out / n).read_text() for n in files if n.endswith(".ptx"))
+    assert ".entry" in ptx_text
+    assert "3 files written to" in result.stdout
+    for name in files:
+        assert name in result.stdout
+
+
+def test_command_line_rejects_unknown_stage_and_missing_script(tmp_path) -> None:
+    script = _write_script(tmp_path)
+    bad_stage = subprocess.run(
+        [sys.executable, "-m", "compiler", "dump", script, "--stages", "llvm,bogus",
+         "--out", str(tmp_path / "o1")], capture_output=True, text=True, env=_clean_env(), timeout=120)
+    assert bad_stage.returncode != 0
+    assert "bogus" in bad_stage.stderr
+    assert not (tmp_path / "o1").exists()
+    missing = subprocess.run(
+        [sys.executable, "-m", "compiler", "dump", str(tmp_path / "nope.py"), "--out", str(tmp_path / "o2")],
+        capture_output=True, text=True, env=_clean_env(), timeout=120)
+    assert missing.returncode != 0
+    assert "nope.py" in missing.stderr

@@ -1,0 +1,529 @@
+"""Bad input raises a documented exception with a clear message, and the session keeps working.
+
+Also: user-chosen names never reach IR text, and NaN/Inf follow IEEE (the same as numpy).
+"""
+from __future__ import annotations
+
+import inspect
+import re
+
+import numpy as np
+import pytest
+
+import compiler as cc
+import optim
+from compiler.errors import (DTypeError, FeedError, GraphgradError, GraphMismatchError, NoGradientError,
+                             ShapeError)
+from runtime import Session
+
+
+def _line() -> int:
+    return inspect.currentframe().f_back.f_lineno  # type: ignore[union-attr]
+
+
+class Healthy:
+    """A session with a valid computation; ``check()`` proves the session still works."""
+
+    def __init__(self, graph, target: str = "cpu") -> None:
+        self.graph = graph
+        self.x = cc.placeholder("float32", shape=(None, 3), name="ok_x")
+        self.v = cc.Variable(np.ones(3, "float32"), name="ok_v")
+        self.step = self.v.assign_add(np.ones(3, "float32"))
+        self.y = cc.reduce_sum(self.x * self.v, axis=1)
+        self.sess = Session(graph, target=target)
+        self.runs = 0
+        self.check()
+
+    def check(self) -> None:
+        xv = np.arange(6, dtype="float32").reshape(2, 3)
+        y, _ = self.sess.run([self.y, self.step], {self.x: xv})
+        np.testing.assert_allclose(y, xv.sum(axis=1) * (1 + self.runs))
+        self.runs += 1
+
+
+@pytest.fixture(params=["cpu", "reference"])
+def healthy(graph, request):
+    h = Healthy(graph, request.param)
+    yield h
+    h.sess.close()
+
+
+def test_exception_hierarchy() -> None:
+    for error, base in ((ShapeError, ValueError), (DTypeError, TypeError), (FeedError, ValueError),
+                        (GraphMismatchError, ValueError), (NoGradientError, ValueError)):
+        assert issubclass(error, GraphgradError) and issubclass(error, base)
+    assert cc.ShapeError is ShapeError and cc.NoGradientError is NoGradientError
+
+
+# -- build-time shape and dtype errors --------------------------------------------------------------
+
+def test_shape_mismatch_names_op_shapes_and_user_line(healthy) -> None:
+    a = cc.placeholder("float32", shape=(2, 3), name="a")
+    b = cc.placeholder("float32", shape=(4, 3), name="b")
+    line = _line() + 2
+    with pytest.raises(ShapeError) as info:
+        a + b
+    message = str(info.value)
+    assert "Add" in message
+    assert "(2, 3)" in message and "(4, 3)" in message
+    assert f"{__file__}:{line}" in message
+    assert "'a:0'" in message and "'b:0'" in message
+    healthy.check()
+
+
+BUILD_ERRORS = [
+    # (label, build(a) with a: float32 (2, 3) named "a", error, op type, words in the message)
+    ("reduce_sum axis=5", lambda a: cc.reduce_sum(a, axis=5), ShapeError, "ReduceSum", ["axis 5", "rank 2"]),
+    ("reduce_max axis=-3", lambda a: cc.reduce_max(a, axis=-3), ShapeError, "ReduceMax", ["-3", "rank 2"]),
+    ("reduce_sum repeated axis", lambda a: cc.reduce_sum(a, axis=(1, 1)), ShapeError, "ReduceSum", ["repeated"]),
+    ("transpose axis out of range", lambda a: cc.transpose(a, perm=(0, 2)), ShapeError, "Transpose", ["2"]),
+    ("transpose repeated axis", lambda a: cc.transpose(a, perm=(0, 0)), ShapeError, "Transpose", ["(0, 0)"]),
+    ("transpose wrong length", lambda a: cc.transpose(a, perm=(1, 0, 2)), ShapeError, "Transpose", []),
+    ("reshape 6 elements to (5,)", lambda a: cc.reshape(a, (5,)), ShapeError, "Reshape", ["6", "(5,)"]),
+    ("reshape 12 elements to (5,)", lambda a: cc.reshape(cc.placeholder("float32", shape=(3, 4), name="t"), (5,)),
+     ShapeError, "Reshape", ["12", "(5,)", "(3, 4)"]),
+    ("reshape two -1", lambda a: cc.reshape(a, (-1, -1)), ShapeError, "Reshape", []),
+    ("matmul inner dims", lambda a: cc.matmul(a, cc.placeholder("float32", shape=(4, 5), name="m")),
+     ShapeError, "MatMul", ["(2, 3)", "(4, 5)"]),
+    ("matmul transpose_b inner dims", lambda a: cc.matmul(a, a, transpose_b=False), ShapeError, "MatMul",
+     ["(2, 3)"]),
+    ("matmul rank 1", lambda a: cc.matmul(a, cc.placeholder("float32", shape=(3,), name="r1")), ShapeError,
+     "MatMul", []),
+    ("float32 + float64", lambda a: a + cc.placeholder("float64", shape=(2, 3), name="d"), DTypeError, "Add",
+     ["float32", "float64"]),
+    ("float64 * float32", lambda a: cc.placeholder("float64", shape=(3,), name="d") * a, DTypeError, "Mul",
+     ["float32", "float64"]),
+    ("exp of int", lambda a: cc.exp(cc.placeholder("int32", shape=(2,), name="i")), DTypeError, "Exp",
+     ["int32"]),
+    ("int tensor * python float", lambda a: cc.placeholder("int32", shape=(2,), name="i") * 0.5, DTypeError,
+     "Mul", ["int32"]),
+    ("maximum float32/int32", lambda a: cc.maximum(a, cc.placeholder("int32", shape=(3,), name="i")),
+     DTypeError, "Maximum", ["float32", "int32"]),
+]
+
+
+@pytest.mark.parametrize("label, build, error, op_type, words", BUILD_ERRORS, ids=[e[0] for e in BUILD_ERRORS])
+def test_build_errors(healthy, label, build, error, op_type, words) -> None:
+    a = cc.placeholder("float32", shape=(2, 3), name="a")
+    before = len(healthy.graph.get_operations())
+    with pytest.raises(error) as info:
+        build(a)
+    message = str(info.value)
+    assert re.search(rf"\b{op_type}\b", message), message
+    for word in words:
+        assert word in message, (word, message)
+    # The user's line is the lambda in BUILD_ERRORS, the innermost frame outside graphgrad.
+    found = re.search(re.escape(__file__) + r":(\d+)", message)
+    assert found, message
+    lambda_lines = {line for _, _, line in build.__code__.co_lines() if line is not None}
+    assert int(found.group(1)) in lambda_lines, (found.group(1), lambda_lines)
+    # A failed build adds no node of the failing type.
+    added = [op.type for op in healthy.graph.get_operations()[before:]]
+    assert op_type not in added, added
+    healthy.check()
+
+
+def test_dtype_mismatch_names_both_dtypes(graph) -> None:
+    a = cc.placeholder("float32", shape=(3,), name="a")
+    b = cc.placeholder("float64", shape=(3,), name="b")
+    line = _line() + 2
+    with pytest.raises(DTypeError) as info:
+        cc.add(a, b)
+    message = str(info.value)
+    assert "float32" in message and "float64" in message
+    assert "Add" in message and f"{__file__}:{line}" in message
+    with pytest.raises(TypeError):  # DTypeError is a TypeError
+        b - a
+
+
+@pytest.mark.parametrize("target", ["cpu", "reference"])
+def test_shape_errors_found_with_the_fed_shapes_name_the_op_and_line(graph, target) -> None:
+    healthy = Healthy(graph, target)
+    # (None, 3) * (None,) is fine until the fed sizes say otherwise.
+    p = cc.placeholder("float32", shape=(None, 3), name="p")
+    q = cc.placeholder("float32", shape=(None,), name="q")
+    r = p * q; line = _line()  # noqa: E702
+    assert r.shape == (None, 3)
+    with pytest.raises(ShapeError) as info:
+        healthy.sess.run(r, {p: np.ones((2, 3), "float32"), q: np.ones(4, "float32")})
+    message = str(info.value)
+    assert "Mul" in message and "(2, 3)" in message and "(4,)" in message
+    assert f"{__file__}:{line}" in message
+    # Compatible feeds work.
+    got = healthy.sess.run(r, {p: np.ones((2, 3), "float32"), q: np.full(3, 2.0, "float32")})
+    np.testing.assert_array_equal(got, np.full((2, 3), 2.0))
+    healthy.check()
+
+
+# -- feeds --------------------------------------------------------------------------------------------
+
+def test_missing_feed_names_the_placeholder(healthy) -> None:
+    z = cc.placeholder("float32", shape=(None, 4), name="my_input"); line = _line()  # noqa: E702
+    out = cc.reduce_sum(z) + cc.reduce_sum(healthy.x)
+    with pytest.raises(FeedError) as info:
+        healthy.sess.run(out, {healthy.x: np.ones((2, 3), "float32")})
+    message = str(info.value)
+    assert "my_input" in message
+    assert "(?, 4)" in message and "float32" in message
+    assert f"{__file__}:{line}" in message
+    with pytest.raises(FeedError, match="my_input"):
+        healthy.sess.run(cc.exp(z))
+    healthy.check()
+
+
+@pytest.mark.parametrize("value, words", [
+    (np.ones((2, 3, 1), "float32"), ["(2, 3, 1)"]),      # wrong rank
+    (np.ones((3,), "float32"), ["(3,)"]),                # wrong rank
+    (np.ones((2, 4), "float32"), ["(2, 4)"]),            # wrong size of a known dim
+    (np.ones((2, 2), "float32"), ["(2, 2)"]),
+    (np.float32(1.0), ["()"]),                           # scalar for a matrix
+    (np.ones((1, 2), "float32"), ["(1, 2)"]),
+])
+def test_wrong_feed_shape(healthy, value, words) -> None:
+    with pytest.raises(FeedError) as info:
+        healthy.sess.run(healthy.y, {healthy.x: value})
+    message = str(info.value)
+    assert "ok_x" in message and "(?, 3)" in message
+    for word in words:
+        assert word in message
+    healthy.check()
+
+
+@pytest.mark.parametrize("placeholder_dtype, value", [
+    ("float32", np.ones((2, 3), "float64")),
+    ("float32", np.ones((2, 3), "int64")),
+    ("int32", np.array([1.5, 2.0])),
+    ("int32", np.array([1, 2 ** 40], "int64")),          # does not fit
+    ("int32", np.array([1.0, 2.0], "float32")),          # float data for ints: no silent casts
+    ("float64", np.array([1 + 2j, 3j])),
+    ("bool", np.array([0, 1], "int32")),
+])
+def test_lossy_feed_dtype(healthy, placeholder_dtype, value) -> None:
+    p = cc.placeholder(placeholder_dtype, shape=(None,) * np.ndim(value), name="lossy")
+    out = cc.identity(p)
+    with pytest.raises(FeedError) as info:
+        healthy.sess.run(out, {p: value})
+    message = str(info.value)
+    assert "lossy" in message and placeholder_dtype in message
+    assert np.asarray(value).dtype.name in message
+    healthy.check()
+
+
+@pytest.mark.parametrize("placeholder_dtype, value, expected", [
+    ("int32", np.array([0, 3, 2 ** 31 - 1, -2 ** 31], "int64"), np.array([0, 3, 2 ** 31 - 1, -2 ** 31], "int32")),
+    ("int32", np.array([], "int64"), np.array([], "int32")),
+    ("float64", np.array([0.1, 1e30], "float32"), np.array([0.1, 1e30], "float32").astype("float64")),
+    ("float64", np.array([1, 2], "int32"), np.array([1.0, 2.0])),
+    ("float32", np.array([1, 2], "int16"), np.array([1.0, 2.0], "float32")),
+    ("int64", np.array([1, 2], "int32"), np.array([1, 2], "int64")),
+])
+def test_lossless_feeds_are_accepted(healthy, placeholder_dtype, value, expected) -> None:
+    p = cc.placeholder(placeholder_dtype, shape=(None,), name="fine")
+    out = p * 1
+    got = healthy.sess.run(out, {p: value})
+    assert got.dtype == np.dtype(placeholder_dtype)
+    np.testing.assert_array_equal(got, expected)
+    healthy.check()
+
+
+def test_int64_labels_train(graph) -> None:
+    x = cc.placeholder("float32", shape=(None, 2), name="x")
+    labels = cc.placeholder("int32", shape=(None,), name="labels")
+    w = cc.Variable(np.zeros((2, 3), "float32"), name="w")
+    loss = cc.reduce_mean(cc.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=x @ w))
+    train = optim.GradientDescentOptimizer(0.1).minimize(loss)
+    with Session(graph) as sess:
+        _, value = sess.run([train, loss], {x: np.ones((4, 2), "float32"), labels: np.array([0, 1, 2, 1])})
+    np.testing.assert_allclose(value, np.log(3.0), rtol=1e-6)
+
+
+def test_feeding_a_non_placeholder(healthy) -> None:
+    with pytest.raises(FeedError, match="placeholder"):
+        healthy.sess.run(healthy.y, {healthy.x: np.ones((2, 3), "float32"), healthy.v: np.ones(3, "float32")})
+    healthy.check()
+
+
+# -- graphs ---------------------------------------------------------------------------------------------
+
+def test_fetching_from_another_graph(healthy) -> None:
+    other = cc.Graph()
+    with other.as_default():
+        foreign = cc.placeholder("float32", shape=(2,), name="foreign")
+        foreign_out = cc.exp(foreign, name="foreign_exp")
+    with pytest.raises(GraphMismatchError, match="foreign_exp"):
+        healthy.sess.run(foreign_out, {foreign: np.ones(2, "float32")})
+    with pytest.raises(GraphMismatchError):
+        healthy.sess.run([healthy.y, {"f": foreign_out}], {healthy.x: np.ones((1, 3), "float32")})
+    with pytest.raises(GraphMismatchError, match="foreign"):
+        healthy.sess.run(healthy.y, {healthy.x: np.ones((1, 3), "float32"), foreign: np.ones(2, "float32")})
+    if healthy.sess.target == "cpu":
+        with pytest.raises(GraphMismatchError):
+            healthy.sess.compile(foreign_out, {foreign: np.ones(2, "float32")})
+    healthy.check()
+
+
+def test_combining_tensors_of_two_graphs(healthy) -> None:
+    other = cc.Graph()
+    with other.as_default():
+        foreign = cc.placeholder("float32", shape=(3,), name="foreign")
+    for build in (lambda: healthy.v + foreign, lambda: cc.maximum(foreign, healthy.v),
+                  lambda: cc.matmul(cc.reshape(foreign, (1, 3)), cc.reshape(healthy.v, (3, 1))),
+                  lambda: cc.group(healthy.step, foreign), lambda: cc.where(foreign > healthy.v, foreign, foreign)):
+        with pytest.raises(GraphMismatchError) as info:
+            build()
+        assert "foreign" in str(info.value) or "ok_v" in str(info.value) or "graph" in str(info.value)
+    with pytest.raises(GraphMismatchError):
+        cc.gradients(cc.reduce_sum(healthy.v), [foreign])
+    healthy.check()
+
+
+# -- gradients --------------------------------------------------------------------------------------------
+
+def test_minimize_without_a_path_to_any_variable(healthy) -> None:
+    z = cc.placeholder("float32", shape=(None,), name="z")
+    loss = cc.reduce_sum(z * z)
+    line = _line() + 2
+    with pytest.raises(NoGradientError) as info:
+        optim.GradientDescentOptimizer(0.1).minimize(loss)
+    message = str(info.value)
+    assert "No gradients provided for any variable" in message
+    assert "ok_v" in message
+    assert f"{__file__}:{line}" in message
+    # Only integer paths to the variable: still no gradient.
+    int_loss = cc.cast(cc.reduce_sum(cc.cast(healthy.v, "int32")), "float32")
+    with pytest.raises(NoGradientError):
+        optim.GradientDescentOptimizer(0.1).minimize(int_loss)
+    with pytest.raises(NoGradientError):
+        optim.GradientDescentOptimizer(0.1).minimize(cc.reduce_sum(cc.stop_gradient(healthy.v)))
+    healthy.check()
+
+
+# -- hostile names ----------------------------------------------------------------------------------------
+
+HOSTILE = [
+    'x" = call void @evil()\n',
+    'EVIL_q"uote',
+    "EVIL_single'quote",
+    "EVIL_back\\slash",
+    "EVIL_new\nline",
+    "EVIL_percent%0",
+    "EVIL_at@main",
+    "EVIL_brace}",
+    "EVIL_{brace",
+    '"; define void @evil() { ret void }\n',
+    "EVIL_\x00nul\ttab\r",
+    "EVIL_ünïcödé€",
+    "EVIL_#;!metadata !0",
+    "graphgrad_step",
+]
+
+
+def test_hostile_names_compile_run_and_stay_out_of_ir(graph) -> None:
+    x = cc.placeholder("float32", shape=(None, 2), name=HOSTILE[0])
+    v = cc.Variable(np.array([0.5, -0.5], "float32"), name=HOSTILE[1])
+    out = x
+    for index, name in enumerate(HOSTILE[2:]):
+        with cc.name_scope(name if index % 3 == 0 else "plain"):
+            if index % 2:
+                out = cc.tanh(out * v, name=name)
+            else:
+                out = cc.add(out, v, name=name)
+    total = cc.reduce_sum(out, axis=1, name="EVIL_reduce%}")
+    assert {op.name for op in graph.get_operations()} >= {HOSTILE[0], HOSTILE[1]}
+
+    xv = np.array([[1.0, 2.0], [-1.0, 0.25], [0.0, 3.0]], "float32")
+    expected = xv.astype("float64")
+    for index in range(len(HOSTILE) - 2):
+        expected = np.tanh(expected * [0.5, -0.5]) if index % 2 else expected + [0.5, -0.5]
+    expected = expected.sum(axis=1)
+    (grad,) = cc.gradients(total, [v])
+    with Session(graph) as sess:
+        got, g = sess.run([total, grad], {x: xv})
+        exe = sess.compile([total, grad], {x: xv})
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+    with Session(graph, target="reference") as ref:
+        np.testing.assert_allclose(g, ref.run(grad, {x: xv}), rtol=1e-5)
+    for stage in ("llvm", "llvm-opt", "asm", "ptx"):
+        text = exe.dump(stage)
+        assert "EVIL" not in text and "evil" not in text, stage
+    assert "EVIL" in exe.dump("graph") and "EVIL" in exe.dump("kernels")
+    assert "EVIL" in exe.report()
+    # Feeding by a hostile name works too.
+    np.testing.assert_allclose(sess_run_by_name(graph, total, HOSTILE[0] + ":0", xv), expected, rtol=1e-5)
+
+
+def sess_run_by_name(graph, fetch, name, value):
+    with Session(graph) as sess:
+        return sess.run(fetch, {name: value})
+
+
+# -- NaN and Inf -------------------------------------------------------------------------------------------
+
+NAN, INF = np.nan, np.inf
+
+IEEE_UNARY = [
+    ("exp", cc.exp, [INF, -INF, NAN, 0.0, -0.0, 1000.0, -1000.0]),
+    ("log", cc.log, [0.0, -0.0, -1.0, INF, -INF, NAN, 1.0]),
+    ("sqrt", cc.sqrt, [-1.0, -0.0, 0.0, INF, -INF, NAN, 4.0]),
+    ("rsqrt", cc.rsqrt, [0.0, INF, -1.0, NAN, 4.0]),
+    ("tanh", cc.tanh, [INF, -INF, NAN, 0.0, -0.0, 50.0, -50.0]),
+    ("sigmoid", cc.sigmoid, [INF, -INF, NAN, 0.0, 1000.0]),
+    ("relu", cc.nn.relu, [INF, -INF, NAN, -0.0, -1.0]),
+    ("abs", cc.abs, [INF, -INF, NAN, -0.0]),
+    ("neg", cc.negative, [INF, -INF, NAN, 0.0]),
+    ("square", cc.square, [INF, -INF, NAN, 1e30]),
+    ("sign", cc.sign, [INF, -INF, NAN, 0.0, -3.0]),
+]
+
+
+def _compare_targets(graph, fetches, feeds):
+    with np.errstate(all="ignore"):
+        with Session(graph, target="cpu") as sess:
+            cpu = sess.run(fetches, feeds)
+        with Session(graph, target="reference") as ref:
+            expected = ref.run(fetches, feeds)
+    return cpu, expected
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name, fn, values", IEEE_UNARY, ids=[u[0] for u in IEEE_UNARY])
+def test_ieee_unary(graph, dtype, name, fn, values) -> None:
+    x = cc.placeholder(dtype, shape=(None,), name="x")
+    xv = np.array(values, dtype)
+    cpu, ref = _compare_targets(graph, fn(x), {x: xv})
+    np.testing.assert_array_equal(cpu, ref)
+    assert cpu.dtype == ref.dtype == np.dtype(dtype)
+    # numpy is the authority on specials.
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(np.isnan(cpu), np.isnan(ref))
+        np.testing.assert_array_equal(np.signbit(cpu[np.isinf(cpu)]), np.signbit(ref[np.isinf(ref)]))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_ieee_specific_values(graph, dtype) -> None:
+    x = cc.placeholder(dtype, shape=(None,), name="x")
+    y = cc.placeholder(dtype, shape=(None,), name="y")
+    fetches = {
+        "exp": cc.exp(x * 1000.0), "log": cc.log(x), "sqrt": cc.sqrt(x),
+        "max": cc.maximum(x, y), "min": cc.minimum(x, y), "mul": x * y, "div": x / y,
+    }
+    xv = np.array([INF, -INF, 0.0, -1.0, NAN, 1.0, 0.0], dtype)
+    yv = np.array([0.0, 1.0, INF, NAN, 2.0, NAN, 0.0], dtype)
+    cpu, ref = _compare_targets(graph, fetches, {x: xv, y: yv})
+    for key in fetches:
+        np.testing.assert_array_equal(cpu[key], ref[key], err_msg=key)
+    assert cpu["exp"][0] == INF and cpu["exp"][1] == 0.0
+    assert cpu["log"][2] == -INF and np.isnan(cpu["log"][3])
+    assert np.isnan(cpu["sqrt"][3]) and np.isnan(cpu["sqrt"][1])
+    assert np.isnan(cpu["max"][3]) and np.isnan(cpu["max"][4]) and np.isnan(cpu["max"][5])
+    assert np.isnan(cpu["min"][3]) and np.isnan(cpu["min"][4]) and np.isnan(cpu["min"][5])
+    assert np.isnan(cpu["mul"][0]) and np.isnan(cpu["mul"][2])          # inf*0, 0*inf
+    assert cpu["div"][0] == INF and np.isnan(cpu["div"][6])              # inf/0, 0/0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_ieee_reductions_and_softmax(graph, dtype) -> None:
+    m = cc.placeholder(dtype, shape=(None, 4), name="m")
+    huge = np.finfo(dtype).max / 4
+    mv = np.array([
+        [1.0, NAN, 2.0, 3.0],      # NaN row
+        [huge, 0.0, 1.0, 2.0],     # a huge logit
+        [1000.0, 0.0, 0.0, 0.0],
+        [INF, 0.0, 1.0, 2.0],
+        [-INF, -INF, -INF, -INF],
+        [-INF, 0.0, 0.0, 0.0],
+        [NAN, NAN, NAN, NAN],
+        [0.0, 0.0, 0.0, 0.0],
+    ], dtype)
+    fetches = {
+        "max": cc.reduce_max(m, axis=1), "sum": cc.reduce_sum(m, axis=1),
+        "softmax": cc.nn.softmax(m),
+    }
+    cpu, ref = _compare_targets(graph, fetches, {m: mv})
+    exact = [0, 1, 2, 3, 4, 6, 7]
+    for key in fetches:
+        np.testing.assert_array_equal(cpu[key][exact], ref[key][exact], err_msg=key)
+    np.testing.assert_allclose(cpu["softmax"][5], ref["softmax"][5], rtol=1e-6)
+    assert np.isnan(cpu["max"][0]) and np.isnan(cpu["sum"][0])
+    assert cpu["max"][1] == huge and cpu["max"][4] == -INF
+    np.testing.assert_array_equal(cpu["softmax"][1], [1.0, 0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(cpu["softmax"][2], [1.0, 0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(cpu["softmax"][7], [0.25] * 4)
+    assert np.all(np.isnan(cpu["softmax"][0]))
+    assert cpu["softmax"][5][0] == 0.0
+    assert np.all(np.isnan(cpu["softmax"][4])) and np.all(np.isnan(cpu["softmax"][6]))
+    assert np.isnan(cpu["softmax"][3][0])  # inf - inf
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_log_softmax_and_logsumexp_with_huge_logits(graph, dtype) -> None:
+    m = cc.placeholder(dtype, shape=(None, 3), name="m")
+    mv = np.array([[1e4, 0.0, -1e4], [-1e4, -1e4, -1e4], [INF, 0.0, 1.0]], dtype)
+    fetches = [cc.nn.log_softmax(m), cc.reduce_logsumexp(m, axis=1)]
+    cpu, ref = _compare_targets(graph, fetches, {m: mv})
+    np.testing.assert_allclose(cpu[0][:2], ref[0][:2], rtol=1e-6)
+    np.testing.assert_allclose(cpu[1][:2], ref[1][:2], rtol=1e-6)
+    np.testing.assert_array_equal(cpu[0][0], [0.0, -1e4, -2e4])
+    assert cpu[1][2] == INF
+    np.testing.assert_array_equal(np.isnan(cpu[0][2]), np.isnan(ref[0][2]))
+
+
+POW_SPECIALS = [
+    (1.0, NAN),       # pow(1, y) is 1 for any y, even NaN (IEEE 754, C99, numpy)
+    (-1.0, INF),      # pow(-1, ±inf) is 1
+    (-1.0, -INF),
+    (-INF, 0.5),      # pow(-inf, y>0 not an odd integer) is +inf
+    (-INF, -0.5),     # pow(-inf, y<0 not an odd integer) is +0
+    (-0.0, -1.0),     # pow(-0, negative odd integer) is -inf
+]
+
+
+@pytest.mark.xfail(strict=True, reason="Pow lowering (compiler/ops/elementwise.py _pow_lower) gives NaN for "
+                   "pow(1, nan), pow(-1, ±inf) and pow(-inf, non-integer); IEEE/numpy give 1, 1, inf/0")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_ieee_pow_specials(graph, dtype) -> None:
+    x = cc.placeholder(dtype, shape=(None,), name="x")
+    y = cc.placeholder(dtype, shape=(None,), name="y")
+    xv = np.array([p[0] for p in POW_SPECIALS], dtype)
+    yv = np.array([p[1] for p in POW_SPECIALS], dtype)
+    cpu, ref = _compare_targets(graph, x ** y, {x: xv, y: yv})
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(ref, np.power(xv, yv))
+    np.testing.assert_array_equal(cpu, ref)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_ieee_pow_common_specials(graph, dtype) -> None:
+    x = cc.placeholder(dtype, shape=(None,), name="x")
+    y = cc.placeholder(dtype, shape=(None,), name="y")
+    pairs = [(NAN, 0.0), (0.0, -1.0), (-8.0, 1 / 3), (0.0, 0.0), (INF, -1.0), (2.0, INF),
+             (0.5, INF), (-INF, 3.0), (NAN, 1.0), (-2.0, 0.5), (1.0, 1e10)]
+    xv = np.array([p[0] for p in pairs], dtype)
+    yv = np.array([p[1] for p in pairs], dtype)
+    cpu, ref = _compare_targets(graph, x ** y, {x: xv, y: yv})
+    np.testing.assert_array_equal(cpu, ref)
+
+
+@pytest.mark.xfail(strict=True, reason="Pow is exp(y*log|x|) in the working precision: errors grow with "
+                   "|y*log x| (3.0**2 = 8.999999999999998, 10**20 off by ~80 ulp in float64, ~200 in float32)")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_pow_is_accurate_for_integer_exponents(graph, dtype) -> None:
+    x = cc.placeholder(dtype, shape=(None,), name="x")
+    y = cc.placeholder(dtype, shape=(None,), name="y")
+    xv = np.array([3.0, -2.0, 10.0, 7.0, 1.5, 0.1], dtype)
+    yv = np.array([2.0, 3.0, 20.0, 5.0, 2.0, 3.0], dtype)
+    with Session(graph) as sess:
+        got = sess.run([x ** y, x ** 2], {x: xv, y: yv})
+    expected = np.power(xv, yv)
+    ulps = np.abs(got[0] - expected) / np.spacing(np.abs(expected))
+    assert ulps.max() <= 2, ulps
+    np.testing.assert_array_equal(got[1], xv * xv)
+    np.testing.assert_array_equal(got[0][:2], [9.0, -8.0])
+
+
+def test_python_lists_feed_float32_placeholders(graph) -> None:
+    x = cc.placeholder("float32", shape=(None, 2), name="x")
+    with Session(graph) as sess:
+        got = sess.run(x * 2.0, {x: [[1.0, 2.5], [0.1, 3.0]]})
+    np.testing.assert_array_equal(got, np.array([[1.0, 2.5], [0.1, 3.0]], "float32") * 2)
+    assert got.dtype == np.float32

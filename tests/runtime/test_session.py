@@ -1,0 +1,341 @@
+"""``Session``: one native call per step, fetch structures, variables, the executable cache, targets."""
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+
+import compiler as cc
+import optim
+import runtime.jit
+from runtime import Executable, Session
+
+
+def _mlp(dtype: str = "float32", seed: int = 0, batch: int = 16):
+    """An MLP classifier and its GradientDescent training step; returns (train, loss, feeds, vars)."""
+    rng = np.random.default_rng(seed)
+    x = cc.placeholder(dtype, shape=(None, 6), name="x")
+    y = cc.placeholder("int32", shape=(None,), name="y")
+    w1 = cc.Variable((rng.normal(size=(6, 8)) * 0.5).astype(dtype), name="w1")
+    b1 = cc.Variable(np.zeros(8, dtype), name="b1")
+    w2 = cc.Variable((rng.normal(size=(8, 3)) * 0.5).astype(dtype), name="w2")
+    b2 = cc.Variable(np.zeros(3, dtype), name="b2")
+    hidden = cc.nn.relu(x @ w1 + b1)
+    logits = hidden @ w2 + b2
+    loss = cc.reduce_mean(cc.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+    train = optim.GradientDescentOptimizer(0.5).minimize(loss)
+    feeds = {x: rng.normal(size=(batch, 6)).astype(dtype), y: rng.integers(0, 3, batch).astype("int32")}
+    return train, loss, feeds, [w1, b1, w2, b2]
+
+
+# -- one native call per step -----------------------------------------------------------------------
+
+def test_training_step_is_one_native_call(graph, monkeypatch) -> None:
+    calls = []
+    original = runtime.jit.NativeStep.__call__
+
+    def counting(self, table):
+        calls.append(self)
+        return original(self, table)
+
+    monkeypatch.setattr(runtime.jit.NativeStep, "__call__", counting)
+    train, loss, feeds, _ = _mlp()
+    with Session(graph) as sess:
+        exe = sess.compile([train, loss], feeds)
+        assert isinstance(exe, Executable)
+        assert len(exe.program.kernels) > 1
+        assert exe.native_calls == 0 and calls == []
+        losses = []
+        for run in range(1, 4):
+            _, value = sess.run([train, loss], feeds)
+            losses.append(float(value))
+            assert len(calls) == run          # exactly one native call per Session.run
+            assert exe.native_calls == run
+        assert len(set(map(id, calls))) == 1  # always the same compiled step
+        assert sess.compile([train, loss], feeds) is exe
+    assert losses[2] < losses[0]
+
+
+def test_each_run_makes_one_native_call_across_fetch_sets(graph, monkeypatch) -> None:
+    calls = []
+    original = runtime.jit.NativeStep.__call__
+    monkeypatch.setattr(runtime.jit.NativeStep, "__call__",
+                        lambda self, table: (calls.append(self), original(self, table))[1])
+    train, loss, feeds, _ = _mlp()
+    with Session(graph) as sess:
+        sess.run(loss, feeds)
+        sess.run(train, feeds)
+        sess.run([train, loss], feeds)
+        sess.run({"l": loss}, feeds)
+    assert len(calls) == 4
+    assert len(set(map(id, calls))) == 3  # loss alone and {"l": loss} share one step
+
+
+# -- fetch structures ---------------------------------------------------------------------------------
+
+Pair = collections.namedtuple("Pair", "first second")
+
+
+@pytest.mark.parametrize("target", ["cpu", "reference"])
+def test_fetch_structures(graph, target) -> None:
+    x = cc.placeholder("float64", shape=(None,), name="x")
+    a = x * 2.0
+    b = cc.reduce_sum(x)
+    op = cc.no_op()
+    v = cc.Variable(np.array([1.0, 2.0]), name="v")
+    inc = cc.group(v.assign_add(np.ones(2)))
+    xv = np.array([1.0, 2.0, 3.0])
+    with Session(graph, target=target) as sess:
+        single = sess.run(a, {x: xv})
+        assert isinstance(single, np.ndarray)
+        np.testing.assert_array_equal(single, 2 * xv)
+        scalar = sess.run(b, {x: xv})
+        assert isinstance(scalar, np.ndarray) and scalar.shape == () and scalar == 6.0
+        assert sess.run(op) is None
+        assert sess.run(inc) is None
+        got = sess.run([a, (b, op), {"s": b, "nested": [a, {"deep": (op,)}]}, Pair(b, [a])], {x: xv})
+    assert isinstance(got, list) and len(got) == 4
+    np.testing.assert_array_equal(got[0], 2 * xv)
+    assert isinstance(got[1], tuple) and got[1][0] == 6.0 and got[1][1] is None
+    assert isinstance(got[2], dict) and list(got[2]) == ["s", "nested"]
+    assert got[2]["s"] == 6.0
+    np.testing.assert_array_equal(got[2]["nested"][0], 2 * xv)
+    assert got[2]["nested"][1] == {"deep": (None,)}
+    assert isinstance(got[3], Pair) and got[3].first == 6.0
+    assert isinstance(got[3].second, list)
+    np.testing.assert_array_equal(got[3].second[0], 2 * xv)
+
+
+def test_fetch_same_tensor_twice_and_empty_structures(graph) -> None:
+    x = cc.placeholder("float32", shape=(2,), name="x")
+    y = x + 1.0
+    xv = np.array([1.0, 2.0], "float32")
+    with Session(graph) as sess:
+        first, second = sess.run([y, y], {x: xv})
+        np.testing.assert_array_equal(first, [2.0, 3.0])
+        np.testing.assert_array_equal(second, [2.0, 3.0])
+        assert sess.run([], {}) == []
+        assert sess.run({}) == {}
+
+
+def test_fetched_arrays_are_not_overwritten_by_later_runs(graph) -> None:
+    x = cc.placeholder("float32", shape=(3,), name="x")
+    y = cc.exp(x) * 2.0
+    with Session(graph) as sess:
+        first = sess.run(y, {x: np.zeros(3, "float32")})
+        sess.run(y, {x: np.ones(3, "float32")})
+    np.testing.assert_array_equal(first, [2.0, 2.0, 2.0])
+
+
+def test_fed_arrays_are_not_modified(graph) -> None:
+    train, loss, feeds, _ = _mlp()
+    saved = {k: v.copy() for k, v in feeds.items()}
+    with Session(graph) as sess:
+        for _ in range(2):
+            sess.run([train, loss], feeds)
+    for key, value in feeds.items():
+        np.testing.assert_array_equal(value, saved[key])
+
+
+def test_fetching_a_placeholder_returns_its_feed(graph) -> None:
+    x = cc.placeholder("float32", shape=(None, 2), name="x")
+    xv = np.arange(6, dtype="float32").reshape(3, 2)
+    with Session(graph) as sess:
+        got = sess.run(x, {x: xv})
+        np.testing.assert_array_equal(got, xv)
+        non_contiguous = np.asfortranarray(np.arange(6, dtype="float32").reshape(3, 2) * 10)
+        np.testing.assert_array_equal(sess.run(x * 1.0, {x: non_contiguous}), non_contiguous)
+        np.testing.assert_array_equal(sess.run(x * 1.0, {x: xv}), xv)
+
+
+def test_feed_by_name(graph) -> None:
+    x = cc.placeholder("float32", shape=(2,), name="x")
+    with Session(graph) as sess:
+        np.testing.assert_array_equal(sess.run(x * 2.0, {"x:0": np.ones(2, "float32")}), [2.0, 2.0])
+        np.testing.assert_array_equal(sess.run(x * 2.0, {"x": np.ones(2, "float32")}), [2.0, 2.0])
+
+
+def test_unfetchable_things_raise_type_error(graph) -> None:
+    with Session(graph) as sess:
+        with pytest.raises(TypeError):
+            sess.run("x:0")
+        with pytest.raises(TypeError):
+            sess.run([np.ones(2)])
+
+
+# -- variables --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("target", ["cpu", "reference"])
+def test_variables_persist_across_runs_and_fetch_sets(graph, target) -> None:
+    v = cc.Variable(np.array([1.0, 2.0]), name="v")
+    inc = v.assign_add(np.array([10.0, 10.0]))
+    double = v.assign(v * 2.0)
+    read = v * 1.0
+    with Session(graph, target=target) as sess:
+        np.testing.assert_array_equal(sess.run(read), [1.0, 2.0])   # lazily initialised
+        np.testing.assert_array_equal(sess.run(inc), [11.0, 12.0])
+        np.testing.assert_array_equal(sess.run(read), [11.0, 12.0])
+        np.testing.assert_array_equal(sess.run(double), [22.0, 24.0])
+        np.testing.assert_array_equal(sess.run(inc), [32.0, 34.0])
+        np.testing.assert_array_equal(sess.run([v, read])[0], [32.0, 34.0])
+        # Reads inside one step see the value from the start of the step.
+        old, new = sess.run([read, inc])
+        np.testing.assert_array_equal(old, [32.0, 34.0])
+        np.testing.assert_array_equal(new, [42.0, 44.0])
+    np.testing.assert_array_equal(v.initial_value, [1.0, 2.0])
+
+
+def test_training_changes_variables_across_fetch_sets(graph) -> None:
+    train, loss, feeds, variables = _mlp()
+    with Session(graph) as sess:
+        before = sess.run(variables)
+        sess.run(train, feeds)
+        after_train = sess.run(variables)
+        sess.run([train, loss], feeds)
+        after_both = sess.run(variables)
+    assert any(not np.array_equal(b, a) for b, a in zip(before, after_train))
+    assert any(not np.array_equal(a1, a2) for a1, a2 in zip(after_train, after_both))
+    for b, v in zip(before, variables):
+        np.testing.assert_array_equal(b, v.initial_value)
+
+
+def test_two_sessions_have_independent_variables(graph) -> None:
+    v = cc.Variable(np.zeros(3, "float32"), name="v")
+    inc = v.assign_add(np.ones(3, "float32"))
+    first, second = Session(graph), Session(graph)
+    try:
+        for _ in range(3):
+            first.run(inc)
+        second.run(inc)
+        np.testing.assert_array_equal(first.run(v), [3.0, 3.0, 3.0])
+        np.testing.assert_array_equal(second.run(v), [1.0, 1.0, 1.0])
+    finally:
+        first.close()
+        second.close()
+    with Session(graph) as third:
+        np.testing.assert_array_equal(third.run(v), [0.0, 0.0, 0.0])
+
+
+@pytest.mark.parametrize("target", ["cpu", "reference"])
+def test_global_variables_initializer_resets(graph, target) -> None:
+    train, loss, feeds, variables = _mlp()
+    counter = cc.Variable(np.array(5, "int32"), name="counter", trainable=False)
+    bump = counter.assign_add(np.array(1, "int32"))
+    init = cc.global_variables_initializer()
+    with Session(graph, target=target) as sess:
+        assert sess.run(init) is None                       # before any use: harmless
+        initial_loss = sess.run(loss, feeds)
+        for _ in range(3):
+            sess.run([train, bump], feeds)
+        assert sess.run(counter) == 8
+        trained_loss = sess.run(loss, feeds)
+        assert trained_loss < initial_loss
+        sess.run(init)
+        assert sess.run(counter) == 5
+        for value, variable in zip(sess.run(variables), variables):
+            np.testing.assert_array_equal(value, variable.initial_value)
+        np.testing.assert_allclose(sess.run(loss, feeds), initial_loss, rtol=1e-6)
+        # The same compiled step keeps training from the reset values.
+        sess.run([train, bump], feeds)
+        assert sess.run(counter) == 6
+
+
+def test_variables_initialised_lazily_from_initial_values(graph) -> None:
+    a = cc.Variable(np.arange(3.0), name="a")
+    b = cc.Variable(7, name="b", trainable=False)
+    c = cc.Variable(np.ones((2, 2), "float32"), name="c")
+    with Session(graph) as sess:
+        got_b = sess.run(b * 1)
+        assert got_b == 7 and got_b.dtype == b.dtype
+        np.testing.assert_array_equal(sess.run(a + 1.0), [1.0, 2.0, 3.0])
+        assert sess.run(c).dtype == np.float32
+        np.testing.assert_array_equal(sess.run(c), np.ones((2, 2)))
+
+
+# -- the executable cache ---------------------------------------------------------------------------
+
+def test_executables_are_cached_per_fetch_set_and_feed_shape(graph) -> None:
+    x = cc.placeholder("float32", shape=(None, 3), name="x")
+    w = cc.Variable(np.ones((3, 2), "float32"), name="w")
+    y = x @ w
+    s = cc.reduce_sum(y)
+    feed4 = {x: np.ones((4, 3), "float32")}
+    feed4b = {x: np.full((4, 3), 2.0, "float32")}
+    feed9 = {x: np.ones((9, 3), "float32")}
+    with Session(graph) as sess:
+        exe = sess.compile(y, feed4)
+        assert sess.compile(y, feed4) is exe
+        assert sess.compile(y, feed4b) is exe       # same shapes, different values
+        assert sess.compile([y], feed4) is exe      # same fetch set
+        exe9 = sess.compile(y, feed9)
+        assert exe9 is not exe
+        assert sess.compile(y, feed9) is exe9
+        assert sess.compile(s, feed4) is not exe    # another fetch set
+        assert sess.compile([y, s], feed4) is not exe
+        # None dims take the fed size.
+        assert sess.run(y, feed9).shape == (9, 2)
+        assert sess.run(y, feed4).shape == (4, 2)
+        assert sess.run(y, {x: np.ones((1, 3), "float32")}).shape == (1, 2)
+        assert sess.run(y, {x: np.ones((0, 3), "float32")}).shape == (0, 2)
+        assert "float32[9x3]" in exe9.dump("graph")
+        # run() uses the cached step: its native call count moves.
+        before = exe9.native_calls
+        sess.run(y, feed9)
+        assert exe9.native_calls == before + 1
+
+
+def test_compile_needs_the_cpu_target(graph) -> None:
+    x = cc.placeholder("float32", shape=(2,), name="x")
+    with Session(graph, target="reference") as sess:
+        with pytest.raises(ValueError):
+            sess.compile(x * 2.0, {x: np.ones(2, "float32")})
+
+
+# -- targets ----------------------------------------------------------------------------------------
+
+def test_reference_and_cpu_agree_on_mlp_training(graph) -> None:
+    train, loss, feeds, variables = _mlp(dtype="float64", batch=12)
+    results = {}
+    for target in ("reference", "cpu"):
+        with Session(graph, target=target) as sess:
+            losses = [sess.run([train, loss], feeds)[1] for _ in range(3)]
+            results[target] = (losses, sess.run(variables))
+    ref_losses, ref_vars = results["reference"]
+    cpu_losses, cpu_vars = results["cpu"]
+    np.testing.assert_allclose(cpu_losses, ref_losses, rtol=1e-12)
+    for c, r in zip(cpu_vars, ref_vars):
+        assert c.dtype == np.float64
+        np.testing.assert_allclose(c, r, rtol=1e-12, atol=1e-14)
+    assert ref_losses[2] < ref_losses[0]
+    assert any(not np.array_equal(v, var.initial_value) for v, var in zip(cpu_vars, variables))
+
+
+def test_unknown_target_raises(graph) -> None:
+    with pytest.raises(ValueError, match="target"):
+        Session(graph, target="gpu")
+    with pytest.raises(ValueError):
+        Session(graph, target="CPU")
+
+
+def test_closed_session_raises(graph) -> None:
+    x = cc.placeholder("float32", shape=(2,), name="x")
+    y = x * 2.0
+    sess = Session(graph)
+    np.testing.assert_array_equal(sess.run(y, {x: np.ones(2, "float32")}), [2.0, 2.0])
+    sess.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        sess.run(y, {x: np.ones(2, "float32")})
+    with pytest.raises(RuntimeError, match="closed"):
+        sess.compile(y, {x: np.ones(2, "float32")})
+    with Session(graph) as ctx:
+        pass
+    with pytest.raises(RuntimeError):
+        ctx.run(y, {x: np.ones(2, "float32")})
+
+
+def test_session_uses_the_default_graph(graph) -> None:
+    v = cc.Variable(np.ones(2, "float32"), name="v")
+    with Session() as sess:
+        assert sess.graph is graph
+        np.testing.assert_array_equal(sess.run(v), [1.0, 1.0])
