@@ -37,7 +37,6 @@ class CompiledStep:
 
     program: Program
     texts: dict[str, str]
-    native_module: Any                  # llvmlite ModuleRef, optimised, ready for the JIT
     timings: dict[str, float] = field(default_factory=dict)
     _lazy: dict[str, Callable[[], str]] = field(default_factory=dict)
 
@@ -80,12 +79,17 @@ def compile_step(fetches: Sequence[Tensor | Operation], feed_shapes: dict[Tensor
     start = time.perf_counter()
     texts["llvm"] = str(cpu.build_module(program))
     timings["codegen"] = time.perf_counter() - start
-    start = time.perf_counter()
-    native = cpu.optimize(texts["llvm"])
-    timings["llvm-opt"] = time.perf_counter() - start
 
-    step = CompiledStep(program, texts, native, timings)
-    step._lazy = {"llvm-opt": lambda: str(native), "asm": lambda: cpu.emit_assembly(native),
+    step = CompiledStep(program, texts, timings)
+    optimized: list[Any] = []
+
+    def optimized_module() -> Any:  # the JIT keeps its own; this one is for the dumps
+        if not optimized:
+            optimized.append(cpu.optimize(texts["llvm"]))
+        return optimized[0]
+
+    step._lazy = {"llvm-opt": lambda: str(optimized_module()),
+                  "asm": lambda: cpu.emit_assembly(optimized_module()),
                   "ptx": lambda: nvptx.emit_ptx(program)}
     dump_dir = os.environ.get("GRAPHGRAD_DUMP")
     if dump_dir:

@@ -32,7 +32,8 @@ class Executable:
         self.step = step
         self.fetches = list(fetches)
         program = step.program
-        self._native = NativeStep(step.native_module)
+        self._native = NativeStep(step.texts["llvm"])
+        step.timings.update(self._native.timings)
         self._arrays: list[np.ndarray] = []
         for buffer in program.buffers:
             if buffer.role == "variable":

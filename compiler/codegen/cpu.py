@@ -17,9 +17,10 @@ from llvmlite import ir
 
 from .. import dtypes
 from ..kernel_ir import Kernel, Program
-from .common import (PTR, ExprLowering, LoopAxis, combine, element_pointer, emit_loop, identity_of,
+from .common import (PTR, ExprLowering, LoopAxis, combine, declare_function, element_pointer, emit_loop,
+                     identity_of,
                      linear_index, load_element, loop_axes, store_element)
-from .gemm import emit_parallel_gemm
+from .gemm import LIBRARY_SYMBOL, library_signature
 
 STEP_SYMBOL = "graphgrad_step"
 # Matmuls with at least this many multiply-adds use the blocked GEMM (gemm.py); smaller ones,
@@ -163,15 +164,16 @@ def _emit_gemm_call(builder: ir.IRBuilder, kernel: Kernel, out_pointer: ir.Value
             index = linear_index(b, values, [strides[a] for a in layout.batch], offset)
             return element_pointer(b, base, dtype, index)
         space = kernel.space
-        emit_parallel_gemm(
-            b, dtype, thread_count(),
-            ir.Constant(i64, space[layout.m]), ir.Constant(i64, space[layout.n]), ir.Constant(i64, space[layout.k]),
+        gemm = declare_function(b.module, LIBRARY_SYMBOL.format(dtype=dtype.name), ir.VoidType(),
+                                library_signature().args)
+        b.call(gemm, [
+            ir.Constant(i64, thread_count()), ir.Constant(i64, space[layout.m]), ir.Constant(i64, space[layout.n]), ir.Constant(i64, space[layout.k]),
             pointer(operand_pointers[0], a_access.strides, a_access.offset),
             ir.Constant(i64, a_access.strides[layout.m]), ir.Constant(i64, a_access.strides[layout.k]),
             pointer(operand_pointers[1], b_access.strides, b_access.offset),
             ir.Constant(i64, b_access.strides[layout.k]), ir.Constant(i64, b_access.strides[layout.n]),
             pointer(out_pointer, kernel.out.strides, kernel.out.offset),
-            ir.Constant(i64, kernel.out.strides[layout.m]))
+            ir.Constant(i64, kernel.out.strides[layout.m])])
 
     def level(b: ir.IRBuilder, depth: int) -> None:
         if depth == len(layout.batch):

@@ -291,35 +291,44 @@ def _emit_micro_kernel(module: ir.Module, dtype: np.dtype, shape: GemmShape) -> 
     return function
 
 
-# -- splitting one GEMM across threads --------------------------------------------------------
+# -- the process-wide GEMM library ---------------------------------------------------------------
 
 _GEMM_ARGS = 13  # M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, Ap, Bp
+LIBRARY_SYMBOL = "graphgrad_gemm_{dtype}"
+# Multiply-adds below which one GEMM is not split across threads (thread start-up would dominate).
+MIN_PARALLEL_WORK = 1 << 21
 
 
-def _workspace(module: ir.Module, dtype: np.dtype, thread: int) -> tuple[ir.Value, ir.Value]:
-    """Module-level packing buffers for one thread (allocated with the module's data)."""
+def library_signature() -> ir.FunctionType:
+    """``void graphgrad_gemm_<dtype>(threads, M, N, K, A, rsa, csa, B, rsb, csb, C, rsc)``."""
+    return ir.FunctionType(ir.VoidType(), [I64, I64, I64, I64, PTR, I64, I64, PTR, I64, I64, PTR, I64])
+
+
+def _workspace_table(module: ir.Module, dtype: np.dtype, max_threads: int) -> tuple[ir.Value, ir.Value]:
+    """Per-thread packing buffers (module data) and two tables of their addresses."""
     scalar = register_type(dtype)
-    sizes = packing_sizes(gemm_shape(dtype))
-    buffers = []
-    for which, size in zip("ab", sizes):
-        name = f"gemm_{dtype.name}_workspace_{which}{thread}"
-        variable = module.globals.get(name)
-        if variable is None:
-            variable = ir.GlobalVariable(module, ir.ArrayType(scalar, size), name=name)
+    tables = []
+    for which, size in zip("ab", packing_sizes(gemm_shape(dtype))):
+        buffers = []
+        for thread in range(max_threads):
+            variable = ir.GlobalVariable(module, ir.ArrayType(scalar, size),
+                                         name=f"gemm_{dtype.name}_workspace_{which}{thread}")
             variable.linkage = "internal"
             variable.initializer = ir.Constant(ir.ArrayType(scalar, size), None)
             variable.align = 64
-        buffers.append(variable)
-    return buffers[0], buffers[1]
+            buffers.append(variable.bitcast(PTR))
+        table = ir.GlobalVariable(module, ir.ArrayType(PTR, max_threads),
+                                  name=f"gemm_{dtype.name}_workspaces_{which}")
+        table.linkage = "internal"
+        table.global_constant = True
+        table.initializer = ir.Constant(ir.ArrayType(PTR, max_threads), buffers)
+        tables.append(table)
+    return tables[0], tables[1]
 
 
 def _emit_worker(module: ir.Module, dtype: np.dtype, gemm: ir.Function) -> ir.Function:
     """``ptr worker(ptr args)``: unpack the 13 GEMM arguments (as i64 slots) and run it."""
-    name = f"gemm_worker_{dtype.name}"
-    existing = module.globals.get(name)
-    if existing is not None:
-        return existing
-    function = ir.Function(module, ir.FunctionType(PTR, [PTR]), name=name)
+    function = ir.Function(module, ir.FunctionType(PTR, [PTR]), name=f"gemm_worker_{dtype.name}")
     function.linkage = "internal"
     b = ir.IRBuilder(function.append_basic_block("entry"))
     slots = [b.load(_gep(b, function.args[0], I64, _const(i)), typ=I64) for i in range(_GEMM_ARGS)]
@@ -330,70 +339,78 @@ def _emit_worker(module: ir.Module, dtype: np.dtype, gemm: ir.Function) -> ir.Fu
     return function
 
 
-def emit_parallel_gemm(builder: ir.IRBuilder, dtype: np.dtype, threads: int, m: ir.Value, n: ir.Value,
-                       k: ir.Value, a: ir.Value, rsa: ir.Value, csa: ir.Value, b_matrix: ir.Value,
-                       rsb: ir.Value, csb: ir.Value, c: ir.Value, rsc: ir.Value,
-                       min_work: int = 1 << 21) -> None:
-    """Emit one GEMM, split across ``threads`` (pthreads) along the larger of M and N when the
-    work (M*N*K) is at least ``min_work``; a thread that cannot be started runs inline."""
-    module = builder.module
+def emit_library_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> ir.Function:
+    """The exported, threaded GEMM: the larger of M and N is split into ``threads`` parts (each a
+    multiple of the register tile), one per pthread; a thread that cannot start runs inline."""
     gemm = emit_gemm(module, dtype)
     shape = gemm_shape(dtype)
     scalar = register_type(dtype)
-    b = builder
-    workspaces = [_workspace(module, dtype, t) for t in range(threads)]
-    ws0 = [b.bitcast(w, PTR) for w in workspaces[0]]
-    if threads == 1:
-        b.call(gemm, [m, n, k, a, rsa, csa, b_matrix, rsb, csb, c, rsc, *ws0])
-        return
     worker = _emit_worker(module, dtype, gemm)
+    table_a, table_b = _workspace_table(module, dtype, max_threads)
     pthread_create = declare_function(module, "pthread_create", ir.IntType(32), [PTR, PTR, PTR, PTR])
     pthread_join = declare_function(module, "pthread_join", ir.IntType(32), [I64, PTR])
+    function = ir.Function(module, library_signature(), name=LIBRARY_SYMBOL.format(dtype=dtype.name))
+    threads, m, n, k, a, rsa, csa, bm, rsb, csb, c, rsc = function.args
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    slots = b.alloca(I64, size=_GEMM_ARGS * max_threads)
+    handles = b.alloca(I64, size=max_threads)
+    started = b.alloca(ir.IntType(8), size=max_threads)
 
-    work = b.mul(b.mul(m, n), k)
-    split_block = b.append_basic_block("gemm.split")
-    serial_block = b.append_basic_block("gemm.serial")
-    after = b.append_basic_block("gemm.after")
-    b.cbranch(b.icmp_signed(">=", work, _const(min_work)), split_block, serial_block)
-    b.position_at_end(serial_block)
-    b.call(gemm, [m, n, k, a, rsa, csa, b_matrix, rsb, csb, c, rsc, *ws0])
-    b.branch(after)
+    def workspace(b1: ir.IRBuilder, table: ir.Value, t: ir.Value) -> ir.Value:
+        return b1.load(b1.gep(table, [ir.Constant(ir.IntType(32), 0), t]), typ=PTR)
 
-    b.position_at_end(split_block)
+    wanted = _min(b, b.select(b.icmp_signed("<", threads, _const(1)), _const(1), threads), _const(max_threads))
+    small = b.icmp_signed("<", b.mul(b.mul(m, n), k), _const(MIN_PARALLEL_WORK))
+    parts = b.select(small, _const(1), wanted)
     by_rows = b.icmp_signed(">=", m, n)
     extent = b.select(by_rows, m, n)
     granule = b.select(by_rows, _const(shape.mr), _const(shape.nr))
-    # Each part is a multiple of the register tile, so only the last one has partial tiles.
-    per_thread = b.udiv(b.add(extent, _const(threads - 1)), _const(threads))
-    per_thread = b.mul(b.udiv(b.add(per_thread, b.sub(granule, _const(1))), granule), granule)
-    handles = []
-    for t in range(threads):
-        start = _min(b, b.mul(per_thread, _const(t)), extent)
-        stop = _min(b, b.add(start, per_thread), extent)
-        count = b.sub(stop, start)
-        part_m = b.select(by_rows, count, m)
-        part_n = b.select(by_rows, n, count)
-        part_a = _gep(b, a, scalar, b.select(by_rows, b.mul(start, rsa), _const(0)))
-        part_b = _gep(b, b_matrix, scalar, b.select(by_rows, _const(0), b.mul(start, csb)))
-        part_c = _gep(b, c, scalar, b.select(by_rows, b.mul(start, rsc), start))
-        ws = [b.bitcast(w, PTR) for w in workspaces[t]]
-        arguments = [part_m, part_n, k, part_a, rsa, csa, part_b, rsb, csb, part_c, rsc, *ws]
-        if t == 0:
-            own = arguments
-            continue
-        slots = b.alloca(ir.ArrayType(I64, _GEMM_ARGS))
+    per_part = b.udiv(b.add(extent, b.sub(parts, _const(1))), parts)
+    per_part = b.mul(b.udiv(b.add(per_part, b.sub(granule, _const(1))), granule), granule)
+
+    def part_arguments(b1: ir.IRBuilder, t: ir.Value) -> list[ir.Value]:
+        start = _min(b1, b1.mul(per_part, t), extent)
+        count = b1.sub(_min(b1, b1.add(start, per_part), extent), start)
+        return [b1.select(by_rows, count, m), b1.select(by_rows, n, count), k,
+                _gep(b1, a, scalar, b1.select(by_rows, b1.mul(start, rsa), _const(0))), rsa, csa,
+                _gep(b1, bm, scalar, b1.select(by_rows, _const(0), b1.mul(start, csb))), rsb, csb,
+                _gep(b1, c, scalar, b1.select(by_rows, b1.mul(start, rsc), start)), rsc,
+                workspace(b1, table_a, t), workspace(b1, table_b, t)]
+
+    def spawn(b1: ir.IRBuilder, index: ir.Value, _: list) -> list:
+        t = b1.add(index, _const(1))
+        arguments = part_arguments(b1, t)
+        base = b1.mul(t, _const(_GEMM_ARGS))
         for i, value in enumerate(arguments):
-            slot = b.gep(slots, [ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), i)])
-            b.store(value if value.type == I64 else b.ptrtoint(value, I64), slot)
-        handle = b.alloca(I64)
-        status = b.call(pthread_create, [handle, ir.Constant(PTR, None), worker, slots])
-        started = b.icmp_signed("==", status, ir.Constant(ir.IntType(32), 0))
-        with b.if_then(b.not_(started)):
-            b.call(gemm, arguments)
-        handles.append((handle, started))
-    b.call(gemm, own)
-    for handle, started in handles:
-        with b.if_then(started):
-            b.call(pthread_join, [b.load(handle, typ=I64), ir.Constant(PTR, None)])
-    b.branch(after)
-    b.position_at_end(after)
+            slot = _gep(b1, slots, I64, b1.add(base, _const(i)))
+            b1.store(value if value.type == I64 else b1.ptrtoint(value, I64), slot)
+        handle = _gep(b1, handles, I64, t)
+        status = b1.call(pthread_create, [handle, ir.Constant(PTR, None), worker,
+                                          _gep(b1, slots, I64, base)])
+        ok = b1.icmp_signed("==", status, ir.Constant(ir.IntType(32), 0))
+        b1.store(b1.zext(ok, ir.IntType(8)), _gep(b1, started, ir.IntType(8), t))
+        with b1.if_then(b1.not_(ok)):
+            b1.call(gemm, arguments)
+        return []
+
+    emit_loop(b, b.sub(parts, _const(1)), spawn, name="spawn")
+    b.call(gemm, part_arguments(b, _const(0)))
+
+    def join(b1: ir.IRBuilder, index: ir.Value, _: list) -> list:
+        t = b1.add(index, _const(1))
+        flag = b1.load(_gep(b1, started, ir.IntType(8), t), typ=ir.IntType(8))
+        with b1.if_then(b1.icmp_unsigned("!=", flag, ir.Constant(ir.IntType(8), 0))):
+            b1.call(pthread_join, [b1.load(_gep(b1, handles, I64, t), typ=I64), ir.Constant(PTR, None)])
+        return []
+
+    emit_loop(b, b.sub(parts, _const(1)), join, name="join")
+    b.ret_void()
+    return function
+
+
+def build_library(dtype_name: str, max_threads: int) -> ir.Module:
+    """The module with ``graphgrad_gemm_<dtype>``, compiled once per process by the runtime (or
+    loaded from the compile cache); compiled steps call it by name."""
+    module = ir.Module(name=f"graphgrad_gemm_{dtype_name}")
+    emit_library_gemm(module, np.dtype(dtype_name), max_threads)
+    return module

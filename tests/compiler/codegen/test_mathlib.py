@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+from fractions import Fraction
 from typing import Callable
 
 import llvmlite.binding as llvm
@@ -448,7 +449,424 @@ def test_nvptx_accuracy_on_gpu() -> None:
     assert not failures, failures
 
 
+# ---------------------------------------------------------------------------
+# pow: two operands
+# ---------------------------------------------------------------------------
+
+# Allowed max error in ulp of the correctly rounded result.
+POW_ULP_LIMIT = {np.float32: 1.0, np.float64: 2.0}
+
+
+def _build_pow_loop_module(dtype: type) -> ir.Module:
+    """void f(T* x, T* y, T* out, i64 n): out[i] = pow(x[i], y[i])."""
+    ty = IR_TYPES[dtype]
+    i64 = ir.IntType(64)
+    module = ir.Module(name=f"pow_{dtype.__name__}")
+    fnty = ir.FunctionType(ir.VoidType(), [ty.as_pointer()] * 3 + [i64])
+    fn = ir.Function(module, fnty, name="f")
+    xs, ys, dst, n = fn.args
+    for arg in (xs, ys, dst):
+        arg.add_attribute("noalias")
+    entry = fn.append_basic_block("entry")
+    loop = fn.append_basic_block("loop")
+    done = fn.append_basic_block("done")
+    builder = ir.IRBuilder(entry)
+    builder.cbranch(builder.icmp_signed(">", n, ir.Constant(i64, 0)), loop, done)
+    builder.position_at_end(loop)
+    i = builder.phi(i64)
+    i.add_incoming(ir.Constant(i64, 0), entry)
+    x = builder.load(builder.gep(xs, [i]))
+    y = builder.load(builder.gep(ys, [i]))
+    builder.store(mathlib.emit_pow(builder, x, y), builder.gep(dst, [i]))
+    i_next = builder.add(i, ir.Constant(i64, 1))
+    i.add_incoming(i_next, loop)
+    builder.cbranch(builder.icmp_signed("<", i_next, n), loop, done)
+    builder.position_at_end(done)
+    builder.ret_void()
+    return module
+
+
+class _CompiledPow:
+    """A JIT-compiled elementwise pow loop for one dtype."""
+
+    def __init__(self, dtype: type) -> None:
+        tm = _host_target_machine()
+        self.dtype = dtype
+        self.llvm_module = _optimise(_build_pow_loop_module(dtype), tm)
+        self.engine = llvm.create_mcjit_compiler(self.llvm_module, tm)
+        self.engine.finalize_object()
+        ptr_t = ctypes.c_void_p
+        self.cfunc = ctypes.CFUNCTYPE(None, ptr_t, ptr_t, ptr_t, ctypes.c_int64)(
+            self.engine.get_function_address("f"))
+
+    def __call__(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        x, y = np.broadcast_arrays(np.asarray(x, dtype=self.dtype), np.asarray(y, dtype=self.dtype))
+        x, y = np.ascontiguousarray(x), np.ascontiguousarray(y)
+        out = np.empty_like(x)
+        self.cfunc(x.ctypes.data, y.ctypes.data, out.ctypes.data, x.size)
+        return out
+
+
+_POW_CACHE: dict[type, _CompiledPow] = {}
+
+
+def compiled_pow(dtype: type) -> _CompiledPow:
+    if dtype not in _POW_CACHE:
+        _POW_CACHE[dtype] = _CompiledPow(dtype)
+    return _POW_CACHE[dtype]
+
+
+def pow_ulp_errors(dtype: type, x: np.ndarray, y: np.ndarray, got: np.ndarray) -> np.ndarray:
+    """Like ulp_errors, against numpy.power evaluated one format wider.
+
+    (float64 numpy.power itself may not be correctly rounded: on AVX-512
+    hosts it goes through SVML.  The long double one is x87 powl.)
+    """
+    wide = np.longdouble if dtype == np.float64 else np.float64
+    with np.errstate(all="ignore"):
+        ref = np.power(x.astype(wide), y.astype(wide))
+        ref_rounded = ref.astype(dtype)
+        spacing = np.abs(np.spacing(ref_rounded)).astype(wide)
+        err = np.abs(got.astype(wide) - ref) / spacing
+    same = (got == ref_rounded) | (np.isnan(got) & np.isnan(ref_rounded))
+    return np.where(same, 0.0, err)
+
+
+def _pow_inputs(dtype: type) -> tuple[np.ndarray, np.ndarray]:
+    """(x, y) pairs: random magnitudes with |y*log|x|| up to just past overflow,
+    |x| within a few ulps of 1 with huge |y|, negative x with integer y, and a
+    dense grid over small x and y (negative x with fractional y gives NaN)."""
+    rng = np.random.default_rng(4321)
+    f64 = dtype == np.float64
+    finfo = np.finfo(dtype)
+    lo_exp, hi_exp = (-1074, 1023) if f64 else (-149, 127)
+    limit = 1.02 * np.log(float(finfo.max))
+    xs: list[np.ndarray] = []
+    ys: list[np.ndarray] = []
+
+    def add(x: np.ndarray, y: np.ndarray) -> None:
+        xs.append(np.asarray(x, dtype=np.float64))
+        ys.append(np.asarray(y, dtype=np.float64))
+
+    n = 60_000
+    x = np.exp2(rng.uniform(lo_exp, hi_exp, n)) * rng.choice([-1.0, 1.0], n)
+    log_x = np.log(np.abs(x.astype(dtype)).astype(np.float64))
+    y = rng.uniform(-1.0, 1.0, n) * limit / np.maximum(np.abs(log_x), 1e-300)
+    negative = x < 0
+    y[negative] = np.rint(y[negative])  # negative x: integer y (some even, some odd)
+    add(x, y)
+    x = np.exp2(rng.uniform(-12, 12, n))
+    add(x, rng.uniform(-1.0, 1.0, n) * limit / np.abs(np.log(x)))
+    eps = float(finfo.eps)
+    x = 1.0 + rng.integers(-64, 65, n) * eps / 2
+    x = x[x.astype(dtype) != 1.0]
+    add(x, rng.uniform(-1.0, 1.0, x.size) * limit / np.abs(np.log(x.astype(dtype).astype(np.longdouble))))
+    x = -np.exp2(rng.uniform(-10, 10, n))
+    add(x, rng.integers(-100, 101, n))
+    gx, gy = np.meshgrid(np.linspace(-10.0, 10.0, 201), np.linspace(-40.0, 40.0, 161))
+    add(gx.ravel(), gy.ravel())
+    x, y = np.concatenate(xs).astype(dtype), np.concatenate(ys).astype(dtype)
+    keep = np.isfinite(x) & np.isfinite(y)
+    return x[keep], y[keep]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+def test_pow_accuracy(dtype: type) -> None:
+    x, y = _pow_inputs(dtype)
+    got = compiled_pow(dtype)(x, y)
+    errs = pow_ulp_errors(dtype, x, y, got)
+    worst = int(np.argmax(errs))
+    assert errs[worst] <= POW_ULP_LIMIT[dtype], (
+        f"pow[{dtype.__name__}]({x[worst]!r}, {y[worst]!r}) = {got[worst]!r}, "
+        f"error {errs[worst]:.3f} ulp")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+def test_pow_subnormal_results(dtype: type) -> None:
+    """Results in the subnormal range and just around overflow."""
+    rng = np.random.default_rng(99)
+    finfo = np.finfo(dtype)
+    x = np.exp2(rng.uniform(-30, 30, 20_000)).astype(dtype)
+    x = x[x != 1]
+    log_x = np.log(x.astype(np.float64))
+    t_sub = rng.uniform(np.log(float(finfo.smallest_subnormal)) - 0.5,
+                        np.log(float(finfo.smallest_normal)), x.size)
+    t_big = np.log(float(finfo.max)) * rng.uniform(0.999, 1.001, x.size)
+    for target in (t_sub, t_big):
+        y = (target / log_x).astype(dtype)
+        got = compiled_pow(dtype)(x, y)
+        assert np.max(pow_ulp_errors(dtype, x, y, got)) <= POW_ULP_LIMIT[dtype]
+    # subnormal x
+    x = (rng.integers(1, 1 << 20, 20_000) * float(finfo.smallest_subnormal)).astype(dtype)
+    y = rng.uniform(-1.2, 1.2, x.size).astype(dtype)
+    assert np.max(pow_ulp_errors(dtype, x, y, compiled_pow(dtype)(x, y))) <= POW_ULP_LIMIT[dtype]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+def test_pow_integer_exponents_exact(dtype: type) -> None:
+    """a**k for integers a, k comes out exact whenever the result is representable."""
+    cases = []
+    for a in range(-24, 25):
+        for k in range(-60, 61):
+            if a == 0 and k < 0:
+                continue
+            exact = Fraction(a) ** k
+            value = dtype(float(exact)) if abs(exact) < 2 ** 1000 else dtype(np.inf)
+            if np.isfinite(value) and Fraction(float(value)) == exact:
+                cases.append((a, k, float(value)))
+    x, y, expected = (np.array(column, dtype=dtype) for column in zip(*cases))
+    got = compiled_pow(dtype)(x, y)
+    wrong = np.flatnonzero(got != expected)
+    assert wrong.size == 0, [(x[i], y[i], got[i]) for i in wrong[:5]]
+    spot = compiled_pow(dtype)(np.array([3.0, -2.0, 2.0, 10.0, -10.0]),
+                               np.array([2.0, 3.0, 10.0, 20.0, 7.0]))
+    assert spot[:3].tolist() == [9.0, -8.0, 1024.0]
+    assert abs(float(spot[3]) - 1e20) <= float(np.spacing(dtype(1e20)))
+    assert abs(float(spot[4]) + 1e7) <= float(np.spacing(dtype(1e7)))
+
+
+def _pow_spec_table(dtype: type) -> list[tuple[float, float, float]]:
+    """(x, y, expected): every C99 / numpy special case of pow."""
+    finfo = np.finfo(dtype)
+    big_even = 2.0 ** 53 if dtype == np.float64 else 2.0 ** 24   # every |y| >= this is even
+    big_odd = big_even - 1
+    max_v, sub = float(finfo.max), float(finfo.smallest_subnormal)
+    below_one, above_one = 1.0 - float(finfo.epsneg), 1.0 + float(finfo.eps)
+    table = []
+    # pow(x, +-0) = 1, for any x (NaN too)
+    for x in (0.0, -0.0, 1.0, -1.0, 2.5, -2.5, INF, -INF, NAN, sub, -max_v):
+        table += [(x, 0.0, 1.0), (x, -0.0, 1.0)]
+    # pow(1, y) = 1, for any y (NaN too); pow(-1, +-inf) = 1
+    for y in (0.5, -0.5, 3.0, INF, -INF, NAN, max_v, -max_v, big_odd):
+        table.append((1.0, y, 1.0))
+    table += [(-1.0, INF, 1.0), (-1.0, -INF, 1.0), (-1.0, 3.0, -1.0), (-1.0, -big_odd, -1.0),
+              (-1.0, big_even, 1.0), (-1.0, 2.0, 1.0), (-1.0, max_v, 1.0)]
+    # finite x < 0, finite non-integer y: NaN
+    for x in (-0.5, -1.0, -2.0, -max_v, -sub):
+        for y in (0.5, -0.5, 2.5, -1e-3, big_even / 2 + 0.5):
+            table.append((x, y, NAN))
+    # x = +-0
+    for zero in (0.0, -0.0):
+        for y in (-1.0, -3.0, -big_odd):                       # negative odd integer
+            table.append((zero, y, np.copysign(INF, zero)))
+        for y in (-2.0, -0.5, -big_even, -max_v, -INF, -sub):  # other negative
+            table.append((zero, y, INF))
+        for y in (1.0, 3.0, big_odd):                          # positive odd integer
+            table.append((zero, y, zero))
+        for y in (2.0, 0.5, big_even, big_even + 2, max_v, INF, sub):  # other positive
+            table.append((zero, y, 0.0))
+    # y = -inf, y = +inf
+    for x in (0.5, -0.5, below_one, -below_one, sub, -sub):
+        table += [(x, -INF, INF), (x, INF, 0.0)]
+    for x in (2.0, -2.0, above_one, -above_one, max_v, -max_v):
+        table += [(x, -INF, 0.0), (x, INF, INF)]
+    # x = -inf
+    for y in (-1.0, -3.0, -big_odd):
+        table.append((-INF, y, -0.0))
+    for y in (-2.0, -0.5, -big_even, -max_v, -sub):
+        table.append((-INF, y, 0.0))
+    for y in (1.0, 3.0, big_odd):
+        table.append((-INF, y, -INF))
+    for y in (2.0, 0.5, big_even, max_v, sub):
+        table.append((-INF, y, INF))
+    # x = +inf
+    for y in (-1.0, -0.5, -max_v, -sub):
+        table.append((INF, y, 0.0))
+    for y in (1.0, 0.5, max_v, sub):
+        table.append((INF, y, INF))
+    # NaN otherwise propagates
+    for x, y in ((NAN, 1.0), (NAN, -2.0), (NAN, INF), (2.0, NAN), (-2.0, NAN), (0.0, NAN),
+                 (INF, NAN), (-1.0, NAN), (NAN, NAN)):
+        table.append((x, y, NAN))
+    # overflow / underflow, with the sign of negative x and odd y
+    table += [(10.0, 400.0, INF), (-10.0, 401.0, -INF), (-10.0, 400.0, INF),
+              (10.0, -400.0, 0.0), (-10.0, -401.0, -0.0), (0.5, 2000.0, 0.0), (-0.5, 2001.0, -0.0),
+              (2.0, 1100.0, INF), (below_one, big_even * 2 ** 20, 0.0),
+              (-above_one, big_odd, -float(np.power(np.longdouble(above_one), big_odd)))]
+    return table
+
+
+def _assert_same(x: np.ndarray, y: np.ndarray, got: np.ndarray, expected: np.ndarray) -> None:
+    """Bitwise agreement up to NaN payloads: signed zeros and infinities must match."""
+    for xi, yi, gi, ei in zip(x, y, got, expected):
+        if np.isnan(ei):
+            assert np.isnan(gi), f"pow({xi!r}, {yi!r}) = {gi!r}, expected nan"
+        else:
+            assert gi == ei and np.signbit(gi) == np.signbit(ei), (
+                f"pow({xi!r}, {yi!r}) = {gi!r}, expected {ei!r}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+def test_pow_special_values(dtype: type) -> None:
+    table = _pow_spec_table(dtype)
+    x, y, expected = (np.array(column, dtype=dtype) for column in zip(*table))
+    got = compiled_pow(dtype)(x, y)
+    _assert_same(x, y, got, expected)
+    with np.errstate(all="ignore"):
+        _assert_same(x, y, got, np.power(x, y))  # the table agrees with numpy
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+def test_pow_special_grid_matches_numpy(dtype: type) -> None:
+    """Every pair from a grid of special and ordinary operands.
+
+    Exact agreement with numpy wherever an operand is 0, +-1, +-inf or NaN,
+    or numpy's result is 0, inf or NaN; the ulp bound elsewhere.
+    """
+    finfo = np.finfo(dtype)
+    big_even = 2.0 ** 53 if dtype == np.float64 else 2.0 ** 24
+    values = [0.0, 1.0, 0.5, 2.0, 1.5, 3.0, INF, NAN, float(finfo.smallest_subnormal),
+              float(finfo.smallest_normal), float(finfo.max), 1.0 - float(finfo.epsneg),
+              1.0 + float(finfo.eps), 0.25, 1e-3]
+    xs = values + [-v for v in values]
+    ys = xs + [big_even - 1, big_even, big_even + 2, -(big_even - 1), -big_even, 2.0 ** 60,
+               -(2.0 ** 60), 1075.0, -1075.0, 149.0, -149.0, 1024.0, 128.0, -127.0]
+    gx, gy = np.meshgrid(np.array(xs, dtype=dtype), np.array(ys, dtype=dtype))
+    x, y = gx.ravel(), gy.ravel()
+    got = compiled_pow(dtype)(x, y)
+    with np.errstate(all="ignore"):
+        expected = np.power(x, y)
+    special = ((x == 0) | (np.abs(x) == 1) | ~np.isfinite(x) | (y == 0) | ~np.isfinite(y)
+               | (expected == 0) | ~np.isfinite(expected))
+    _assert_same(x[special], y[special], got[special], expected[special])
+    errs = pow_ulp_errors(dtype, x[~special], y[~special], got[~special])
+    assert np.max(errs) <= POW_ULP_LIMIT[dtype]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+def test_pow_loop_vectorises(dtype: type) -> None:
+    elem = "float" if dtype == np.float32 else "double"
+    ir_text = str(compiled_pow(dtype).llvm_module.get_function("f"))
+    widths = [int(w) for w in re.findall(rf"<(\d+) x {elem}>", ir_text)]
+    assert widths and max(widths) >= (4 if dtype == np.float32 else 2), (
+        f"pow[{dtype.__name__}] loop was not vectorised")
+    calls = re.findall(r"call [^@]*@\"?([\w.]+)", ir_text)
+    assert all(c.startswith("llvm.") for c in calls), calls
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+def test_pow_no_calls_or_fast_math(dtype: type) -> None:
+    text = str(_build_pow_loop_module(dtype))
+    for line in text.splitlines():
+        if " call " in line:
+            assert re.search(r"@\"?llvm\.(fabs|copysign|rint)\.", line), line
+        for flag in (" fast ", " nnan ", " ninf ", " nsz ", " arcp ", " afn ", " reassoc "):
+            assert flag not in line, line
+        assert not line.lstrip().startswith("br "), "pow must be branch-free"
+    with pytest.raises(TypeError):
+        builder = ir.IRBuilder(ir.Function(ir.Module(), ir.FunctionType(ir.VoidType(), []), "g")
+                               .append_basic_block())
+        mathlib.emit_pow(builder, ir.Constant(ir.FloatType(), 1.0), ir.Constant(ir.DoubleType(), 1.0))
+
+
+def _build_pow_nvptx_module() -> ir.Module:
+    """k_pow_<dtype>(x, y, out): out[i] = pow(x[i], y[i]) with i = global thread id."""
+    module = ir.Module(name="mathlib_pow_nvptx")
+    module.triple = "nvptx64-nvidia-cuda"
+    i32 = ir.IntType(32)
+    sreg = {
+        reg: ir.Function(module, ir.FunctionType(i32, []), name=f"llvm.nvvm.read.ptx.sreg.{reg}.x")
+        for reg in ("tid", "ctaid", "ntid")
+    }
+    for dtype, ty in IR_TYPES.items():
+        fnty = ir.FunctionType(ir.VoidType(), [ty.as_pointer()] * 3)
+        fn = ir.Function(module, fnty, name=f"k_pow_{dtype.__name__}")
+        fn.calling_convention = "ptx_kernel"
+        builder = ir.IRBuilder(fn.append_basic_block("entry"))
+        tid, ctaid, ntid = (builder.call(sreg[r], []) for r in ("tid", "ctaid", "ntid"))
+        index = builder.zext(builder.add(builder.mul(ctaid, ntid), tid), ir.IntType(64))
+        x = builder.load(builder.gep(fn.args[0], [index]))
+        y = builder.load(builder.gep(fn.args[1], [index]))
+        builder.store(mathlib.emit_pow(builder, x, y), builder.gep(fn.args[2], [index]))
+        builder.ret_void()
+    return module
+
+
+def _pow_nvptx_assembly() -> str:
+    target = llvm.Target.from_triple("nvptx64-nvidia-cuda")
+    tm = target.create_target_machine(cpu="sm_80", opt=3)
+    module = _build_pow_nvptx_module()
+    module.data_layout = str(tm.target_data)
+    mod = llvm.parse_assembly(str(module))
+    mod.verify()
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(mod, pb)
+    return tm.emit_assembly(mod)
+
+
+def test_pow_nvptx_kernels_assemble(tmp_path: pathlib.Path) -> None:
+    ptx = _pow_nvptx_assembly()
+    assert ptx.count(".entry") == len(IR_TYPES)
+    assert "call" not in ptx.replace(".callprototype", "")
+    if shutil.which("ptxas") is None:
+        pytest.skip("ptxas not on PATH: PTX generated but not assembled")
+    path = tmp_path / "mathlib_pow.ptx"
+    path.write_text(ptx)
+    result = subprocess.run(["ptxas", "-arch=sm_80", str(path), "-o", "/dev/null"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_pow_nvptx_on_gpu() -> None:
+    """Run the pow kernels on a GPU (when one is present): same results as the CPU."""
+    cuda = _load_cuda()
+    if cuda is None:
+        pytest.skip("no CUDA driver / GPU: kernels not executed")
+
+    def check(status: int) -> None:
+        assert status == 0, f"CUDA driver error {status}"
+
+    device, context, module = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_void_p()
+    check(cuda.cuDeviceGet(ctypes.byref(device), 0))
+    check(cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), device))
+    check(cuda.cuCtxSetCurrent(context))
+    check(cuda.cuModuleLoadData(ctypes.byref(module), _pow_nvptx_assembly().encode() + b"\0"))
+    block = 256
+    failures = []
+    try:
+        for dtype in DTYPES:
+            x, y = _pow_inputs(dtype)
+            table = _pow_spec_table(dtype)
+            x = np.concatenate([x, np.array([c[0] for c in table], dtype=dtype)])
+            y = np.concatenate([y, np.array([c[1] for c in table], dtype=dtype)])
+            size = -(-x.size // block) * block
+            host = [np.zeros(size, dtype=dtype) for _ in range(3)]
+            host[0][: x.size], host[1][: x.size] = x, y
+            kernel = ctypes.c_void_p()
+            check(cuda.cuModuleGetFunction(ctypes.byref(kernel), module,
+                                           f"k_pow_{dtype.__name__}".encode()))
+            device_ptrs = [ctypes.c_uint64() for _ in range(3)]
+            for ptr, array in zip(device_ptrs, host):
+                check(cuda.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(array.nbytes)))
+            for ptr, array in zip(device_ptrs[:2], host[:2]):
+                check(cuda.cuMemcpyHtoD_v2(ptr, array.ctypes.data_as(ctypes.c_void_p),
+                                           ctypes.c_size_t(array.nbytes)))
+            args = (ctypes.c_void_p * 3)(*(ctypes.cast(ctypes.byref(p), ctypes.c_void_p)
+                                           for p in device_ptrs))
+            check(cuda.cuLaunchKernel(kernel, size // block, 1, 1, block, 1, 1, 0, None, args, None))
+            check(cuda.cuCtxSynchronize())
+            check(cuda.cuMemcpyDtoH_v2(host[2].ctypes.data_as(ctypes.c_void_p), device_ptrs[2],
+                                       ctypes.c_size_t(host[2].nbytes)))
+            for ptr in device_ptrs:
+                check(cuda.cuMemFree_v2(ptr))
+            got = host[2][: x.size]
+            cpu = compiled_pow(dtype)(x, y)
+            same = (got == cpu) | (np.isnan(got) & np.isnan(cpu))
+            if not same.all():
+                failures.append(f"pow[{dtype.__name__}]: {int((~same).sum())} results differ "
+                                f"from the CPU, e.g. pow({x[~same][0]!r}, {y[~same][0]!r})")
+    finally:
+        cuda.cuModuleUnload(module)
+        cuda.cuDevicePrimaryCtxRelease(device)
+    assert not failures, failures
+
+
 if __name__ == "__main__":
     for fname in EMITTERS:
         for dt in DTYPES:
             print(f"{fname:8s} {dt.__name__:8s} max ulp {max_ulp_error(fname, dt):.3f}")
+    for dt in DTYPES:
+        px, py = _pow_inputs(dt)
+        pow_err = float(np.max(pow_ulp_errors(dt, px, py, compiled_pow(dt)(px, py))))
+        print(f"{'pow':8s} {dt.__name__:8s} max ulp {pow_err:.3f}")
