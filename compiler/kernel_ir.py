@@ -224,7 +224,9 @@ class Program:
     variables: dict[Any, int]             # Variable Tensor -> buffer index
     constants: dict[int, np.ndarray]      # buffer index -> value
     fetches: list[FetchSpec | None]       # None for operations
-    notes: list[str] = field(default_factory=list)
+    first_assignment: int = 0             # kernels from here on write variables (run last)
+    placement: dict[int, tuple[int, int]] = field(default_factory=dict)  # temp -> (arena, byte offset)
+    arenas: list[int] = field(default_factory=list)                      # arena sizes in bytes
 
 
 def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
@@ -273,6 +275,11 @@ def format_program(program: Program) -> str:
         out.append(f"  b{buf.index}: {buf.dtype.name}[{dims}] {buf.role:<8} {buf.nbytes:>10} B  {buf.label}")
     total = sum(b.nbytes for b in program.buffers if b.role in ("temp", "output"))
     out.append(f"  temporaries and outputs: {total} bytes")
+    if program.arenas:
+        out.append(f"buffer plan: temporaries share {sum(program.arenas)} bytes by liveness "
+                   f"(instead of {sum(b.nbytes for b in program.buffers if b.role == 'temp')})")
+        for buffer, (arena, offset) in sorted(program.placement.items()):
+            out.append(f"  b{buffer} -> arena {arena} + {offset}")
     for kernel in program.kernels:
         space = "x".join(str(n) for n in kernel.space) or "scalar"
         red = f" reduce {kernel.combiner} over axes {list(kernel.reduce_axes)}" if kernel.reduce_axes else ""

@@ -2,7 +2,8 @@
 
     graph      the user's graph, pruned to what the fetches need, with concrete shapes
     optimized  after shape folding, no-op elision, constant folding, CSE and dead-code elimination
-    kernels    the fused kernel IR and the buffer plan (each kernel lists the ops and lines it covers)
+    kernels    the fused kernel IR and the buffer plan (each kernel lists the ops and lines it covers;
+               temporaries share memory by liveness, variables are updated in place)
     llvm       LLVM IR for the host CPU: the kernels and the one entry point ``graphgrad_step``
     llvm-opt   the same after LLVM's O3 pipeline for this CPU
     asm        host assembly
@@ -23,7 +24,7 @@ import jinja2
 from .codegen import cpu, nvptx
 from .graph import Operation, Tensor
 from .kernel_ir import Program, format_program
-from .passes import simplify
+from .passes import memory, simplify
 from .passes.fuse import build_program
 from .passes.specialize import Node, format_nodes, needed_operations, specialize
 
@@ -73,6 +74,7 @@ def compile_step(fetches: Sequence[Tensor | Operation], feed_shapes: dict[Tensor
 
     start = time.perf_counter()
     program = build_program(nodes, fetch_nodes)
+    program = memory.plan_buffers(memory.alias_assignments(program))
     texts["kernels"] = format_program(program)
     timings["fuse"] = time.perf_counter() - start
 

@@ -35,8 +35,14 @@ class Executable:
         self._native = NativeStep(step.texts["llvm"])
         step.timings.update(self._native.timings)
         self._arrays: list[np.ndarray] = []
+        self._arenas = [np.empty(size + 64, dtype=np.uint8) for size in program.arenas]
         for buffer in program.buffers:
-            if buffer.role == "variable":
+            if buffer.index in program.placement:
+                arena_index, offset = program.placement[buffer.index]
+                arena = self._arenas[arena_index]
+                start = (-arena.ctypes.data) % 64 + offset  # 64-byte aligned
+                array = arena[start:start + buffer.nbytes].view(buffer.dtype).reshape(buffer.shape)
+            elif buffer.role == "variable":
                 tensor = next(t for t, b in program.variables.items() if b == buffer.index)
                 array = variable_arrays[tensor]
             elif buffer.role == "constant":

@@ -293,7 +293,8 @@ class _KernelBuilder:
                 self.storage[id(node)] = Storage(buffer, contiguous_strides(node.shape))
             storage = self.storage[id(node)]
             fetches.append(FetchSpec(storage.buffer, node.shape, storage.strides, storage.offset))
-        return Program(self.buffers, kernels, self.feeds, self.variables, self.constants, fetches)
+        return Program(self.buffers, kernels, self.feeds, self.variables, self.constants, fetches,
+                       first_assignment=len(self.kernels))
 
 
 def build_program(nodes: Sequence[Node], fetches: Sequence[Node | None]) -> Program:

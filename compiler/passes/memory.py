@@ -1,0 +1,99 @@
+"""Memory passes on the kernel program: update variables in place, and share temporaries.
+
+``alias_assignments``: when an assignment only copies a temporary into its variable (``m = m_new``
+where ``m_new`` is also read elsewhere), the kernel that computes the temporary writes straight
+into the variable instead, and the copy disappears. Safe when that kernel reads the variable only
+at the element it writes, and nothing after it reads the variable's old value.
+
+``plan_buffers``: temporaries whose lifetimes (first write to last read, in kernel order) do not
+overlap share memory: each dtype gets an arena and each temporary an offset in it (first fit).
+Two buffers used by the same kernel never overlap, so kernels may still assume no aliasing.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..kernel_ir import Access, Kernel, Load, Program, contiguous_strides
+
+ALIGNMENT = 64
+
+
+def _is_copy(kernel: Kernel) -> bool:
+    return (isinstance(kernel.body, Load) and len(kernel.operands) == 1 and not kernel.reduce_axes
+            and kernel.operands[0].strides == kernel.out.strides and kernel.operands[0].offset == 0
+            and kernel.out.offset == 0 and kernel.out.strides == contiguous_strides(kernel.space))
+
+
+def _rename(access: Access, old: int, new: int) -> Access:
+    return dataclasses.replace(access, buffer=new) if access.buffer == old else access
+
+
+def alias_assignments(program: Program) -> Program:
+    kernels = list(program.kernels)
+    first = program.first_assignment
+    for position in range(len(kernels) - 1, first - 1, -1):
+        copy = kernels[position]
+        if not _is_copy(copy):
+            continue
+        temp, variable = copy.operands[0].buffer, copy.out.buffer
+        if program.buffers[temp].role != "temp" or program.buffers[temp].shape != program.buffers[variable].shape:
+            continue
+        producers = [i for i, k in enumerate(kernels[:first]) if k.out.buffer == temp]
+        if len(producers) != 1:
+            continue
+        producer_index = producers[0]
+        producer = kernels[producer_index]
+        if producer.reduce_axes or producer.out.strides != contiguous_strides(producer.space):
+            continue
+        if any(a.buffer == variable and (a.strides != producer.out.strides or a.offset) for a in producer.operands):
+            continue  # it reads the variable somewhere other than where it writes
+        later = [k for i, k in enumerate(kernels) if i > producer_index and i != position]
+        if any(a.buffer == variable for k in later for a in k.operands) or any(
+                k.out.buffer == variable for k in later):
+            continue  # the old value is still needed (or the variable is written again)
+        for i, kernel in enumerate(kernels):
+            kernels[i] = dataclasses.replace(
+                kernel, out=_rename(kernel.out, temp, variable),
+                operands=tuple(_rename(a, temp, variable) for a in kernel.operands))
+        program.fetches = [None if f is None else dataclasses.replace(f, buffer=variable) if f.buffer == temp else f
+                           for f in program.fetches]
+        del kernels[position]
+    program.kernels = kernels
+    return program
+
+
+def plan_buffers(program: Program) -> Program:
+    """Give each temporary an arena and offset so that temporaries not alive together share bytes."""
+    temps = [b for b in program.buffers if b.role == "temp"]
+    first_use: dict[int, int] = {}
+    last_use: dict[int, int] = {}
+    for position, kernel in enumerate(program.kernels):
+        for access in (kernel.out, *kernel.operands):
+            first_use.setdefault(access.buffer, position)
+            last_use[access.buffer] = position
+    end = len(program.kernels)
+    for fetch in program.fetches:
+        if fetch is not None:
+            last_use[fetch.buffer] = end  # read after the step
+    arenas: dict[str, list[tuple[int, int, int, int]]] = {}  # dtype -> (start, stop, offset, size)
+    sizes: dict[str, int] = {}
+    placement: dict[int, tuple[str, int]] = {}
+    for buffer in sorted(temps, key=lambda b: (-b.nbytes, b.index)):
+        if buffer.index not in first_use:
+            continue
+        start, stop = first_use[buffer.index], last_use[buffer.index]
+        size = (buffer.nbytes + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+        taken = sorted((o, o + s) for (b, e, o, s) in arenas.get(buffer.dtype.name, [])
+                       if not (e < start or stop < b))
+        offset = 0
+        for low, high in taken:
+            if offset + size <= low:
+                break
+            offset = max(offset, high)
+        arenas.setdefault(buffer.dtype.name, []).append((start, stop, offset, size))
+        sizes[buffer.dtype.name] = max(sizes.get(buffer.dtype.name, 0), offset + size)
+        placement[buffer.index] = (buffer.dtype.name, offset)
+    names = sorted(sizes)
+    program.arenas = [sizes[name] for name in names]
+    program.placement = {b: (names.index(name), offset) for b, (name, offset) in placement.items()}
+    return program
