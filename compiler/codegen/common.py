@@ -235,6 +235,8 @@ class ExprLowering:
             return b.fneg(args[0]) if floating else b.sub(ir.Constant(args[0].type, 0), args[0])
         if op in ("exp", "expm1", "log", "log1p", "tanh", "sigmoid"):
             return getattr(mathlib, f"emit_{op}")(b, args[0])
+        if op == "pow":
+            return mathlib.emit_pow(b, args[0], args[1])
         if op in ("sqrt", "floor"):
             return b.call(b.module.declare_intrinsic(f"llvm.{op}", [args[0].type]), [args[0]])
         if op == "abs":

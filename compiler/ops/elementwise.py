@@ -48,13 +48,8 @@ def elementwise(name: str, lower: Callable[..., Any], reference: Callable[..., n
 
 
 def _pow_lower(sb: Any, x: Any, y: Any) -> Any:
-    # x**y = exp(y*log|x|), with numpy's sign for negative x and integral y, NaN for fractional y.
-    magnitude = sb.exp(sb.mul(y, sb.log(sb.abs(x))))
-    integral = sb.eq(sb.floor(y), y)
-    odd = sb.ne(sb.mul(sb.floor(sb.mul(y, 0.5)), 2.0), y)
-    negative_result = sb.select(integral, sb.select(odd, sb.neg(magnitude), magnitude), float("nan"))
-    result = sb.select(sb.lt(x, 0.0), negative_result, magnitude)
-    return sb.select(sb.eq(y, 0.0), 1.0, result)
+    # C99/IEEE pow with its special cases, from mathlib (y*log|x| in extra precision).
+    return sb.pow(x, y)
 
 
 def _pow_grad(op: Operation, g: Tensor) -> list[Tensor]:

@@ -478,8 +478,6 @@ POW_SPECIALS = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="Pow lowering (compiler/ops/elementwise.py _pow_lower) gives NaN for "
-                   "pow(1, nan), pow(-1, ±inf) and pow(-inf, non-integer); IEEE/numpy give 1, 1, inf/0")
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_ieee_pow_specials(graph, dtype) -> None:
     x = cc.placeholder(dtype, shape=(None,), name="x")
@@ -504,8 +502,6 @@ def test_ieee_pow_common_specials(graph, dtype) -> None:
     np.testing.assert_array_equal(cpu, ref)
 
 
-@pytest.mark.xfail(strict=True, reason="Pow is exp(y*log|x|) in the working precision: errors grow with "
-                   "|y*log x| (3.0**2 = 8.999999999999998, 10**20 off by ~80 ulp in float64, ~200 in float32)")
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_pow_is_accurate_for_integer_exponents(graph, dtype) -> None:
     x = cc.placeholder(dtype, shape=(None,), name="x")
