@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ctypes
+import time
 from typing import Any, Sequence
 
 import numpy as np
@@ -33,6 +34,7 @@ class Executable:
         self.fetches = list(fetches)
         program = step.program
         self._native = NativeStep(step.texts["llvm"])
+        self._profiled: NativeStep | None = None
         step.timings.update(self._native.timings)
         self._arrays: list[np.ndarray] = []
         self._arenas = [np.empty(size + 64, dtype=np.uint8) for size in program.arenas]
@@ -63,6 +65,40 @@ class Executable:
     @property
     def program(self) -> Any:
         return self.step.program
+
+    def profile(self, feeds: dict[Tensor, np.ndarray], runs: int = 10) -> list[dict[str, Any]]:
+        """Time each kernel: runs the step ``runs`` times with cycle counters between kernels.
+
+        Returns one dict per kernel (name, kind, space, seconds: the median, covers: the ops it
+        computes). The step's effects happen ``runs`` times, as with ``run``; variables change.
+        """
+        from compiler.codegen.cpu import PROFILE_SYMBOL, build_module
+        if self._profiled is None:
+            self._profiled = NativeStep(str(build_module(self.step.program, profile=True)))
+        kernels = self.step.program.kernels
+        counters = (ctypes.c_uint64 * (len(kernels) + 1)).from_address(
+            self._profiled.global_address(PROFILE_SYMBOL))
+        samples = []
+        for _ in range(max(1, runs)):
+            native = self._native
+            self._native = self._profiled
+            try:
+                wall = time.perf_counter()
+                self.run(feeds)
+                wall = time.perf_counter() - wall
+            finally:
+                self._native = native
+            cycles = [counters[i + 1] - counters[i] for i in range(len(kernels))]
+            samples.append((cycles, wall))
+        # Cycle counter ticks per second, from the longest run: cycles inside vs wall time around.
+        cycles_total, wall = max(samples, key=lambda s: s[1])
+        rate = max(sum(cycles_total), 1) / wall
+        result = []
+        for index, kernel in enumerate(kernels):
+            seconds = float(np.median([s[0][index] for s in samples])) / rate
+            result.append({"name": kernel.name, "kind": kernel.kind, "space": kernel.space,
+                           "seconds": seconds, "covers": kernel.covers})
+        return result
 
     def run(self, feeds: dict[Tensor, np.ndarray]) -> list[np.ndarray | None]:
         arrays = self._arrays

@@ -5,13 +5,17 @@ optimised (O3 for this CPU), compiled, and its machine code stored for the next 
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
+import os
+import threading
 import time
 from typing import Any, Callable
 
 import llvmlite.binding as llvm
 
 from compiler.codegen.cpu import STEP_SYMBOL, new_host_target_machine, optimize, thread_count
+from compiler.codegen import threads
 from compiler.codegen.gemm import LIBRARY_SYMBOL, build_library
 
 from . import cache
@@ -47,6 +51,47 @@ def compile_module(module_text: str) -> tuple[Any, dict[str, float]]:
     return engine, timings
 
 
+class _Pool:
+    """The process's worker threads, each running ``graphgrad_pool_worker`` in native code (ctypes
+    releases the GIL for the call). Stopped at exit; a forked child runs kernels serially."""
+
+    def __init__(self) -> None:
+        from compiler.codegen.cpu import host_target_machine
+        self.engine, _ = compile_module(str(threads.build_pool_module(host_target_machine().triple)))
+        for name in (threads.PARALLEL_SYMBOL,):
+            llvm.add_symbol(name, self.engine.get_function_address(name))
+        address = self.engine.get_function_address
+        self._worker = ctypes.CFUNCTYPE(None, ctypes.c_int64)(address(threads.WORKER_SYMBOL))
+        self._set_workers = ctypes.CFUNCTYPE(None, ctypes.c_int64)(address(threads.SET_WORKERS_SYMBOL))
+        self._stop = ctypes.CFUNCTYPE(None)(address(threads.STOP_SYMBOL))
+        self.threads: list[threading.Thread] = []
+        count = max(thread_count(), 1) - 1
+        self._set_workers(count)
+        for index in range(count):
+            thread = threading.Thread(target=self._worker, args=(index + 1,), daemon=True,
+                                      name=f"graphgrad-worker-{index + 1}")
+            thread.start()
+            self.threads.append(thread)
+        atexit.register(self.stop)
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=lambda: self._set_workers(0))
+
+    def stop(self) -> None:
+        self._stop()
+        for thread in self.threads:
+            thread.join(timeout=1.0)
+        self.threads = []
+
+
+_pool: list[_Pool] = []
+
+
+def ensure_pool() -> None:
+    """Start the worker pool once per process (kernels and GEMMs split work across it)."""
+    if not _pool:
+        _pool.append(_Pool())
+
+
 def ensure_libraries(module_text: str) -> None:
     """Compile (or load from the cache) the GEMM routines the module calls, once per process, and
     make their symbols visible to compiled steps."""
@@ -63,6 +108,7 @@ class NativeStep:
     """Owns the machine code of one compiled step; ``__call__(table)`` runs it once."""
 
     def __init__(self, module_text: str) -> None:
+        ensure_pool()
         ensure_libraries(module_text)
         self._engine, self.timings = compile_module(module_text)
         address = self._engine.get_function_address(STEP_SYMBOL)
@@ -70,6 +116,9 @@ class NativeStep:
             raise RuntimeError("the compiled module has no step entry point")
         self._function: Callable[[int], None] = StepFunction(address)
         self.calls = 0
+
+    def global_address(self, name: str) -> int:
+        return self._engine.get_global_value_address(name)
 
     def __call__(self, table: ctypes.Array) -> None:
         self.calls += 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+from dataclasses import dataclass
 from typing import Sequence
 
 import llvmlite.binding as llvm
@@ -21,8 +22,11 @@ from .common import (PTR, ExprLowering, LoopAxis, combine, declare_function, ele
                      identity_of,
                      linear_index, load_element, loop_axes, store_element)
 from .gemm import LIBRARY_SYMBOL, library_signature
+from .threads import PARALLEL_SYMBOL
 
 STEP_SYMBOL = "graphgrad_step"
+# Kernels with at least this many loop iterations are split across the worker pool.
+PARALLEL_MIN_WORK = 1 << 17
 # Matmuls with at least this many multiply-adds use the blocked GEMM (gemm.py); smaller ones,
 # and integer ones, are plain loop nests.
 GEMM_MIN_WORK = 4096
@@ -71,34 +75,59 @@ def _loop_order(axes: Sequence[LoopAxis]) -> list[int]:
     return [k for k in range(len(axes)) if k != innermost] + [innermost]
 
 
-def emit_kernel(module: ir.Module, kernel: Kernel) -> ir.Function:
+@dataclass(frozen=True)
+class KernelPlan:
+    """How one kernel runs on the CPU: its loops (outermost first) and whether its outermost loop
+    is split across the worker pool."""
+
+    axes: tuple[LoopAxis, ...]
+    order: tuple[int, ...]
+    outer: int            # trip count of the outermost loop (1 when there is none)
+    parts: int            # > 1: the outermost loop is split into this many parts
+    gemm: bool
+
+
+def plan_kernel(kernel: Kernel, threads: int) -> KernelPlan:
+    if _uses_gemm(kernel):
+        return KernelPlan((), (), 1, 1, True)
+    axes = tuple(loop_axes(kernel)) if 0 not in kernel.space else ()
+    order = tuple(_loop_order(axes))
+    outer = axes[order[0]].size if order else 1
+    work = 1
+    for axis in axes:
+        work *= axis.size
+    # Split only kernels big enough to pay for waking the pool, and never along a reduced axis
+    # (parts must write disjoint outputs).
+    splittable = bool(order) and not axes[order[0]].reduced and work >= PARALLEL_MIN_WORK and outer > 1
+    return KernelPlan(axes, order, outer, min(threads, outer) if splittable else 1, False)
+
+
+def emit_kernel(module: ir.Module, kernel: Kernel, plan: KernelPlan) -> tuple[ir.Function, ir.Function | None]:
+    """``kernel(buffers..., start, stop)`` runs the outermost loop over [start, stop); reductions
+    also get ``kernel_init(buffers...)``, which sets the output to the combiner's identity."""
     buffers = kernel_buffers(kernel)
-    function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * len(buffers)), name=kernel.name)
+    i64 = ir.IntType(64)
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * len(buffers) + [i64, i64]),
+                           name=kernel.name)
     function.linkage = "internal"
-    for argument in function.args:
+    for argument in function.args[:len(buffers)]:
         argument.add_attribute("noalias")
+    start, stop = function.args[len(buffers):]
     builder = ir.IRBuilder(function.append_basic_block("entry"))
     pointer_of = dict(zip(buffers, function.args))
     out_pointer = pointer_of[kernel.out.buffer]
     operand_pointers = [pointer_of[a.buffer] for a in kernel.operands]
     dtype = kernel.out_dtype
     reducing = bool(kernel.reduce_axes)
+    init_function = None
+    if reducing and not plan.gemm:
+        init_function = _emit_init(module, kernel, len(buffers))
 
-    if reducing and not _uses_gemm(kernel):  # start every output element at the identity
-        out_size = 1
-        for n in kernel.out_space:
-            out_size *= n
-        def init(b: ir.IRBuilder, index: ir.Value, carried: list) -> list:
-            store_element(b, identity_of(kernel.combiner, dtype), out_pointer, dtype, index)
-            return []
-        emit_loop(builder, out_size, init, name="init")
-
-    if _uses_gemm(kernel):
+    if plan.gemm:
         _emit_gemm_call(builder, kernel, out_pointer, operand_pointers)
     elif 0 not in kernel.space:
-        axes = loop_axes(kernel)
-        order = _loop_order(axes)
-        values: list[ir.Value] = [ir.Constant(ir.IntType(64), 0)] * len(axes)
+        axes, order = plan.axes, plan.order
+        values: list[ir.Value] = [ir.Constant(i64, 0)] * len(axes)
 
         def point(b: ir.IRBuilder) -> None:
             lowering = ExprLowering(b, kernel, operand_pointers, axes, values)
@@ -114,15 +143,19 @@ def emit_kernel(module: ir.Module, kernel: Kernel) -> ir.Function:
                 point(b)
                 return
             k = order[depth]
+            count: ir.Value | int = b.sub(stop, start) if depth == 0 else axes[k].size
+
+            def position(b2: ir.IRBuilder, index: ir.Value) -> ir.Value:
+                return b2.add(start, index) if depth == 0 else index
+
             if reducing and depth == len(order) - 1 and axes[k].reduced:
                 def accumulate(b2: ir.IRBuilder, index: ir.Value, carried: list) -> list:
-                    values[k] = index
+                    values[k] = position(b2, index)
                     lowering = ExprLowering(b2, kernel, operand_pointers, axes, values)
                     return [combine(lowering, kernel.combiner, dtype, carried[0],
                                     lowering.lower(kernel.body), reassociate=True)]
-                (total,) = emit_loop(b, axes[k].size, accumulate, [identity_of(kernel.combiner, dtype)],
-                                     name=f"r{k}")
-                values[k] = ir.Constant(ir.IntType(64), 0)
+                (total,) = emit_loop(b, count, accumulate, [identity_of(kernel.combiner, dtype)], name=f"r{k}")
+                values[k] = ir.Constant(i64, 0)
                 lowering = ExprLowering(b, kernel, operand_pointers, axes, values)
                 index = lowering.out_index()
                 merged = combine(lowering, kernel.combiner, dtype,
@@ -131,13 +164,50 @@ def emit_kernel(module: ir.Module, kernel: Kernel) -> ir.Function:
                 return
 
             def body(b2: ir.IRBuilder, index: ir.Value, carried: list) -> list:
-                values[k] = index
+                values[k] = position(b2, index)
                 level(b2, depth + 1)
                 return []
-            emit_loop(b, axes[k].size, body, name=f"i{k}")
+            emit_loop(b, count, body, name=f"i{k}")
 
         level(builder, 0)
     builder.ret_void()
+    return function, init_function
+
+
+def _emit_init(module: ir.Module, kernel: Kernel, buffer_count: int) -> ir.Function:
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * buffer_count),
+                           name=f"{kernel.name}_init")
+    function.linkage = "internal"
+    builder = ir.IRBuilder(function.append_basic_block("entry"))
+    out_size = 1
+    for n in kernel.out_space:
+        out_size *= n
+
+    def fill(b: ir.IRBuilder, index: ir.Value, carried: list) -> list:
+        store_element(b, identity_of(kernel.combiner, kernel.out_dtype), function.args[0], kernel.out_dtype, index)
+        return []
+    emit_loop(builder, out_size, fill, name="init")
+    builder.ret_void()
+    return function
+
+
+def _emit_part(module: ir.Module, kernel: Kernel, main: ir.Function, plan: KernelPlan,
+               buffer_count: int) -> ir.Function:
+    """``kernel_part(ptr buffers, i64 part)``: one of ``plan.parts`` slices of the outermost loop,
+    for the worker pool."""
+    i64 = ir.IntType(64)
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, i64]), name=f"{kernel.name}_part")
+    function.linkage = "internal"
+    table, part = function.args
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    chunk = -(-plan.outer // plan.parts)
+    start = b.mul(part, ir.Constant(i64, chunk))
+    stop = b.add(start, ir.Constant(i64, chunk))
+    stop = b.select(b.icmp_signed("<", stop, ir.Constant(i64, plan.outer)), stop, ir.Constant(i64, plan.outer))
+    pointers = [b.load(b.gep(table, [ir.Constant(i64, i)], source_etype=PTR), typ=PTR)
+                for i in range(buffer_count)]
+    b.call(main, pointers + [start, stop])
+    b.ret_void()
     return function
 
 
@@ -189,26 +259,67 @@ def _emit_gemm_call(builder: ir.IRBuilder, kernel: Kernel, out_pointer: ir.Value
     level(builder, 0)
 
 
-def build_module(program: Program) -> ir.Module:
-    """The LLVM module of one step: kernels plus the ``graphgrad_step(ptr buffers)`` entry point."""
+PROFILE_SYMBOL = "graphgrad_profile"
+
+
+def build_module(program: Program, profile: bool = False) -> ir.Module:
+    """The LLVM module of one step: kernels plus the ``graphgrad_step(ptr buffers)`` entry point.
+
+    With ``profile``, the step also records the CPU's cycle counter before the first kernel and
+    after each one into the global array ``graphgrad_profile`` (see ``Executable.profile``).
+    """
     machine = host_target_machine()
     module = ir.Module(name="graphgrad_step")
     module.triple = machine.triple
     module.data_layout = str(machine.target_data)
-    functions = [emit_kernel(module, kernel) for kernel in program.kernels]
+    threads = thread_count()
+    plans = [plan_kernel(kernel, threads) for kernel in program.kernels]
+    functions = [emit_kernel(module, kernel, plan) for kernel, plan in zip(program.kernels, plans)]
     step = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), name=STEP_SYMBOL)
     builder = ir.IRBuilder(step.append_basic_block("entry"))
     table = step.args[0]
     loaded: dict[int, ir.Value] = {}
+    i64 = ir.IntType(64)
 
     def buffer_pointer(index: int) -> ir.Value:
         if index not in loaded:
-            slot = builder.gep(table, [ir.Constant(ir.IntType(64), index)], inbounds=True, source_etype=PTR)
+            slot = builder.gep(table, [ir.Constant(i64, index)], inbounds=True, source_etype=PTR)
             loaded[index] = builder.load(slot, typ=PTR)
         return loaded[index]
 
-    for kernel, function in zip(program.kernels, functions):
-        builder.call(function, [buffer_pointer(i) for i in kernel_buffers(kernel)])
+    widest = max([len(kernel_buffers(k)) for k, p in zip(program.kernels, plans) if p.parts > 1] or [0])
+    context = builder.alloca(PTR, size=widest) if widest else None
+    parallel = declare_function(module, PARALLEL_SYMBOL, ir.VoidType(), [PTR, PTR, i64]) if widest else None
+
+    def run(kernel: Kernel, plan: KernelPlan, main: ir.Function, init: ir.Function | None) -> None:
+        pointers = [buffer_pointer(i) for i in kernel_buffers(kernel)]
+        if init is not None:
+            builder.call(init, pointers)
+        if plan.parts > 1:
+            assert context is not None and parallel is not None
+            for i, pointer in enumerate(pointers):
+                builder.store(pointer, builder.gep(context, [ir.Constant(i64, i)], source_etype=PTR))
+            part = _emit_part(module, kernel, main, plan, len(pointers))
+            builder.call(parallel, [part, context, ir.Constant(i64, plan.parts)])
+        else:
+            builder.call(main, pointers + [ir.Constant(i64, 0), ir.Constant(i64, plan.outer)])
+
+    stamps = None
+    if profile:
+        counter_type = ir.ArrayType(ir.IntType(64), len(program.kernels) + 1)
+        stamps = ir.GlobalVariable(module, counter_type, name=PROFILE_SYMBOL)
+        stamps.initializer = ir.Constant(counter_type, None)
+        read_counter = declare_function(module, "llvm.readcyclecounter", ir.IntType(64), [])
+
+    def stamp(position: int) -> None:
+        if stamps is not None:
+            slot = builder.gep(stamps, [ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), position)])
+            builder.store(builder.call(read_counter, []), slot)
+
+    stamp(0)
+    for position, (kernel, plan, (main, init)) in enumerate(zip(program.kernels, plans, functions)):
+        run(kernel, plan, main, init)
+        stamp(position + 1)
     builder.ret_void()
     return module
 

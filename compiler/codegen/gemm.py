@@ -19,6 +19,7 @@ from llvmlite import ir
 
 from .. import dtypes
 from .common import I64, PTR, declare_function, emit_loop, register_type
+from .threads import PARALLEL_SYMBOL
 
 
 @dataclass(frozen=True)
@@ -326,35 +327,34 @@ def _workspace_table(module: ir.Module, dtype: np.dtype, max_threads: int) -> tu
     return tables[0], tables[1]
 
 
-def _emit_worker(module: ir.Module, dtype: np.dtype, gemm: ir.Function) -> ir.Function:
-    """``ptr worker(ptr args)``: unpack the 13 GEMM arguments (as i64 slots) and run it."""
-    function = ir.Function(module, ir.FunctionType(PTR, [PTR]), name=f"gemm_worker_{dtype.name}")
+def _emit_task(module: ir.Module, dtype: np.dtype, gemm: ir.Function) -> ir.Function:
+    """``void task(ptr slots, i64 part)``: run the GEMM whose 13 arguments (as i64) are at
+    ``slots[part * 13]`` — one part of a split GEMM, run by the worker pool."""
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64]), name=f"gemm_task_{dtype.name}")
     function.linkage = "internal"
+    slots, part = function.args
     b = ir.IRBuilder(function.append_basic_block("entry"))
-    slots = [b.load(_gep(b, function.args[0], I64, _const(i)), typ=I64) for i in range(_GEMM_ARGS)]
-    arguments = [slot if param == I64 else b.inttoptr(slot, PTR)
-                 for slot, param in zip(slots, gemm.function_type.args)]
-    b.call(gemm, arguments)
-    b.ret(ir.Constant(PTR, None))
+    base = b.mul(part, _const(_GEMM_ARGS))
+    values = [b.load(_gep(b, slots, I64, b.add(base, _const(i))), typ=I64) for i in range(_GEMM_ARGS)]
+    b.call(gemm, [v if param == I64 else b.inttoptr(v, PTR) for v, param in zip(values, gemm.function_type.args)])
+    b.ret_void()
     return function
 
 
 def emit_library_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> ir.Function:
-    """The exported, threaded GEMM: the larger of M and N is split into ``threads`` parts (each a
-    multiple of the register tile), one per pthread; a thread that cannot start runs inline."""
+    """The exported GEMM: the larger of M and N is split into ``threads`` parts (each a multiple of
+    the register tile, each with its own packing buffers) run by the worker pool
+    (``graphgrad_parallel``, see threads.py)."""
     gemm = emit_gemm(module, dtype)
     shape = gemm_shape(dtype)
     scalar = register_type(dtype)
-    worker = _emit_worker(module, dtype, gemm)
+    task = _emit_task(module, dtype, gemm)
     table_a, table_b = _workspace_table(module, dtype, max_threads)
-    pthread_create = declare_function(module, "pthread_create", ir.IntType(32), [PTR, PTR, PTR, PTR])
-    pthread_join = declare_function(module, "pthread_join", ir.IntType(32), [I64, PTR])
+    parallel = declare_function(module, PARALLEL_SYMBOL, ir.VoidType(), [PTR, PTR, I64])
     function = ir.Function(module, library_signature(), name=LIBRARY_SYMBOL.format(dtype=dtype.name))
     threads, m, n, k, a, rsa, csa, bm, rsb, csb, c, rsc = function.args
     b = ir.IRBuilder(function.append_basic_block("entry"))
     slots = b.alloca(I64, size=_GEMM_ARGS * max_threads)
-    handles = b.alloca(I64, size=max_threads)
-    started = b.alloca(ir.IntType(8), size=max_threads)
 
     def workspace(b1: ir.IRBuilder, table: ir.Value, t: ir.Value) -> ir.Value:
         return b1.load(b1.gep(table, [ir.Constant(ir.IntType(32), 0), t]), typ=PTR)
@@ -368,42 +368,22 @@ def emit_library_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> i
     per_part = b.udiv(b.add(extent, b.sub(parts, _const(1))), parts)
     per_part = b.mul(b.udiv(b.add(per_part, b.sub(granule, _const(1))), granule), granule)
 
-    def part_arguments(b1: ir.IRBuilder, t: ir.Value) -> list[ir.Value]:
+    def fill(b1: ir.IRBuilder, t: ir.Value, _: list) -> list:
         start = _min(b1, b1.mul(per_part, t), extent)
         count = b1.sub(_min(b1, b1.add(start, per_part), extent), start)
-        return [b1.select(by_rows, count, m), b1.select(by_rows, n, count), k,
-                _gep(b1, a, scalar, b1.select(by_rows, b1.mul(start, rsa), _const(0))), rsa, csa,
-                _gep(b1, bm, scalar, b1.select(by_rows, _const(0), b1.mul(start, csb))), rsb, csb,
-                _gep(b1, c, scalar, b1.select(by_rows, b1.mul(start, rsc), start)), rsc,
-                workspace(b1, table_a, t), workspace(b1, table_b, t)]
-
-    def spawn(b1: ir.IRBuilder, index: ir.Value, _: list) -> list:
-        t = b1.add(index, _const(1))
-        arguments = part_arguments(b1, t)
+        arguments = [b1.select(by_rows, count, m), b1.select(by_rows, n, count), k,
+                     _gep(b1, a, scalar, b1.select(by_rows, b1.mul(start, rsa), _const(0))), rsa, csa,
+                     _gep(b1, bm, scalar, b1.select(by_rows, _const(0), b1.mul(start, csb))), rsb, csb,
+                     _gep(b1, c, scalar, b1.select(by_rows, b1.mul(start, rsc), start)), rsc,
+                     workspace(b1, table_a, t), workspace(b1, table_b, t)]
         base = b1.mul(t, _const(_GEMM_ARGS))
         for i, value in enumerate(arguments):
-            slot = _gep(b1, slots, I64, b1.add(base, _const(i)))
-            b1.store(value if value.type == I64 else b1.ptrtoint(value, I64), slot)
-        handle = _gep(b1, handles, I64, t)
-        status = b1.call(pthread_create, [handle, ir.Constant(PTR, None), worker,
-                                          _gep(b1, slots, I64, base)])
-        ok = b1.icmp_signed("==", status, ir.Constant(ir.IntType(32), 0))
-        b1.store(b1.zext(ok, ir.IntType(8)), _gep(b1, started, ir.IntType(8), t))
-        with b1.if_then(b1.not_(ok)):
-            b1.call(gemm, arguments)
+            b1.store(value if value.type == I64 else b1.ptrtoint(value, I64),
+                     _gep(b1, slots, I64, b1.add(base, _const(i))))
         return []
 
-    emit_loop(b, b.sub(parts, _const(1)), spawn, name="spawn")
-    b.call(gemm, part_arguments(b, _const(0)))
-
-    def join(b1: ir.IRBuilder, index: ir.Value, _: list) -> list:
-        t = b1.add(index, _const(1))
-        flag = b1.load(_gep(b1, started, ir.IntType(8), t), typ=ir.IntType(8))
-        with b1.if_then(b1.icmp_unsigned("!=", flag, ir.Constant(ir.IntType(8), 0))):
-            b1.call(pthread_join, [b1.load(_gep(b1, handles, I64, t), typ=I64), ir.Constant(PTR, None)])
-        return []
-
-    emit_loop(b, b.sub(parts, _const(1)), join, name="join")
+    emit_loop(b, parts, fill, name="part")
+    b.call(parallel, [task, slots, parts])
     b.ret_void()
     return function
 

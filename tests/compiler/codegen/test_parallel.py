@@ -1,0 +1,58 @@
+"""Kernels large enough to be split across the worker pool give the same results as one thread
+and as the numpy reference; the plan shows which kernels are split."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import compiler as cc
+from compiler.codegen import cpu
+from runtime import Session
+
+CASES = {
+    "elementwise": (lambda x, y: cc.tanh(1.5 * x + 0.3) * cc.sigmoid(y) - cc.exp(-x * x), (600, 513), (513,)),
+    "broadcast-column": (lambda x, y: x * cc.reshape(y, (-1, 1)), (1031, 300), (1031,)),
+    "row-reduction": (lambda x, y: cc.reduce_sum(x * y, axis=1), (2049, 129), (129,)),
+    "column-reduction": (lambda x, y: cc.reduce_max(x + y, axis=0), (1500, 257), (257,)),
+    "softmax": (lambda x, y: cc.nn.softmax(x + y), (1200, 130), (130,)),
+    "transpose": (lambda x, y: cc.transpose(x) * 2.0 + cc.expand_dims(y, 1), (700, 333), (333,)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_split_kernels_match_one_thread_and_reference(name: str, monkeypatch) -> None:
+    build, x_shape, y_shape = CASES[name]
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float64", x_shape)
+        y = cc.placeholder("float64", y_shape)
+        out = build(x, y)
+    rng = np.random.default_rng(0)
+    feeds = {x: rng.normal(size=x_shape), y: rng.normal(size=y_shape)}
+    results = {}
+    for threads in ("1", "2"):
+        monkeypatch.setenv("GRAPHGRAD_THREADS", threads)
+        with Session(graph) as sess:
+            exe = sess.compile(out, feeds)
+            plans = [cpu.plan_kernel(k, 2) for k in exe.program.kernels]
+            results[threads] = sess.run(out, feeds)
+    assert any(p.parts > 1 for p in plans) or name == "column-reduction"
+    with Session(graph, target="reference") as ref:
+        expected = ref.run(out, feeds)
+    np.testing.assert_allclose(results["2"], expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(results["1"], results["2"], rtol=1e-13, atol=1e-13)
+
+
+def test_plan_never_splits_a_reduced_outer_loop() -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (4096, 64))
+        total = cc.reduce_sum(x, axis=0)
+    with Session(graph) as sess:
+        exe = sess.compile(total, {x: np.ones((4096, 64), "float32")})
+        got = sess.run(total, {x: np.ones((4096, 64), "float32")})
+    for kernel in exe.program.kernels:
+        plan = cpu.plan_kernel(kernel, 2)
+        if plan.parts > 1:
+            assert not plan.axes[plan.order[0]].reduced
+    np.testing.assert_array_equal(got, np.full(64, 4096, "float32"))
