@@ -177,14 +177,10 @@ def _emit_pack(module: ir.Module, dtype: np.dtype, name: str, width: int) -> ir.
         joined = b1.append_basic_block("joined")
         b1.cbranch(b1.icmp_signed("==", ds, _const(1)), depth_major, row_major)
         b1.position_at_end(depth_major)
-        emit_loop(b1, _const(width), lambda b2, r, __: emit_loop(
-            b2, depth, lambda b3, d, ___: (copy(b3, panel_src, panel_dst, r, d), [])[1], name="d") and [] or [],
-            name="r")
+        _emit_copy_loops(b1, width, depth, lambda b3, r, d: copy(b3, panel_src, panel_dst, r, d), rows_outer=True)
         b1.branch(joined)
         b1.position_at_end(row_major)
-        emit_loop(b1, depth, lambda b2, d, __: emit_loop(
-            b2, _const(width), lambda b3, r, ___: (copy(b3, panel_src, panel_dst, r, d), [])[1], name="r")
-            and [] or [], name="d")
+        _emit_copy_loops(b1, width, depth, lambda b3, r, d: copy(b3, panel_src, panel_dst, r, d), rows_outer=False)
         b1.branch(joined)
         b1.position_at_end(joined)
         return []
@@ -216,6 +212,19 @@ def _emit_pack(module: ir.Module, dtype: np.dtype, name: str, width: int) -> ir.
     b.position_at_end(done)
     b.ret_void()
     return function
+
+
+def _emit_copy_loops(b: ir.IRBuilder, width: int, depth: ir.Value, copy: "object", rows_outer: bool) -> None:
+    """Two nested loops over a panel's ``width`` rows and ``depth``; ``copy(builder, r, d)``."""
+    outer_count, inner_count = (_const(width), depth) if rows_outer else (depth, _const(width))
+
+    def outer(b1: ir.IRBuilder, i: ir.Value, _: list) -> list:
+        def inner(b2: ir.IRBuilder, j: ir.Value, __: list) -> list:
+            copy(b2, i, j) if rows_outer else copy(b2, j, i)
+            return []
+        emit_loop(b1, inner_count, inner, name="inner")
+        return []
+    emit_loop(b, outer_count, outer, name="outer")
 
 
 def _emit_micro_kernel(module: ir.Module, dtype: np.dtype, shape: GemmShape) -> ir.Function:

@@ -13,7 +13,8 @@ is published.
 """
 from __future__ import annotations
 
-import llvmlite.binding as llvm
+from typing import Callable
+
 from llvmlite import ir
 
 from .common import I64, PTR, declare_function, emit_loop
@@ -71,7 +72,8 @@ def build_pool_module(triple: str) -> ir.Module:
             b.call(syscall, [ir.Constant(I64, futex), address, ir.Constant(I32, _FUTEX_WAKE_PRIVATE),
                              ir.Constant(I32, 2 ** 31 - 1)])
 
-    def wait_until(b: ir.IRBuilder, address: ir.Value, done: "callable", name: str) -> ir.Value:
+    def wait_until(b: ir.IRBuilder, address: ir.Value, done: Callable[[ir.IRBuilder, ir.Value], ir.Value],
+                   name: str) -> ir.Value:
         """Spin, then sleep, until ``done(value)``; returns the value seen."""
         header = b.append_basic_block(f"{name}.check")
         slow = b.append_basic_block(f"{name}.slow")
