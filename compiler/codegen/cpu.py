@@ -99,7 +99,8 @@ def plan_kernel(kernel: Kernel, threads: int) -> KernelPlan:
     # Split only kernels big enough to pay for waking the pool, and never along a reduced axis
     # (parts must write disjoint outputs).
     splittable = bool(order) and not axes[order[0]].reduced and work >= PARALLEL_MIN_WORK and outer > 1
-    return KernelPlan(axes, order, outer, min(threads, outer) if splittable else 1, False)
+    # More parts than threads, so a thread that is descheduled holds up only a small share.
+    return KernelPlan(axes, order, outer, min(4 * threads, outer) if splittable and threads > 1 else 1, False)
 
 
 def emit_kernel(module: ir.Module, kernel: Kernel, plan: KernelPlan) -> tuple[ir.Function, ir.Function | None]:

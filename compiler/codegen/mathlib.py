@@ -2,13 +2,19 @@
 
 Every emitter takes an ``ir.IRBuilder`` and a scalar float32 or float64
 value and returns a value of the same type.  The generated code uses only
-arithmetic, bitcasts, integer ops, ``fcmp``/``select`` and the intrinsics
-``llvm.fabs``, ``llvm.copysign`` and ``llvm.rint``: no calls into libm, no
-branches, and no fast-math flags.  That keeps it vectorisable by LLVM's loop
-vectoriser on the CPU and lowerable by the NVPTX backend, which has no libm.
+arithmetic, bitcasts, integer ops, ``fcmp``/``select``, ``fpext``/``fptrunc``
+and the intrinsics ``llvm.fabs``, ``llvm.copysign``, ``llvm.rint`` and
+``llvm.fma``: no calls into libm, no branches, and no fast-math flags.  That
+keeps it vectorisable by LLVM's loop vectoriser on the CPU and lowerable by the
+NVPTX backend, which has no libm.  ``llvm.fma`` is one correctly rounded
+operation on both targets (FMA hardware on x86-64-v3+ and sm_80), and plain
+``fmul``/``fadd`` are never contracted, so CPU and GPU results are identical.
 
-float32 functions are evaluated in float32 with lower-degree polynomials;
-float64 functions in float64.  Special values follow IEEE / numpy semantics.
+float64 functions are evaluated in float64 with double-length (two-double)
+corrections.  float32 functions take the cheapest route that stays below
+1 ulp: exp, log and log1p in float32 with FMA-based error compensation;
+expm1, tanh, sigmoid (and pow) in plain double, rounded once to float32.
+Special values follow IEEE / numpy semantics.
 """
 
 from __future__ import annotations
@@ -91,8 +97,8 @@ class _Format:
     tiny: float
     # 2**ceil(p/2) + 1: splits a p-bit significand into two halves.
     veltkamp_factor: float
-    expm1_coefficients: tuple[float, ...]
-    log_coefficients: tuple[float, ...]
+    expm1_coefficients: tuple[float, ...] = ()
+    log_coefficients: tuple[float, ...] = ()
 
     @property
     def exponent_mask(self) -> int:
@@ -103,9 +109,9 @@ class _Format:
         return (1 << self.mantissa_bits) - 1
 
 
-# Taylor truncation, |r| <= ln2/2: r**13/14! relative to r ~ 1e-17 (f64),
-# r**8/9! ~ 6e-10 (f32).  Atanh series, z <= (3-2*sqrt2)**2 ~ 0.0294:
-# first dropped term z**11/23 ~ 6e-19 (f64), z**5/11 ~ 2e-9 (f32).
+# Taylor truncation, |r| <= ln2/2: r**13/14! relative to r ~ 1e-17.  Atanh
+# series, z <= (3-2*sqrt2)**2 ~ 0.0294: first dropped term z**11/23 ~ 6e-19.
+# (The float32 algorithms have their own constants, further down.)
 _FLOAT64 = _Format(
     int_bits=64,
     mantissa_bits=52,
@@ -140,8 +146,6 @@ _FLOAT32 = _Format(
     expm1_clamp_lo=-20.0,
     tiny=2.0 ** -25,
     veltkamp_factor=2.0 ** 12 + 1,
-    expm1_coefficients=tuple(_round_to_float32(c) for c in _taylor_expm1_coefficients(8)),
-    log_coefficients=tuple(_round_to_float32(c) for c in _atanh_series_coefficients(4)),
 )
 
 
@@ -167,6 +171,13 @@ class _Ops:
         self.b = builder
         self.ty: ir.Type = ty
         self.ity = ir.IntType(self.fmt.int_bits)
+        # Code shape, not accuracy (both choices are exact / equally accurate).
+        # Short loop bodies run fastest with the fewest operations: products
+        # split with FMA and Estrin polynomials.  In float64 pow's body (~250
+        # vector instructions, one long dependency chain) Dekker's products
+        # and Horner polynomials measured ~25% faster on Zen 5.
+        self.fma_products = True
+        self.estrin_polynomials = True
 
     # constants
     def f(self, value: float) -> ir.Constant:
@@ -224,13 +235,46 @@ class _Ops:
     def rint(self, a: ir.Value) -> ir.Value:
         return self.b.call(self._intrinsic("llvm.rint", 1), [a])
 
-    # polynomial
+    def fma(self, a: ir.Value, b: ir.Value, c: ir.Value) -> ir.Value:
+        """a*b + c with one rounding, on every target."""
+        return self.b.call(self._intrinsic("llvm.fma", 3), [a, b, c])
+
+    def clamp_keep_nan(self, x: ir.Value, lo: float, hi: float) -> ir.Value:
+        """Clamp into [lo, hi]; NaN stays NaN (one min and one max on x86)."""
+        x = self.select(self.cmp(">", x, self.f(hi)), self.f(hi), x)
+        return self.select(self.cmp("<", x, self.f(lo)), self.f(lo), x)
+
+    # polynomials, with FMAs
     def horner(self, z: ir.Value, coefficients: Sequence[float]) -> ir.Value:
         """c[0] + z*(c[1] + z*(c[2] + ...))."""
         acc: ir.Value = self.f(coefficients[-1])
         for c in reversed(coefficients[:-1]):
-            acc = self.add(self.f(c), self.mul(z, acc))
+            acc = self.fma(acc, z, self.f(c))
         return acc
+
+    def estrin(self, z: ir.Value, coefficients: Sequence[float]) -> ir.Value:
+        """sum c[k] z**k by Estrin's scheme: a few more operations than Horner
+        but a dependency chain of depth ~log2(degree), which is what bounds
+        the throughput of these long loop bodies."""
+        terms: list[ir.Value] = []
+        for k in range(0, len(coefficients), 2):
+            if k + 1 < len(coefficients):
+                terms.append(self.fma(self.f(coefficients[k + 1]), z, self.f(coefficients[k])))
+            else:
+                terms.append(self.f(coefficients[k]))
+        power = z
+        while len(terms) > 1:
+            power = self.mul(power, power)
+            paired = [self.fma(terms[k + 1], power, terms[k]) for k in range(0, len(terms) - 1, 2)]
+            terms = paired + ([terms[-1]] if len(terms) % 2 else [])
+        return terms[0]
+
+    def polynomial(self, z: ir.Value, coefficients: Sequence[float]) -> ir.Value:
+        """c[0] + z*estrin(c[1:]) (the rounding error of the higher terms is
+        damped by z: as accurate as Horner for |z| < 1), or plain Horner."""
+        if not self.estrin_polynomials:
+            return self.horner(z, coefficients)
+        return self.fma(self.estrin(z, coefficients[1:]), z, self.f(coefficients[0]))
 
 
 # ---------------------------------------------------------------------------
@@ -273,8 +317,10 @@ def _split_halves(ops: _Ops, a: ir.Value) -> tuple[ir.Value, ir.Value]:
 
 
 def _two_product(ops: _Ops, a: ir.Value, b: ir.Value) -> tuple[ir.Value, ir.Value]:
-    """p = fl(a * b) and its exact error without FMA (Dekker's product)."""
+    """p = fl(a * b) and its exact error a*b - p: one FMA, or Dekker's product."""
     p = ops.mul(a, b)
+    if ops.fma_products:
+        return p, ops.fma(a, b, ops.neg(p))
     a_hi, a_lo = _split_halves(ops, a)
     b_hi, b_lo = _split_halves(ops, b)
     err = ops.sub(ops.mul(a_hi, b_hi), p)
@@ -336,7 +382,7 @@ def _exp_parts(ops: _Ops, x: ir.Value, x_lo: ir.Value | None = None) -> _ExpPart
 
 def _expm1_reduced_tail(ops: _Ops, r: ir.Value) -> ir.Value:
     """expm1(r) - r for |r| <= ~ln2/2: Taylor series r**2*(1/2! + r/3! + ...)."""
-    q = ops.horner(r, ops.fmt.expm1_coefficients)
+    q = ops.polynomial(r, ops.fmt.expm1_coefficients)
     return ops.mul(ops.mul(r, r), q)
 
 
@@ -401,7 +447,7 @@ def _log_core(ops: _Ops, x: ir.Value, correction: ir.Value | None,
     f = ops.sub(m, ops.f(1.0))
     s = ops.div(f, ops.add(ops.f(2.0), f))
     z = ops.mul(s, s)
-    series = ops.mul(z, ops.horner(z, fmt.log_coefficients))
+    series = ops.mul(z, ops.polynomial(z, fmt.log_coefficients))
     hfsq = ops.mul(ops.f(0.5), ops.mul(f, f))
     e_float = b.sitofp(e, ops.ty)
 
@@ -421,18 +467,254 @@ def _exp(ops: _Ops, x: ir.Value) -> tuple[ir.Value, ir.Value]:
 
 
 # ---------------------------------------------------------------------------
+# float32
+# ---------------------------------------------------------------------------
+#
+# Two routes, both with one final rounding that dominates the error:
+#
+# * exp, log, log1p in float32 (16 lanes per AVX-512 vector): a short
+#   polynomial, and the last addition 1 + p (exp) or k*ln2 + p (log) split with
+#   an exact two-sum so that only the final sum rounds.  Max error ~0.8 / 0.95 ulp.
+# * expm1, tanh, sigmoid in double: a float32 argument is exact in double and
+#   a plain double evaluation with relative error ~2**-31 rounds (fptrunc:
+#   round to nearest, gradual underflow, overflow to inf) to within 0.51 ulp.
+#   No double-length arithmetic and no case split is needed, which more than
+#   pays for the halved vector width.
+#
+# Coefficients: minimax fits (Lawson's iteratively reweighted least squares,
+# with mpmath references) for the weighted error given with each table; float32
+# tables were rounded one coefficient at a time, refitting the rest.
+
+# expm1(r) = r + r**2 * Q(r) for |r| <= ln2/2 * (1 + 2**-13); relative error
+# of expm1 below 2**-31.9.
+_WIDE_EXPM1_Q = (
+    0.5000000044164058,
+    0.1666666637046439,
+    0.04166636091226933,
+    0.008333389368668249,
+    0.0013940627429772576,
+    0.00019845878136171263,
+)
+# exp(r) = 1 + r + r**2 * Q(r) for |r| <= ln2/2 * (1 + 2**-13), float32
+# coefficients; error relative to exp(r) below 2**-28.2.
+_F32_EXP_Q = (
+    0.4999999403953552,
+    0.1666652113199234,
+    0.04166825860738754,
+    0.008368666283786297,
+    0.0013821235625073314,
+)
+# log1p(r) = r + r**2 * P(r) for |r| <= 1/3, float32 coefficients; error
+# relative to log1p(r) below 2**-27.6.
+_F32_LOG1P_P = (
+    -0.5,
+    0.3333321511745453,
+    -0.2499980330467224,
+    0.20010437071323395,
+    -0.16680288314819336,
+    0.14005501568317413,
+    -0.12186548113822937,
+    0.13985855877399445,
+    -0.12883105874061584,
+)
+# Adding then subtracting 1.5 * 2**p-1 rounds a value of magnitude below
+# 2**(p-2) to an integer (ties to even) and leaves that integer, in two's
+# complement, in the low bits of the sum.
+_F32_SHIFTER = 1.5 * 2.0 ** 23
+_F64_SHIFTER = 1.5 * 2.0 ** 52
+# Bits of float32 0.6666667: m = x / 2**k lands in [2/3, 4/3).
+_F32_TWO_THIRDS_BITS = 0x3F2AAAAB
+_LN2 = 0.6931471805599453
+
+
+def _estrin_pairs(ops: _Ops, r: ir.Value, r2: ir.Value, coefficients: Sequence[float],
+                  ) -> ir.Value:
+    """sum c[k] r**k for 5 or 6 coefficients, given r2 = r*r (Estrin)."""
+    c = coefficients
+    a01 = ops.fma(ops.f(c[1]), r, ops.f(c[0]))
+    a23 = ops.fma(ops.f(c[3]), r, ops.f(c[2]))
+    a45 = ops.fma(ops.f(c[5]), r, ops.f(c[4])) if len(c) == 6 else ops.f(c[4])
+    return ops.fma(ops.fma(a45, r2, a23), r2, a01)
+
+
+def _exp_f32(ops: _Ops, x: ir.Value) -> ir.Value:
+    """exp in float32: n = rint(x/ln2), r = x - n*ln2, 2**n * exp(r).
+
+    r_hi = x - n*ln2_hi is exact (ln2_hi has 12 trailing zero bits), r is
+    rounded once.  exp(r) = (1 + r) + r**2*Q(r) with 1 + r split exactly into
+    hi + lo (|r| < 1), so only the last addition rounds.  2**n is applied as
+    2**n1 * 2**n2, both normal: subnormal results round once, and overflow
+    happens exactly when it should.
+    """
+    b = ops.b
+    fmt = ops.fmt
+    # Past the clamp the result is 0 or inf; NaN flows through the arithmetic.
+    x = ops.clamp_keep_nan(x, fmt.exp_clamp_lo, fmt.exp_clamp_hi)
+    shifted = ops.fma(x, ops.f(fmt.log2e), ops.f(_F32_SHIFTER))
+    n_float = ops.sub(shifted, ops.f(_F32_SHIFTER))
+    r = ops.fma(n_float, ops.f(-fmt.ln2_lo), ops.fma(n_float, ops.f(-fmt.ln2_hi), x))
+    r2 = ops.mul(r, r)
+    q = _estrin_pairs(ops, r, r2, _F32_EXP_Q)
+    hi = ops.add(ops.f(1.0), r)
+    lo = ops.add(ops.sub(ops.f(1.0), hi), r)
+    e = ops.add(hi, ops.fma(r2, q, lo))
+    n = b.sub(b.bitcast(shifted, ops.ity), b.bitcast(ops.f(_F32_SHIFTER), ops.ity))
+    n1, n2 = _split_exponent(ops, n)
+    return ops.mul(ops.mul(e, _power_of_two(ops, n1)), _power_of_two(ops, n2))
+
+
+def _log_f32_core(ops: _Ops, x: ir.Value, correction: ir.Value | None,
+                  handle_subnormal: bool) -> ir.Value:
+    """log(x) (+ correction) in float32 for finite positive x, ignoring special values.
+
+    x = 2**k * m with m in [2/3, 4/3) straight from the bits, r = m - 1
+    (exact), log(x) = k*ln2 + r + r**2*P(r).  k*ln2_hi + r is formed as an
+    exact two-sum s + err (|k*ln2_hi| >= |r| unless k = 0), so the result
+    rounds essentially once: s + (err + k*ln2_lo + r**2*P).
+    """
+    b = ops.b
+    fmt = ops.fmt
+    k_adjust: ir.Value | None = None
+    if handle_subnormal:
+        is_subnormal = ops.cmp("<", x, ops.f(fmt.min_normal))
+        x = ops.select(is_subnormal, ops.mul(x, ops.f(2.0 ** fmt.subnormal_scale_log2)), x)
+        k_adjust = b.select(is_subnormal, ops.i(-fmt.subnormal_scale_log2), ops.i(0))
+    bits = b.bitcast(x, ops.ity)
+    offset = b.sub(bits, ops.i(_F32_TWO_THIRDS_BITS))
+    k = b.ashr(offset, ops.i(fmt.mantissa_bits))
+    m = b.bitcast(b.sub(bits, b.and_(offset, ops.i(-1 << fmt.mantissa_bits))), ops.ty)
+    if k_adjust is not None:
+        k = b.add(k, k_adjust)
+    k_float = b.sitofp(k, ops.ty)
+    r = ops.sub(m, ops.f(1.0))
+
+    c = _F32_LOG1P_P
+    r2 = ops.mul(r, r)
+    r4 = ops.mul(r2, r2)
+    a01 = ops.fma(ops.f(c[1]), r, ops.f(c[0]))
+    a23 = ops.fma(ops.f(c[3]), r, ops.f(c[2]))
+    a45 = ops.fma(ops.f(c[5]), r, ops.f(c[4]))
+    a67 = ops.fma(ops.f(c[7]), r, ops.f(c[6]))
+    upper = ops.fma(ops.f(c[8]), r4, ops.fma(a67, r2, a45))
+    poly = ops.fma(upper, r4, ops.fma(a23, r2, a01))
+
+    ln2_hi = ops.f(fmt.ln2_hi)  # k*ln2_hi is exact
+    s = ops.fma(k_float, ln2_hi, r)
+    err = ops.add(ops.fma(k_float, ln2_hi, ops.neg(s)), r)
+    low = ops.fma(k_float, ops.f(fmt.ln2_lo), err)
+    if correction is not None:
+        low = ops.add(low, correction)
+    return ops.add(s, ops.fma(r2, poly, low))
+
+
+def _log_special_f32(ops: _Ops, x: ir.Value, result: ir.Value) -> ir.Value:
+    """+inf and NaN give x, +-0 gives -inf, x < 0 gives NaN."""
+    result = ops.select(ops.b.fcmp_unordered(">=", x, ops.f(float("inf"))), x, result)
+    at_or_below_zero = ops.select(ops.cmp("==", x, ops.f(0.0)),
+                                  ops.f(float("-inf")), ops.f(float("nan")))
+    return ops.select(ops.cmp("<=", x, ops.f(0.0)), at_or_below_zero, result)
+
+
+def _log_f32(ops: _Ops, x: ir.Value) -> ir.Value:
+    return _log_special_f32(ops, x, _log_f32_core(ops, x, None, handle_subnormal=True))
+
+
+def _log1p_f32(ops: _Ops, x: ir.Value) -> ir.Value:
+    u = ops.add(ops.f(1.0), x)
+    # log(1 + x) = log(u) + ((1 + x) - u)/u, and u - 1 is exact.
+    correction = ops.div(ops.sub(x, ops.sub(u, ops.f(1.0))), u)
+    # u is 0, or at least 2**-24: never subnormal.
+    result = _log_special_f32(ops, u, _log_f32_core(ops, u, correction, handle_subnormal=False))
+    return ops.select(ops.cmp("<", ops.fabs(x), ops.f(ops.fmt.tiny)), x, result)
+
+
+def _wide(builder: ir.IRBuilder) -> _Ops:
+    return _Ops(builder, ir.Constant(ir.DoubleType(), 0.0))
+
+
+def _wide_exp_parts(w: _Ops, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """(2**n, expm1(r)) with exp(x) = 2**n * (1 + expm1(r)), for double |x| <= 700.
+
+    n = rint(x/ln2) and r = x - n*ln2 with one FMA each: ln2's rounding error
+    times |n| < 2**10 is ~2**-45 absolute, far below float32's needs.  NaN
+    propagates into expm1(r).
+    """
+    b = w.b
+    shifted = w.fma(x, w.f(_FLOAT64.log2e), w.f(_F64_SHIFTER))
+    n_float = w.sub(shifted, w.f(_F64_SHIFTER))
+    r = w.fma(n_float, w.f(-_LN2), x)
+    # r + r**2*Q(r), with the exact r added last.
+    r2 = w.mul(r, r)
+    c = _WIDE_EXPM1_Q
+    a01 = w.fma(w.f(c[1]), r, w.f(c[0]))
+    a23 = w.fma(w.f(c[3]), r, w.f(c[2]))
+    a45 = w.fma(w.f(c[5]), r, w.f(c[4]))
+    p = w.fma(w.mul(r2, r2), w.fma(a45, r2, a23), w.fma(r2, a01, r))
+    # n + 1023, in [1, 2046], from the low bits of shifted into the exponent field.
+    bits = b.add(b.bitcast(shifted, w.ity), w.i(_FLOAT64.exponent_bias))
+    return b.bitcast(b.shl(bits, w.i(_FLOAT64.mantissa_bits)), w.ty), p
+
+
+def _wide_exp(w: _Ops, x: ir.Value) -> ir.Value:
+    scale, p = _wide_exp_parts(w, x)
+    return w.fma(scale, p, scale)
+
+
+def _wide_expm1(w: _Ops, x: ir.Value) -> ir.Value:
+    """expm1(x) = 2**n * p + (2**n - 1) with one rounding; no cancellation
+    matters since |x| >= ln2/2 whenever n != 0.  (Zero comes out as +0.)"""
+    scale, p = _wide_exp_parts(w, x)
+    return w.fma(scale, p, w.sub(scale, w.f(1.0)))
+
+
+def _expm1_f32(ops: _Ops, x: ir.Value) -> ir.Value:
+    # Past the clamp the result is -1 or inf; NaN flows through.
+    w = _wide(ops.b)
+    wide_x = ops.b.fpext(ops.clamp_keep_nan(x, ops.fmt.expm1_clamp_lo, ops.fmt.exp_clamp_hi), w.ty)
+    # expm1 has the sign of x: this only restores expm1(-0) = -0.
+    return ops.copysign(ops.b.fptrunc(_wide_expm1(w, wide_x), ops.ty), x)
+
+
+def _tanh_f32(ops: _Ops, x: ir.Value) -> ir.Value:
+    """tanh|x| = -t/(2 + t) with t = expm1(-2|x|) in double; the sign copied from x.
+
+    t has relative error ~2**-31 and the quotient amplifies it at most 1.2-fold,
+    for every |x|.  Beyond |x| = 10, where tanh rounds to 1, -2|x| is clamped.
+    """
+    w = _wide(ops.b)
+    z = ops.clamp_keep_nan(ops.mul(ops.f(-2.0), ops.fabs(x)), ops.fmt.expm1_clamp_lo, 0.0)
+    t = _wide_expm1(w, ops.b.fpext(z, w.ty))
+    magnitude = w.div(t, w.sub(w.f(-2.0), t))
+    return ops.copysign(ops.b.fptrunc(magnitude, ops.ty), x)
+
+
+def _sigmoid_f32(ops: _Ops, x: ir.Value) -> ir.Value:
+    """E = exp(-|x|) in double; 1/(1 + E) for x >= 0, E/(1 + E) otherwise."""
+    w = _wide(ops.b)
+    # Beyond |x| = 120 the result is 0 or 1 and E is still a normal double.
+    minus_abs = ops.clamp_keep_nan(ops.neg(ops.fabs(x)), ops.fmt.exp_clamp_lo, 0.0)
+    e = _wide_exp(w, ops.b.fpext(minus_abs, w.ty))
+    numerator = w.select(ops.cmp(">=", x, ops.f(0.0)), w.f(1.0), e)
+    return ops.b.fptrunc(w.div(numerator, w.add(w.f(1.0), e)), ops.ty)
+
+
+# ---------------------------------------------------------------------------
 # Public API
 # ---------------------------------------------------------------------------
 
 def emit_exp(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """Emit exp(x) for a float or double x."""
     ops = _Ops(builder, x)
+    if ops.fmt is _FLOAT32:
+        return _exp_f32(ops, x)
     return _exp(ops, x)[0]
 
 
 def emit_expm1(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """Emit exp(x) - 1, accurate near 0, for a float or double x."""
     ops = _Ops(builder, x)
+    if ops.fmt is _FLOAT32:
+        return _expm1_f32(ops, x)
     fmt = ops.fmt
     clamped = ops.clamp(x, fmt.expm1_clamp_lo, fmt.exp_clamp_hi)
     result = _expm1_from_parts(ops, _exp_parts(ops, clamped))[0]
@@ -444,6 +726,8 @@ def emit_expm1(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
 def emit_log(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """Emit the natural logarithm of a float or double x."""
     ops = _Ops(builder, x)
+    if ops.fmt is _FLOAT32:
+        return _log_f32(ops, x)
     result = _log_core(ops, x, None, handle_subnormal=True)
     inf = ops.f(float("inf"))
     result = ops.select(ops.cmp("==", x, inf), inf, result)
@@ -455,6 +739,8 @@ def emit_log(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
 def emit_log1p(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """Emit log(1 + x), accurate near 0, for a float or double x."""
     ops = _Ops(builder, x)
+    if ops.fmt is _FLOAT32:
+        return _log1p_f32(ops, x)
     u = ops.add(ops.f(1.0), x)
     # u = (1 + x)(1 + d) after rounding; log(1 + x) = log(u) + c with
     # c = ((1 + x) - u)/u = (x - (u - 1))/u, and u - 1 is exact.
@@ -470,7 +756,7 @@ def emit_log1p(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
 
 
 def emit_tanh(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    """Emit tanh(x) for a float or double x.
+    """Emit tanh(x) for a float or double x (float: see _tanh_f32).
 
     With E = exp(-2|x|) and t = E - 1 (both double length, one reduction):
     |x| < 0.55: -t / (2 + t)        (no cancellation near 0)
@@ -478,6 +764,8 @@ def emit_tanh(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
     One double-length division serves both; the sign is copied from x.
     """
     ops = _Ops(builder, x)
+    if ops.fmt is _FLOAT32:
+        return _tanh_f32(ops, x)
     fmt = ops.fmt
     y = ops.fabs(x)
     parts = _exp_parts(ops, ops.clamp(ops.mul(ops.f(-2.0), y), fmt.expm1_clamp_lo, 0.0))
@@ -503,9 +791,11 @@ def emit_sigmoid(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """Emit 1/(1 + exp(-x)) for a float or double x, accurate for both signs.
 
     From E = exp(-|x|) (never overflows): x >= 0: 1/(1 + E); x < 0: E/(1 + E),
-    as one double-length division.
+    as one double-length division (float: the same in plain double).
     """
     ops = _Ops(builder, x)
+    if ops.fmt is _FLOAT32:
+        return _sigmoid_f32(ops, x)
     e_hi, e_lo = _exp(ops, ops.neg(ops.fabs(x)))
     d_hi, d_err = _fast_two_sum(ops, ops.f(1.0), e_hi)  # 0 <= E <= 1
     positive = ops.cmp(">=", x, ops.f(0.0))
@@ -637,15 +927,16 @@ def _pow_double(ops: _Ops, x: ir.Value, y: ir.Value, precise: bool) -> ir.Value:
         log_hi, log_lo = _log_dd(ops, ax_safe)
         p_hi, p_err = _two_product(ops, y_safe, log_hi)
         p_lo = ops.add(p_err, ops.mul(y_safe, log_lo))
-    else:
-        # Inputs widened from float32 are never subnormal doubles.
-        p_hi = ops.mul(y_safe, _log_core(ops, ax_safe, None, handle_subnormal=False))
-        p_lo = None
-    clamped = ops.clamp(p_hi, ops.fmt.exp_clamp_lo, ops.fmt.exp_clamp_hi)
-    if p_lo is not None:
+        clamped = ops.clamp(p_hi, ops.fmt.exp_clamp_lo, ops.fmt.exp_clamp_hi)
         # Past the clamp the result is 0 or inf whatever p_lo (which can then be large).
         p_lo = ops.select(ops.cmp("==", clamped, p_hi), p_lo, ops.f(0.0))
-    magnitude = _exp_from_parts(ops, _exp_parts(ops, clamped, p_lo))[0]
+        magnitude = _exp_from_parts(ops, _exp_parts(ops, clamped, p_lo))[0]
+    else:
+        # Inputs widened from float32 are never subnormal doubles.  The product
+        # is good to ~2**-44 relative; plain double exp (~2**-31) suffices.
+        p_hi = ops.mul(y_safe, _log_core(ops, ax_safe, None, handle_subnormal=False))
+        # Beyond +-200 the float32 result is 0 or inf.
+        magnitude = _wide_exp(ops, ops.clamp(p_hi, -200.0, 200.0))
 
     # x = +-0, x = +-inf or y = +-inf: the result is 0 or inf, inf exactly
     # when y and log|x| have the same sign (|x| = 1 is overridden below).
@@ -669,13 +960,15 @@ def emit_pow(builder: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     """Emit x**y (numpy.power / C99 pow semantics) for float or double x and y.
 
     float64: log|x| and y*log|x| in double-double, then exp of the
-    double-length product.  float32: evaluated in double (exactly representable
-    inputs, relative error ~2**-44 before the single rounding to float).
+    double-length product.  float32: evaluated in plain double (exactly
+    representable inputs; y*log|x| good to ~2**-44, exp to ~2**-31 relative)
+    before the single rounding to float.
     """
     ops = _Ops(builder, x)
     if x.type != y.type:
         raise TypeError(f"emit_pow needs operands of one type, got {x.type} and {y.type}")
     if ops.fmt is _FLOAT64:
+        ops.fma_products = ops.estrin_polynomials = False  # see _Ops.__init__
         return _pow_double(ops, x, y, precise=True)
     double = ir.DoubleType()
     wide = _Ops(builder, ir.Constant(double, 0.0))

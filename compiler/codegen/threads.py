@@ -5,11 +5,12 @@ the calling thread and the pool's workers, and returns when all are done. Worker
 the runtime (``graphgrad_pool_worker(id)`` on threads it owns) and wait for work by spinning
 briefly, then sleeping on a futex (Linux) or yielding (elsewhere).
 
-Protocol: the caller publishes the task (``fn``, ``arg``, ``parts``, ``next = 0``,
-``active = workers``) and bumps ``generation``; every participant claims parts with an atomic
-fetch-add on ``next`` until none is left; each worker then decrements ``active``. The caller
-returns only when ``active`` is 0, so no worker can still be looking at a task when the next one
-is published.
+Protocol: one 64-bit *ticket* holds the task's generation (16 bits), its number of parts (16) and
+the next unclaimed part (32). A participant claims a part by compare-and-swap on the ticket, so a
+claim can only succeed for the task it looked at. The caller publishes ``fn``/``arg`` and
+``remaining = parts`` before the ticket, bumps the wake-up word, runs parts itself, and returns
+when ``remaining`` is 0. A worker that wakes late finds nothing to claim and goes back to sleep:
+the caller never waits for a worker that holds no part (which matters when cores are busy).
 """
 from __future__ import annotations
 
@@ -38,21 +39,24 @@ def _global(module: ir.Module, name: str, type_: ir.Type, value: object) -> ir.G
     return variable
 
 
+MAX_PARTS = 0xFFFF
+
+
 def build_pool_module(triple: str) -> ir.Module:
     module = ir.Module(name="graphgrad_pool")
     arch = triple.split("-")[0]
     futex = _FUTEX.get(arch) if "linux" in triple else None
-    generation = _global(module, "pool_generation", I32, 0)
-    active = _global(module, "pool_active", I32, 0)
-    next_part = _global(module, "pool_next", I64, 0)
-    parts_slot = _global(module, "pool_parts", I64, 0)
+    wakeup = _global(module, "pool_wakeup", I32, 0)        # bumped for every task (futex word)
+    ticket = _global(module, "pool_ticket", I64, 0)        # generation | parts | next part
+    remaining = _global(module, "pool_remaining", I32, 0)  # parts not yet finished (futex word)
     function_slot = _global(module, "pool_function", PTR, None)
     argument_slot = _global(module, "pool_argument", PTR, None)
+    generation = _global(module, "pool_generation", I64, 0)  # the caller's own count
     workers = _global(module, "pool_workers", I64, 0)
     quit_flag = _global(module, "pool_quit", I32, 0)
-    syscall = declare_function(module, "syscall", I64, [I64]) if futex else None
-    if syscall is not None:
-        syscall.function_type.var_arg = True
+    syscall = None
+    if futex:
+        syscall = ir.Function(module, ir.FunctionType(I64, [I64], var_arg=True), name="syscall")
     sched_yield = declare_function(module, "sched_yield", I32, [])
     pause = declare_function(module, "llvm.x86.sse2.pause", ir.VoidType(), []) if arch == "x86_64" else None
 
@@ -74,7 +78,7 @@ def build_pool_module(triple: str) -> ir.Module:
 
     def wait_until(b: ir.IRBuilder, address: ir.Value, done: Callable[[ir.IRBuilder, ir.Value], ir.Value],
                    name: str) -> ir.Value:
-        """Spin, then sleep, until ``done(value)``; returns the value seen."""
+        """Spin, then sleep, until ``done(value)`` holds for the 32-bit word; returns the value."""
         header = b.append_basic_block(f"{name}.check")
         slow = b.append_basic_block(f"{name}.slow")
         finished = b.append_basic_block(f"{name}.done")
@@ -86,33 +90,38 @@ def build_pool_module(triple: str) -> ir.Module:
         value = b.load_atomic(address, "acquire", 4)
         b.cbranch(done(b, value), finished, slow)
         b.position_at_end(slow)
-        more = b.add(spins, ir.Constant(I64, 1))
         relax(b)
-        with b.if_then(b.icmp_unsigned(">=", spins, ir.Constant(I64, SPINS))):
+        exhausted = b.icmp_unsigned(">=", spins, ir.Constant(I64, SPINS))
+        with b.if_then(exhausted):
             sleep_while_equal(b, address, value)
-        spins.add_incoming(b.select(b.icmp_unsigned(">=", spins, ir.Constant(I64, SPINS)),
-                                    ir.Constant(I64, 0), more), b.block)
+        spins.add_incoming(b.select(exhausted, ir.Constant(I64, 0), b.add(spins, ir.Constant(I64, 1))), b.block)
         b.branch(header)
         b.position_at_end(finished)
         return value
 
-    # run_parts(): claim and run parts until none is left.
-    run_parts = ir.Function(module, ir.FunctionType(ir.VoidType(), []), name="pool_run_parts")
-    run_parts.linkage = "internal"
-    b = ir.IRBuilder(run_parts.append_basic_block("entry"))
-    task = b.load(function_slot, typ=PTR)
-    argument = b.load(argument_slot, typ=PTR)
-    parts = b.load(parts_slot, typ=I64)
-    header = b.append_basic_block("claim")
-    body = b.append_basic_block("run")
+    # claim_and_run(): run parts of the current task while any is left to claim.
+    claim = ir.Function(module, ir.FunctionType(ir.VoidType(), []), name="pool_claim_and_run")
+    claim.linkage = "internal"
+    b = ir.IRBuilder(claim.append_basic_block("entry"))
+    retry = b.append_basic_block("retry")
+    attempt = b.append_basic_block("attempt")
+    run = b.append_basic_block("run")
     done = b.append_basic_block("done")
-    b.branch(header)
-    b.position_at_end(header)
-    claimed = b.atomic_rmw("add", next_part, ir.Constant(I64, 1), "acq_rel")
-    b.cbranch(b.icmp_unsigned("<", claimed, parts), body, done)
-    b.position_at_end(body)
-    _call_task(b, task, argument, claimed)
-    b.branch(header)
+    b.branch(retry)
+    b.position_at_end(retry)
+    current = b.load_atomic(ticket, "acquire", 8)
+    part = b.and_(current, ir.Constant(I64, 0xFFFFFFFF))
+    parts = b.and_(b.lshr(current, ir.Constant(I64, 32)), ir.Constant(I64, MAX_PARTS))
+    b.cbranch(b.icmp_unsigned("<", part, parts), attempt, done)
+    b.position_at_end(attempt)
+    exchange = b.cmpxchg(ticket, current, b.add(current, ir.Constant(I64, 1)), "acq_rel", "acquire")
+    b.cbranch(b.extract_value(exchange, 1), run, retry)
+    b.position_at_end(run)
+    _call_task(b, b.load(function_slot, typ=PTR), b.load(argument_slot, typ=PTR), part)
+    left = b.atomic_rmw("sub", remaining, ir.Constant(I32, 1), "acq_rel")
+    with b.if_then(b.icmp_unsigned("==", left, ir.Constant(I32, 1))):
+        wake_all(b, remaining)
+    b.branch(retry)
     b.position_at_end(done)
     b.ret_void()
 
@@ -125,16 +134,13 @@ def build_pool_module(triple: str) -> ir.Module:
     b.position_at_end(loop)
     seen = b.phi(I32)
     seen.add_incoming(ir.Constant(I32, 0), entry)
-    current = wait_until(b, generation, lambda b2, v: b2.icmp_unsigned("!=", v, seen), "generation")
+    current_wakeup = wait_until(b, wakeup, lambda b2, v: b2.icmp_unsigned("!=", v, seen), "wakeup")
     leave = b.append_basic_block("leave")
     serve = b.append_basic_block("serve")
     b.cbranch(b.icmp_unsigned("!=", b.load_atomic(quit_flag, "acquire", 4), ir.Constant(I32, 0)), leave, serve)
     b.position_at_end(serve)
-    b.call(run_parts, [])
-    left = b.atomic_rmw("sub", active, ir.Constant(I32, 1), "acq_rel")
-    with b.if_then(b.icmp_unsigned("==", left, ir.Constant(I32, 1))):
-        wake_all(b, active)
-    seen.add_incoming(current, b.block)
+    b.call(claim, [])
+    seen.add_incoming(current_wakeup, b.block)
     b.branch(loop)
     b.position_at_end(leave)
     b.ret_void()
@@ -147,20 +153,24 @@ def build_pool_module(triple: str) -> ir.Module:
     serial = b.append_basic_block("serial")
     shared = b.append_basic_block("shared")
     b.cbranch(b.or_(b.icmp_unsigned("<=", count, ir.Constant(I64, 1)),
-                    b.icmp_unsigned("==", helpers, ir.Constant(I64, 0))), serial, shared)
+                    b.or_(b.icmp_unsigned("==", helpers, ir.Constant(I64, 0)),
+                          b.icmp_unsigned(">", count, ir.Constant(I64, MAX_PARTS)))), serial, shared)
     b.position_at_end(serial)
-    emit_loop(b, count, lambda b2, part, _: (_call_task(b2, fn, arg, part), [])[1], name="part")
+    emit_loop(b, count, lambda b2, part_index, _: (_call_task(b2, fn, arg, part_index), [])[1], name="part")
     b.ret_void()
     b.position_at_end(shared)
     b.store(fn, function_slot)
     b.store(arg, argument_slot)
-    b.store(count, parts_slot)
-    b.store_atomic(ir.Constant(I64, 0), next_part, "release", 8)
-    b.store_atomic(b.trunc(helpers, I32), active, "release", 4)
-    b.atomic_rmw("add", generation, ir.Constant(I32, 1), "acq_rel")
-    wake_all(b, generation)
-    b.call(run_parts, [])
-    wait_until(b, active, lambda b2, v: b2.icmp_unsigned("==", v, ir.Constant(I32, 0)), "active")
+    b.store_atomic(b.trunc(count, I32), remaining, "release", 4)
+    next_generation = b.add(b.load(generation, typ=I64), ir.Constant(I64, 1))
+    b.store(next_generation, generation)
+    new_ticket = b.or_(b.shl(b.and_(next_generation, ir.Constant(I64, 0xFFFF)), ir.Constant(I64, 48)),
+                       b.shl(count, ir.Constant(I64, 32)))
+    b.store_atomic(new_ticket, ticket, "release", 8)
+    b.atomic_rmw("add", wakeup, ir.Constant(I32, 1), "acq_rel")
+    wake_all(b, wakeup)
+    b.call(claim, [])
+    wait_until(b, remaining, lambda b2, v: b2.icmp_unsigned("==", v, ir.Constant(I32, 0)), "remaining")
     b.ret_void()
 
     # graphgrad_pool_set_workers(n): how many workers the runtime has started (0: run serially).
@@ -175,8 +185,8 @@ def build_pool_module(triple: str) -> ir.Module:
     b = ir.IRBuilder(stop.append_basic_block("entry"))
     b.store(ir.Constant(I64, 0), workers)
     b.store_atomic(ir.Constant(I32, 1), quit_flag, "release", 4)
-    b.atomic_rmw("add", generation, ir.Constant(I32, 1), "acq_rel")
-    wake_all(b, generation)
+    b.atomic_rmw("add", wakeup, ir.Constant(I32, 1), "acq_rel")
+    wake_all(b, wakeup)
     b.ret_void()
     return module
 

@@ -113,7 +113,9 @@ Tanh = elementwise("Tanh", lambda sb, x: sb.tanh(x), np.tanh,
 Sigmoid = elementwise("Sigmoid", lambda sb, x: sb.sigmoid(x), lambda x: 1.0 / (1.0 + np.exp(-x)),
                       lambda op, g: [g * op.outputs[0] * (1.0 - op.outputs[0])], floating_dtype)
 Relu = elementwise("Relu", lambda sb, x: sb.maximum(x, 0), lambda x: np.maximum(x, 0).astype(x.dtype),
-                   lambda op, g: [where(greater(op.inputs[0], 0), g, 0)], numeric_dtype)
+                   # The mask reads relu's output (y > 0 iff x > 0), so x's only consumer is relu
+                   # and bias-add + relu fuse into one kernel.
+                   lambda op, g: [where(greater(op.outputs[0], 0), g, 0)], numeric_dtype)
 
 Equal = elementwise("Equal", lambda sb, x, y: sb.eq(x, y), np.equal, no_gradient, _bool_dtype)
 NotEqual = elementwise("NotEqual", lambda sb, x, y: sb.ne(x, y), np.not_equal, no_gradient, _bool_dtype)
