@@ -51,7 +51,7 @@ class Row:
 
 
 def _unary(name: str, fn: Callable, draw: str = "normal", second: bool = False) -> list[Row]:
-    shapes = [(3, 4), (1, 5), (0, 3), ()]
+    shapes = [(3, 4), (1, 5), (0, 3), (), (7, 131)]  # 7x131: vector loops with remainders
     return [Row(f"{name}-{'x'.join(map(str, s)) or 'scalar'}", fn, (Input(s, draw),),
                 second_order=second and i == 0) for i, s in enumerate(shapes)]
 
@@ -59,7 +59,7 @@ def _unary(name: str, fn: Callable, draw: str = "normal", second: bool = False) 
 def _binary(name: str, fn: Callable, draw_y: str = "normal", draw_x: str = "normal",
             second: bool = False) -> list[Row]:
     shapes = [((3, 4), (3, 4)), ((3, 4), (4,)), ((3, 1), (1, 4)), ((), (2, 3)), ((0, 4), (4,)),
-              ((2, 1, 3), (4, 1))]
+              ((2, 1, 3), (4, 1)), ((7, 131), (131,))]
     return [Row(f"{name}-{'x'.join(map(str, a)) or 's'}-{'x'.join(map(str, b)) or 's'}", fn,
                 (Input(a, draw_x), Input(b, draw_y)), grad=(0, 1), second_order=second and i == 0)
             for i, (a, b) in enumerate(shapes)]
