@@ -74,7 +74,9 @@ def compile_step(fetches: Sequence[Tensor | Operation], feed_shapes: dict[Tensor
 
     start = time.perf_counter()
     program = build_program(nodes, fetch_nodes)
-    program = memory.plan_buffers(memory.alias_assignments(program))
+    program = memory.alias_assignments(program)
+    program = memory.hoist_assignments(program)
+    program = memory.plan_buffers(memory.reuse_inputs_in_place(program))
     texts["kernels"] = format_program(program)
     timings["fuse"] = time.perf_counter() - start
 

@@ -44,6 +44,8 @@ class Executable:
                 arena = self._arenas[arena_index]
                 start = (-arena.ctypes.data) % 64 + offset  # 64-byte aligned
                 array = arena[start:start + buffer.nbytes].view(buffer.dtype).reshape(buffer.shape)
+            elif buffer.role == "temp":
+                array = np.empty(0, dtype=buffer.dtype)  # merged into another buffer: never used
             elif buffer.role == "variable":
                 tensor = next(t for t, b in program.variables.items() if b == buffer.index)
                 array = variable_arrays[tensor]

@@ -5,6 +5,12 @@ where ``m_new`` is also read elsewhere), the kernel that computes the temporary 
 into the variable instead, and the copy disappears. Safe when that kernel reads the variable only
 at the element it writes, and nothing after it reads the variable's old value.
 
+``hoist_assignments``: each assignment runs right after the last kernel that needs the variable's
+old value (not at the end of the step), so what it consumes can be freed early.
+
+``reuse_inputs_in_place``: an elementwise kernel writes its output over an input temporary that
+dies with it (one buffer instead of two).
+
 ``plan_buffers``: temporaries whose lifetimes (first write to last read, in kernel order) do not
 overlap share memory: each dtype gets an arena and each temporary an offset in it (first fit).
 Two buffers used by the same kernel never overlap, so kernels may still assume no aliasing.
@@ -58,6 +64,62 @@ def alias_assignments(program: Program) -> Program:
         program.fetches = [None if f is None else dataclasses.replace(f, buffer=variable) if f.buffer == temp else f
                            for f in program.fetches]
         del kernels[position]
+    program.kernels = kernels
+    return program
+
+
+def hoist_assignments(program: Program) -> Program:
+    """Run each assignment as early as it may: after the kernels that compute its inputs and after
+    every other kernel that reads the variable's old value. Its temporaries (a weight's gradient)
+    then die early instead of living to the end of the step."""
+    kernels = list(program.kernels)
+    assignments = kernels[program.first_assignment:]
+    order = kernels[:program.first_assignment]
+    for assignment in assignments:
+        target = assignment.out.buffer
+        inputs = {a.buffer for a in assignment.operands} - {target}
+        earliest = 0
+        for position, kernel in enumerate(order):
+            if kernel.out.buffer in inputs or any(a.buffer == target for a in kernel.operands) \
+                    or kernel.out.buffer == target:
+                earliest = position + 1
+        order.insert(earliest, assignment)
+    program.kernels = order
+    program.first_assignment = len(order)  # no separate phase any more
+    return program
+
+
+def reuse_inputs_in_place(program: Program) -> Program:
+    """An elementwise kernel whose input temporary dies with it writes its output over that input
+    (same element, same dtype and size): the two become one buffer. E.g. the matmul result that
+    bias-add + relu read, or an incoming gradient masked by relu."""
+    kernels = list(program.kernels)
+    fetched = {f.buffer for f in program.fetches if f is not None}
+    for position, kernel in enumerate(kernels):
+        out = kernel.out
+        if kernel.reduce_axes or out.offset or out.strides != contiguous_strides(kernel.space):
+            continue
+        target = program.buffers[out.buffer]
+        if target.role != "temp":
+            continue
+        for access in kernel.operands:
+            source = program.buffers[access.buffer]
+            if (source.role != "temp" or source.index in fetched or source.dtype != target.dtype
+                    or source.nbytes != target.nbytes or access.strides != out.strides or access.offset):
+                continue
+            if any(a.buffer == source.index and (a.strides != out.strides or a.offset) for a in kernel.operands):
+                continue
+            later = kernels[position + 1:]
+            if any(a.buffer == source.index for k in later for a in (k.out, *k.operands)):
+                continue  # still needed after this kernel
+            old, new = out.buffer, source.index
+            for i in range(position, len(kernels)):
+                k = kernels[i]
+                kernels[i] = dataclasses.replace(k, out=_rename(k.out, old, new),
+                                                 operands=tuple(_rename(a, old, new) for a in k.operands))
+            program.fetches = [None if f is None else dataclasses.replace(f, buffer=new) if f.buffer == old else f
+                               for f in program.fetches]
+            break
     program.kernels = kernels
     return program
 
