@@ -33,6 +33,7 @@ def _run(env: dict) -> tuple[float, list[str]]:
 def cache_env(tmp_path, monkeypatch):
     import os
     env = dict(os.environ, GRAPHGRAD_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("GRAPHGRAD_CACHE", None)  # the cache is on unless a test turns it off
     return env, tmp_path / "cache"
 
 
