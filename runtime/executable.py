@@ -22,6 +22,12 @@ def read_fetch(arrays: Sequence[np.ndarray], spec: FetchSpec) -> np.ndarray:
     return np.array(view, copy=True)
 
 
+def check_output(target: Any, spec: FetchSpec) -> None:
+    if not isinstance(target, np.ndarray) or target.shape != spec.shape or not target.flags.writeable:
+        raise ValueError(f"out= needs a writeable array of shape {spec.shape}, got "
+                         f"{getattr(target, 'shape', type(target).__name__)}")
+
+
 class Executable:
     """One compiled step. ``run`` makes exactly one call into native code.
 
@@ -102,9 +108,26 @@ class Executable:
                            "seconds": seconds, "covers": kernel.covers})
         return result
 
-    def run(self, feeds: dict[Tensor, np.ndarray]) -> list[np.ndarray | None]:
+    def run(self, feeds: dict[Tensor, np.ndarray],
+            outputs: Sequence[np.ndarray | None] | None = None) -> list[np.ndarray | None]:
+        """One step. With ``outputs`` (one array or None per fetch), results are written into
+        those arrays — straight from the kernels when the result has its own buffer — and returned."""
         arrays = self._arrays
         current = list(arrays)
+        program = self.step.program
+        direct: list[int] = []
+        if outputs is not None:
+            for spec, target in zip(program.fetches, outputs):
+                if spec is None or target is None:
+                    continue
+                check_output(target, spec)
+                buffer = program.buffers[spec.buffer]
+                if (buffer.role == "output" and spec.offset == 0 and spec.shape == buffer.shape
+                        and target.dtype == buffer.dtype and target.flags.c_contiguous
+                        and spec.buffer not in direct):
+                    current[spec.buffer] = target
+                    self._table[spec.buffer] = target.ctypes.data
+                    direct.append(spec.buffer)
         for tensor, index in self._feed_slots:
             value = feeds[tensor]
             if value.flags.c_contiguous and value.dtype == arrays[index].dtype:
@@ -113,8 +136,24 @@ class Executable:
             else:
                 np.copyto(arrays[index], value)
                 self._table[index] = arrays[index].ctypes.data
-        self._native(self._table)
-        return [None if spec is None else read_fetch(current, spec) for spec in self.step.program.fetches]
+        try:
+            self._native(self._table)
+        finally:
+            for index in direct:
+                self._table[index] = arrays[index].ctypes.data
+        if outputs is None:
+            return [None if spec is None else read_fetch(current, spec) for spec in program.fetches]
+        results: list[np.ndarray | None] = []
+        for spec, target in zip(program.fetches, outputs):
+            if spec is None:
+                results.append(None)
+            elif target is None:
+                results.append(read_fetch(current, spec))
+            else:
+                if spec.buffer not in direct or current[spec.buffer] is not target:
+                    np.copyto(target, read_fetch(current, spec))
+                results.append(target)
+        return results
 
     def dump(self, stage: str) -> str:
         """The text of one compiler stage for this step (see ``compiler.pipeline.STAGES``)."""

@@ -39,6 +39,28 @@ def _flatten(structure: Any, leaves: list[Any]) -> Callable[[list[Any]], Any]:
                     "lists/tuples/dicts of them")
 
 
+def _outputs_like(fetches: Any, out: Any, count: int) -> list[Any]:
+    """The arrays of ``out`` in the order ``_flatten`` visits ``fetches`` (None where absent)."""
+    targets: list[Any] = []
+
+    def walk(structure: Any, mirror: Any) -> None:
+        if isinstance(structure, (Tensor, Operation)):
+            targets.append(mirror)
+        elif isinstance(structure, dict):
+            for key, value in structure.items():
+                walk(value, None if mirror is None else mirror.get(key))
+        else:
+            mirror_items = list(mirror) if mirror is not None else [None] * len(structure)
+            if len(mirror_items) != len(structure):
+                raise ValueError("out= must have the same structure as fetches")
+            for item, mirror_item in zip(structure, mirror_items):
+                walk(item, mirror_item)
+
+    walk(fetches, out)
+    assert len(targets) == count
+    return targets
+
+
 class Session:
     """Runs parts of a graph. ``target="cpu"`` compiles each fetch set to one native step.
 
@@ -101,21 +123,35 @@ class Session:
         feeds = check_feeds(self.graph, feed_dict, needed)
         return leaves, rebuild, feeds, needed
 
-    def run(self, fetches: Any, feed_dict: Any = None) -> Any:
+    def run(self, fetches: Any, feed_dict: Any = None, out: Any = None) -> Any:
         """Compute ``fetches`` (a tensor, an operation, or nested lists/tuples/dicts of them).
 
         Returns the same structure with numpy arrays (``None`` for operations). Assignments the
-        fetches depend on are applied; variables keep their values between runs.
+        fetches depend on are applied; variables keep their values between runs. ``out`` (an
+        extension to TF1's signature) mirrors ``fetches`` with preallocated arrays (or None) that
+        receive the results, so a loop can reuse its output memory.
         """
         leaves, rebuild, feeds, needed = self._prepare(fetches, feed_dict)
+        targets = _outputs_like(fetches, out, len(leaves)) if out is not None else None
         if any(op.type == "InitVariables" for op in needed):
             self._initialize_all()
         compute = [leaf for leaf in leaves if not (isinstance(leaf, Operation) and leaf.type == "InitVariables")]
         if not any(op.opdef.kind not in ("host", "group") for op in needed_operations(
                 [t.op if isinstance(t, Tensor) else t for t in compute])):
             return rebuild([None] * len(leaves))
+        target_of = dict(zip(map(id, leaves), targets)) if targets is not None else {}
+        wanted = [target_of.get(id(leaf)) for leaf in compute] if targets is not None else None
         if self.target == "reference":
             values = self._run_reference(compute, feeds, needed)
+            if wanted is not None:
+                for value, target in zip(values, wanted):
+                    if target is not None and value is not None:
+                        if target.shape != value.shape:
+                            raise ValueError(f"out= needs an array of shape {value.shape}, got {target.shape}")
+                        np.copyto(target, value)
+                values = [t if t is not None else v for v, t in zip(values, wanted)]
+        elif self.target == "cpu":
+            values = self._executable(compute, feeds).run(feeds, wanted)
         else:
             values = self._executable(compute, feeds).run(feeds)
         by_leaf = dict(zip(map(id, compute), values))

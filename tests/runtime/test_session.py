@@ -339,3 +339,28 @@ def test_session_uses_the_default_graph(graph) -> None:
     with Session() as sess:
         assert sess.graph is graph
         np.testing.assert_array_equal(sess.run(v), [1.0, 1.0])
+
+
+def test_run_writes_into_preallocated_outputs() -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (None, 3), name="x")
+        y = cc.exp(x) * 2.0
+        total = cc.reduce_sum(y)
+    xv = np.arange(6, dtype="float32").reshape(2, 3) / 10
+    for target in ("cpu", "reference"):
+        with Session(graph, target=target) as sess:
+            buffer = np.empty((2, 3), "float32")
+            first = sess.run(y, {x: xv}, out=buffer)
+            assert first is buffer
+            np.testing.assert_allclose(buffer, np.exp(xv) * 2, rtol=1e-6)
+            pair = sess.run([y, total], {x: xv + 1}, out=[buffer, None])
+            assert pair[0] is buffer
+            np.testing.assert_allclose(buffer, np.exp(xv + 1) * 2, rtol=1e-6)
+            np.testing.assert_allclose(pair[1], (np.exp(xv + 1) * 2).sum(), rtol=1e-6)
+            # without out=, results are fresh arrays again and the buffer is left alone
+            again = sess.run(y, {x: xv})
+            assert again is not buffer
+            np.testing.assert_allclose(buffer, np.exp(xv + 1) * 2, rtol=1e-6)
+            with pytest.raises(ValueError):
+                sess.run(y, {x: xv}, out=np.empty((3, 3), "float32"))
