@@ -8,7 +8,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from compiler.graph import Operation, Tensor
-from compiler.kernel_ir import FetchSpec
+from compiler.kernel_ir import FetchSpec, contiguous_strides
 from compiler.pipeline import CompiledStep, render_report
 
 from .jit import NativeStep
@@ -16,7 +16,10 @@ from .jit import NativeStep
 
 def read_fetch(arrays: Sequence[np.ndarray], spec: FetchSpec) -> np.ndarray:
     """A copy of one fetched tensor, read from its buffer with the spec's strides."""
-    source = arrays[spec.buffer].reshape(-1)
+    whole = arrays[spec.buffer]
+    if spec.offset == 0 and whole.shape == spec.shape and spec.strides == contiguous_strides(spec.shape):
+        return whole.copy()
+    source = whole.reshape(-1)
     view = np.lib.stride_tricks.as_strided(source[spec.offset:], spec.shape,
                                            [s * source.itemsize for s in spec.strides])
     return np.array(view, copy=True)

@@ -43,7 +43,7 @@ def convert_feed(placeholder: Tensor, value: Any) -> np.ndarray:
     return array
 
 
-def check_feeds(graph: Graph, feed_dict: Mapping[Any, Any] | None, needed: list[Operation]
+def check_feeds(graph: Graph, feed_dict: Mapping[Any, Any] | None, needed: list[Tensor]
                 ) -> dict[Tensor, np.ndarray]:
     """Validate ``feed_dict`` against the placeholders the step needs."""
     feeds: dict[Tensor, np.ndarray] = {}
@@ -58,7 +58,7 @@ def check_feeds(graph: Graph, feed_dict: Mapping[Any, Any] | None, needed: list[
             raise FeedError(f"can only feed placeholders; {key.name!r} is a {key.op.type} "
                             f"(defined at {key.op.location})")
         feeds[key] = convert_feed(key, value)
-    for op in needed:
-        if op.type == "Placeholder" and op.outputs[0] not in feeds:
-            raise FeedError(f"you must feed a value for {_describe(op.outputs[0])}")
+    for placeholder in needed:
+        if placeholder not in feeds:
+            raise FeedError(f"you must feed a value for {_describe(placeholder)}")
     return feeds

@@ -1,6 +1,7 @@
 """``Session``: runs fetches of a graph, owning the variables' memory and the compiled steps."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -61,6 +62,18 @@ def _outputs_like(fetches: Any, out: Any, count: int) -> list[Any]:
     return targets
 
 
+@dataclass
+class _Plan:
+    """What one fetch set needs, kept per session so each ``run`` skips the graph walks."""
+
+    needed: list[Operation]
+    placeholders: list[Tensor]
+    initializes: bool
+    compute: list[Any]
+    computes_anything: bool
+    leaves: list[Any]          # keeps the fetched objects (and so the ids in the key) alive
+
+
 class Session:
     """Runs parts of a graph. ``target="cpu"`` compiles each fetch set to one native step.
 
@@ -82,6 +95,7 @@ class Session:
         self.target = target
         self._variables: dict[Tensor, np.ndarray] = {}
         self._cache: dict[Any, Executable] = {}
+        self._plans: dict[tuple[int, ...], _Plan] = {}
         self._closed = False
 
     # -- context manager -----------------------------------------------------------------------
@@ -94,6 +108,7 @@ class Session:
     def close(self) -> None:
         """Release compiled steps and variable memory; the session cannot run afterwards."""
         self._cache.clear()
+        self._plans.clear()
         self._variables.clear()
         self._closed = True
 
@@ -110,7 +125,7 @@ class Session:
             np.copyto(array, variable.initial_value)  # type: ignore[attr-defined]
 
     # -- running -------------------------------------------------------------------------------
-    def _prepare(self, fetches: Any, feed_dict: Any) -> tuple[list[Any], Callable, dict, list[Operation]]:
+    def _prepare(self, fetches: Any, feed_dict: Any) -> tuple[list[Any], Callable, dict, _Plan]:
         if self._closed:
             raise RuntimeError("this Session is closed")
         leaves: list[Any] = []
@@ -119,9 +134,19 @@ class Session:
             if leaf.graph is not self.graph:
                 raise GraphMismatchError(f"cannot fetch {getattr(leaf, 'name', leaf)!r}: it belongs to "
                                          "another graph than this session's")
-        needed = needed_operations([t.op if isinstance(t, Tensor) else t for t in leaves])
-        feeds = check_feeds(self.graph, feed_dict, needed)
-        return leaves, rebuild, feeds, needed
+        key = tuple(map(id, leaves))
+        plan = self._plans.get(key)
+        if plan is None:  # what these fetches need, worked out once per fetch set
+            needed = needed_operations([t.op if isinstance(t, Tensor) else t for t in leaves])
+            compute = [leaf for leaf in leaves
+                       if not (isinstance(leaf, Operation) and leaf.type == "InitVariables")]
+            computes = any(op.opdef.kind not in ("host", "group") for op in needed_operations(
+                [t.op if isinstance(t, Tensor) else t for t in compute]))
+            plan = _Plan(needed, [op.outputs[0] for op in needed if op.type == "Placeholder"],
+                         any(op.type == "InitVariables" for op in needed), compute, computes, leaves)
+            self._plans[key] = plan
+        feeds = check_feeds(self.graph, feed_dict, plan.placeholders)
+        return leaves, rebuild, feeds, plan
 
     def run(self, fetches: Any, feed_dict: Any = None, out: Any = None) -> Any:
         """Compute ``fetches`` (a tensor, an operation, or nested lists/tuples/dicts of them).
@@ -131,13 +156,12 @@ class Session:
         extension to TF1's signature) mirrors ``fetches`` with preallocated arrays (or None) that
         receive the results, so a loop can reuse its output memory.
         """
-        leaves, rebuild, feeds, needed = self._prepare(fetches, feed_dict)
+        leaves, rebuild, feeds, plan = self._prepare(fetches, feed_dict)
         targets = _outputs_like(fetches, out, len(leaves)) if out is not None else None
-        if any(op.type == "InitVariables" for op in needed):
+        if plan.initializes:
             self._initialize_all()
-        compute = [leaf for leaf in leaves if not (isinstance(leaf, Operation) and leaf.type == "InitVariables")]
-        if not any(op.opdef.kind not in ("host", "group") for op in needed_operations(
-                [t.op if isinstance(t, Tensor) else t for t in compute])):
+        compute, needed = plan.compute, plan.needed
+        if not plan.computes_anything:
             return rebuild([None] * len(leaves))
         target_of = dict(zip(map(id, leaves), targets)) if targets is not None else {}
         wanted = [target_of.get(id(leaf)) for leaf in compute] if targets is not None else None
