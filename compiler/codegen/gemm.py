@@ -40,7 +40,7 @@ def gemm_shape(dtype: np.dtype) -> GemmShape:
     registers = 32 if width_bits == 512 else 16
     # MR x (NR/VL) accumulators + NR/VL B vectors + 1 broadcast must fit in the registers.
     mr = 12 if registers == 32 else 6
-    return GemmShape(vector=vector, mr=mr, nr=2 * vector, kc=256, mc=mr * 16, nc=2048)
+    return GemmShape(vector=vector, mr=mr, nr=2 * vector, kc=256, mc=mr * 8, nc=2048)
 
 
 def packing_sizes(shape: GemmShape) -> tuple[int, int]:
@@ -351,8 +351,8 @@ def _emit_task(module: ir.Module, dtype: np.dtype, gemm: ir.Function) -> ir.Func
 
 
 def emit_library_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> ir.Function:
-    """The exported GEMM: the larger of M and N is split into ``threads`` parts (each a multiple of
-    the register tile, each with its own packing buffers) run by the worker pool
+    """The exported GEMM: N (or M, for tall matrices) is split into ``threads`` parts (each a multiple
+    of the register tile, each with its own packing buffers) run by the worker pool
     (``graphgrad_parallel``, see threads.py)."""
     gemm = emit_gemm(module, dtype)
     shape = gemm_shape(dtype)
@@ -371,7 +371,9 @@ def emit_library_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> i
     wanted = _min(b, b.select(b.icmp_signed("<", threads, _const(1)), _const(1), threads), _const(max_threads))
     small = b.icmp_signed("<", b.mul(b.mul(m, n), k), _const(MIN_PARALLEL_WORK))
     parts = b.select(small, _const(1), wanted)
-    by_rows = b.icmp_signed(">=", m, n)
+    # Split columns unless the matrix is much taller than wide: each part then packs only its own
+    # columns of B (the larger block), and only the smaller A blocks are packed by every part.
+    by_rows = b.icmp_signed(">", m, b.mul(n, _const(4)))
     extent = b.select(by_rows, m, n)
     granule = b.select(by_rows, _const(shape.mr), _const(shape.nr))
     per_part = b.udiv(b.add(extent, b.sub(parts, _const(1))), parts)
