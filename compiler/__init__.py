@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import dtypes, nn  # noqa: F401
+from . import dtypes, losses, nn  # noqa: F401
 from .autodiff import gradients
 from .dtypes import bool_, float32, float64, int32, int64  # noqa: F401
 from .errors import (CompileError, DTypeError, FeedError, GraphgradError, GraphMismatchError,  # noqa: F401
@@ -22,10 +22,11 @@ from .ops.array import (broadcast_like, broadcast_to, element_count, expand_dims
                         one_hot, ones_like, reshape, reshape_like, squeeze, stop_gradient,
                         transpose, zeros_like)
 from .ops.base import convert_to_tensor  # noqa: F401
-from .ops.elementwise import (abs, add, cast, divide, equal, exp, greater, greater_equal,  # noqa: F401
-                              is_nan, less, less_equal, log, logical_and, logical_not, logical_or,
-                              maximum, minimum, multiply, negative, not_equal, pow, relu, rsqrt,
-                              sigmoid, sign, sqrt, square, subtract, tanh, where)
+from .ops.elementwise import (abs, add, cast, clip_by_value, cos, divide, equal, erf, exp,  # noqa: F401
+                              expm1, floor, greater, greater_equal, is_nan, less, less_equal, log,
+                              log1p, logical_and, logical_not, logical_or, maximum, minimum, multiply,
+                              negative, not_equal, pow, relu, rsqrt, sigmoid, sign, sin, sqrt, square,
+                              subtract, tanh, where)
 from .ops.linalg import matmul  # noqa: F401
 from .ops.reduction import reduce_logsumexp, reduce_max, reduce_mean, reduce_sum, sum_to  # noqa: F401
 from .ops.sources import (Variable, constant, global_variables, placeholder,  # noqa: F401

@@ -54,7 +54,7 @@ class Prim(ScalarExpr):
 
 # name -> (arity, result dtype rule). "same": dtype of the first argument.
 _ARITHMETIC = ("add", "sub", "mul", "div", "maximum", "minimum")
-_UNARY_FLOAT = ("exp", "expm1", "log", "log1p", "tanh", "sigmoid", "sqrt", "floor")
+_UNARY_FLOAT = ("exp", "expm1", "log", "log1p", "tanh", "sigmoid", "sqrt", "floor", "sin", "cos", "erf")
 _COMPARISON = ("lt", "le", "gt", "ge", "eq", "ne")
 PRIMITIVES: dict[str, int] = {
     **{name: 2 for name in _ARITHMETIC},

@@ -233,7 +233,7 @@ class ExprLowering:
             return self.max_min(op, arg_dtype, args[0], args[1])
         if op == "neg":
             return b.fneg(args[0]) if floating else b.sub(ir.Constant(args[0].type, 0), args[0])
-        if op in ("exp", "expm1", "log", "log1p", "tanh", "sigmoid"):
+        if op in ("exp", "expm1", "log", "log1p", "tanh", "sigmoid", "sin", "cos", "erf"):
             return getattr(mathlib, f"emit_{op}")(b, args[0])
         if op == "pow":
             return mathlib.emit_pow(b, args[0], args[1])

@@ -13,8 +13,9 @@ operation on both targets (FMA hardware on x86-64-v3+ and sm_80), and plain
 float64 functions are evaluated in float64 with double-length (two-double)
 corrections.  float32 functions take the cheapest route that stays below
 1 ulp: exp, log and log1p in float32 with FMA-based error compensation;
-expm1, tanh, sigmoid (and pow) in plain double, rounded once to float32.
-Special values follow IEEE / numpy semantics.
+expm1, tanh, sigmoid, sin, cos, erf (and pow) in plain double, rounded once
+to float32.  Special values follow IEEE / numpy semantics.  sin and cos use
+a Cody-Waite reduction (no Payne-Hanek): accurate for |x| < 2**40, see there.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ __all__ = [
     "emit_tanh",
     "emit_sigmoid",
     "emit_pow",
+    "emit_sin",
+    "emit_cos",
+    "emit_erf",
 ]
 
 
@@ -977,3 +981,293 @@ def emit_pow(builder: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     wide = _Ops(builder, ir.Constant(double, 0.0))
     result = _pow_double(wide, builder.fpext(x, double), builder.fpext(y, double), precise=False)
     return builder.fptrunc(result, ops.ty)
+
+
+# ---------------------------------------------------------------------------
+# sin and cos
+# ---------------------------------------------------------------------------
+#
+# x = n*(pi/2) + r with n = rint(x*2/pi) read from the low bits of a shifter
+# sum (exact while |x*2/pi| < 2**51; its low two bits are the quadrant) and
+# r = x - n*(P1 + P2 + P3), a three-double pi/2 (~160 bits; Cody-Waite with
+# FMA, no Payne-Hanek).  x - n*P1 is exact (n*P1 is formed exactly by the FMA
+# and the difference fits in a double), so for float64 r is carried to double
+# length and stays accurate even for x within 2**-58 of a multiple of pi/2.
+# Then sin x = +-sin r or +-cos r by the quadrant; both kernels are evaluated
+# and one picked by select (no branch).
+#
+# Accuracy: <= 1 ulp for |x| < 2**40 (float32 and float64).  The error grows
+# slowly beyond that (n*2**-160 against |r| >= ~2**-58); past |x| ~ 2**51,
+# where n is no longer exact, the results are meaningless but always lie in
+# [-1, 1] (r is clamped to [-1, 1]).  +-inf and NaN give NaN, sin(-0) = -0.
+#
+# Kernels: sin r = r + r**3 * S(r**2), cos r = 1 - r**2/2 + r**4 * C(r**2) on
+# |r| <= 1 (a little past pi/4, for the slack in n), Chebyshev fits
+# (mpmath.chebyfit, coefficients rounded to double); weighted error of the
+# float64 tables below 2**-53.9, of the float32 ones (evaluated in double)
+# below 2**-38.9.
+
+# pi to 50 digits.
+_PI = Decimal("3.14159265358979323846264338327950288419716939937510")
+
+
+def _three_part(value: Decimal) -> tuple[float, float, float]:
+    """value ~= p1 + p2 + p3, each the double nearest to what is left."""
+    with localcontext() as ctx:
+        ctx.prec = 60
+        p1 = float(value)
+        p2 = float(value - Decimal(p1))
+        p3 = float(value - Decimal(p1) - Decimal(p2))
+    return p1, p2, p3
+
+
+with localcontext() as _ctx:
+    _ctx.prec = 60
+    _PIO2_1, _PIO2_2, _PIO2_3 = _three_part(_PI / 2)
+    _TWO_OVER_PI = float(2 / _PI)
+    _TWO_OVER_SQRT_PI_HI = float(2 / _PI.sqrt())
+    _TWO_OVER_SQRT_PI_LO = float(2 / _PI.sqrt() - Decimal(_TWO_OVER_SQRT_PI_HI))
+
+# S(z): sin r = r + r**3 * S(r**2), |r| <= 1.
+_SIN_F64 = (
+    -0.16666666666666666,
+    0.0083333333333333,
+    -0.00019841269841216566,
+    2.755731919201122e-06,
+    -2.5052099244914114e-08,
+    1.6057701922579786e-10,
+    -7.549371704181243e-13,
+)
+# C(z): cos r = 1 - r**2/2 + r**4 * C(r**2), |r| <= 1.
+_COS_F64 = (
+    0.041666666666666664,
+    -0.001388888888888887,
+    2.4801587301557676e-05,
+    -2.7557319206204856e-07,
+    2.087675190511727e-09,
+    -1.1469999475427464e-11,
+    4.7251147064766145e-14,
+)
+_SIN_F32 = (
+    -0.16666666666635674,
+    0.008333333317834781,
+    -0.0001984125743621154,
+    2.7553841957286337e-06,
+    -2.4653723629072674e-08,
+)
+_COS_F32 = (
+    0.041666666666644495,
+    -0.0013888888877802133,
+    2.4801578428292702e-05,
+    -2.75548322927341e-07,
+    2.0591921496065185e-09,
+)
+# |r| past this only happens once n is no longer exact (|x| >~ 2**51).
+_TRIG_R_CLAMP = 1.0
+
+
+def _quadrant_reduce(w: _Ops, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """(n, bits): n = rint(x*2/pi) as a double, and the shifter sum whose low
+    two bits are n mod 4 (x is a double)."""
+    shifted = w.fma(x, w.f(_TWO_OVER_PI), w.f(_F64_SHIFTER))
+    return w.sub(shifted, w.f(_F64_SHIFTER)), w.b.bitcast(shifted, w.ity)
+
+
+def _select_quadrant(w: _Ops, quadrant: ir.Value, sin_r: ir.Value, cos_r: ir.Value) -> ir.Value:
+    """sin(n*pi/2 + r) from sin r and cos r, for n mod 4 in the low bits of quadrant:
+    odd n picks cos r, and bit 1 of n flips the sign."""
+    b = w.b
+    odd = b.icmp_unsigned("!=", b.and_(quadrant, w.i(1)), w.i(0))
+    value = w.select(odd, cos_r, sin_r)
+    sign = b.shl(b.and_(quadrant, w.i(2)), w.i(w.fmt.int_bits - 2))
+    return b.bitcast(b.xor(b.bitcast(value, w.ity), sign), w.ty)
+
+
+def _sin_cos_f64(ops: _Ops, x: ir.Value, cosine: bool) -> ir.Value:
+    n, quadrant = _quadrant_reduce(ops, x)
+    # r = x - n*pi/2 to double length.
+    r1 = ops.fma(n, ops.f(-_PIO2_1), x)  # exact
+    p2, p2_err = _two_product(ops, n, ops.f(_PIO2_2))
+    s, s_err = _two_sum(ops, r1, ops.neg(p2))
+    low = ops.sub(ops.sub(s_err, p2_err), ops.mul(n, ops.f(_PIO2_3)))
+    r_raw, r_lo = _two_sum(ops, s, low)
+    r = ops.clamp_keep_nan(r_raw, -_TRIG_R_CLAMP, _TRIG_R_CLAMP)
+    r_lo = ops.select(ops.cmp("==", r, r_raw), r_lo, ops.f(0.0))
+
+    z, z_lo = _two_product(ops, r, r)
+    # sin(r + r_lo) = r + (r**3 * S + r_lo*(1 - z/2)); the tail is < r/6.
+    lo_term = ops.fma(r_lo, ops.mul(ops.f(-0.5), z), r_lo)
+    sin_r = ops.add(r, ops.fma(ops.mul(r, z), ops.polynomial(z, _SIN_F64), lo_term))
+    # cos(r + r_lo) = w + ((1 - w) - z/2 + z**2 * C - z_lo/2 - r*r_lo), w = 1 - z/2:
+    # 1 - w and its difference with z/2 are exact (Sterbenz), so only the last
+    # addition rounds.
+    half_z = ops.mul(ops.f(0.5), z)
+    w = ops.sub(ops.f(1.0), half_z)
+    w_err = ops.sub(ops.sub(ops.f(1.0), w), half_z)
+    lo_c = ops.sub(w_err, ops.fma(ops.f(0.5), z_lo, ops.mul(r, r_lo)))
+    cos_r = ops.add(w, ops.fma(ops.mul(z, z), ops.polynomial(z, _COS_F64), lo_c))
+
+    if cosine:
+        quadrant = ops.b.add(quadrant, ops.i(1))
+    return _select_quadrant(ops, quadrant, sin_r, cos_r)
+
+
+def _sin_cos_f32(ops: _Ops, x: ir.Value, cosine: bool) -> ir.Value:
+    """In double (float32 x is exact there): r to ~2**-53 relative (|r| >= ~2**-31
+    for float32 inputs), kernels to 2**-38.9, one rounding to float32."""
+    w = _wide(ops.b)
+    wide_x = ops.b.fpext(x, w.ty)
+    n, quadrant = _quadrant_reduce(w, wide_x)
+    r = w.fma(n, w.f(-_PIO2_1), wide_x)
+    r = w.fma(n, w.f(-_PIO2_2), r)
+    r = w.fma(n, w.f(-_PIO2_3), r)
+    r = w.clamp_keep_nan(r, -_TRIG_R_CLAMP, _TRIG_R_CLAMP)
+    z = w.mul(r, r)
+    sin_r = w.fma(w.mul(r, z), w.polynomial(z, _SIN_F32), r)
+    cos_r = w.fma(w.mul(z, z), w.polynomial(z, _COS_F32), w.fma(w.f(-0.5), z, w.f(1.0)))
+    if cosine:
+        quadrant = ops.b.add(quadrant, w.i(1))
+    return ops.b.fptrunc(_select_quadrant(w, quadrant, sin_r, cos_r), ops.ty)
+
+
+def emit_sin(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """Emit sin(x) for a float or double x (see the notes above _PI)."""
+    ops = _Ops(builder, x)
+    if ops.fmt is _FLOAT32:
+        result = _sin_cos_f32(ops, x, cosine=False)
+    else:
+        result = _sin_cos_f64(ops, x, cosine=False)
+    # Keeps sin(-0) = -0 (the reduction turns -0 into +0).
+    return ops.select(ops.cmp("==", x, ops.f(0.0)), x, result)
+
+
+def emit_cos(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """Emit cos(x) for a float or double x (see the notes above _PI)."""
+    ops = _Ops(builder, x)
+    if ops.fmt is _FLOAT32:
+        return _sin_cos_f32(ops, x, cosine=True)
+    return _sin_cos_f64(ops, x, cosine=True)
+
+
+# ---------------------------------------------------------------------------
+# erf
+# ---------------------------------------------------------------------------
+#
+# erf is odd: computed for |x| and the sign copied back (NaN kept).
+# |x| < 1:  erf = |x| * (2/sqrt(pi) + z*Q(z)), z = x**2, with 2/sqrt(pi) to
+#           double length in float64 (one FMA), so only the last step rounds.
+# |x| >= 1: erf = 1 - exp(-x**2) * G(x), G = erfc * exp(x**2) (erfcx) as a
+#           polynomial in y = (x - k)/(x + k), which maps the interval to
+#           about [-0.4, 0.4] and tames G's 1/x tail.  |x| is clamped to 6
+#           (float32: 4), where erf has rounded to 1.  In float64 x**2 and
+#           exp(-x**2) are double length, and 1 - E*G is formed with an exact
+#           product and two-sum.
+# float32 is evaluated in double (exact arguments, ~2**-32 relative) and
+# rounded once.
+#
+# Tables: Chebyshev fits (mpmath.chebyfit), rounded to double.  Weighted
+# errors: Q 2**-54.5 (float64) / 2**-36.4 (float32); G 2**-54.4 on [1, 6]
+# with k = 2.5 (float64) / 2**-31.9 on [1, 4] with k = 2 (float32).
+
+_ERF_SPLIT = 1.0
+_ERF_SMALL_F64 = (
+    -0.37612638903183754,
+    0.11283791670955111,
+    -0.026866170645123838,
+    0.005223977625303518,
+    -0.0008548327010033328,
+    0.00012055332214716276,
+    -1.4925622504489842e-05,
+    1.6461446656928561e-06,
+    -1.6355118610877705e-07,
+    1.4692484859133263e-08,
+    -1.1500357159785296e-09,
+    6.174097221305255e-11,
+)
+_ERF_SMALL_F32 = (
+    -0.3761263890283394,
+    0.11283791626146691,
+    -0.02686616120045799,
+    0.005223901522381322,
+    -0.0008545300982032149,
+    0.00011989474929662575,
+    -1.4119450134908322e-05,
+    1.1131013908553317e-06,
+)
+_ERFCX_K_F64 = 2.5
+_ERF_CLAMP_F64 = 6.0
+_ERFCX_F64 = (
+    0.2108063640611436,
+    -0.3717367339489734,
+    0.2517131932174494,
+    -0.1250330523788247,
+    0.039922539075574935,
+    -0.003993701166223159,
+    -0.002642365963784453,
+    0.0008759154630794508,
+    0.00022838036598153182,
+    -0.00012887741536369735,
+    -3.4182063549802165e-05,
+    1.8617072081910595e-05,
+    7.5513017799442535e-06,
+    -2.3140931150942177e-06,
+    -1.79706306540687e-06,
+    1.2966926825389417e-07,
+    3.3657006736237105e-07,
+)
+_ERFCX_K_F32 = 2.0
+_ERF_CLAMP_F32 = 4.0
+_ERFCX_F32 = (
+    0.25539567631050575,
+    -0.42718584831165,
+    0.24165819411285702,
+    -0.07897847314706918,
+    0.0037329080273491746,
+    0.006993954025083926,
+    -0.0008476555786712168,
+    -0.0009395269021825955,
+    4.9876741933444445e-05,
+)
+
+
+def _erf_f64(ops: _Ops, x: ir.Value) -> ir.Value:
+    ax = ops.fabs(x)
+    z = ops.mul(ax, ax)
+    small = ops.fma(ax, ops.f(_TWO_OVER_SQRT_PI_HI),
+                    ops.mul(ax, ops.fma(z, ops.polynomial(z, _ERF_SMALL_F64),
+                                        ops.f(_TWO_OVER_SQRT_PI_LO))))
+
+    t = ops.clamp(ax, _ERF_SPLIT, _ERF_CLAMP_F64)  # NaN -> the clamp; selected away below
+    k = ops.f(_ERFCX_K_F64)
+    g = ops.polynomial(ops.div(ops.sub(t, k), ops.add(t, k)), _ERFCX_F64)
+    tt, tt_lo = _two_product(ops, t, t)
+    e_hi, e_lo = _exp_from_parts(ops, _exp_parts(ops, ops.neg(tt), ops.neg(tt_lo)))
+    p, p_lo = _two_product(ops, e_hi, g)
+    s, s_err = _fast_two_sum(ops, ops.f(1.0), ops.neg(p))  # p = erfc <= 0.16
+    large = ops.add(s, ops.sub(s_err, ops.fma(e_lo, g, p_lo)))
+
+    magnitude = ops.select(ops.cmp("<", ax, ops.f(_ERF_SPLIT)), small, large)
+    return ops.copysign(magnitude, x)
+
+
+def _erf_f32(ops: _Ops, x: ir.Value) -> ir.Value:
+    w = _wide(ops.b)
+    ax = ops.b.fpext(ops.fabs(x), w.ty)
+    z = w.mul(ax, ax)
+    small = w.mul(ax, w.fma(z, w.polynomial(z, _ERF_SMALL_F32), w.f(_TWO_OVER_SQRT_PI_HI)))
+
+    t = w.clamp(ax, _ERF_SPLIT, _ERF_CLAMP_F32)
+    k = w.f(_ERFCX_K_F32)
+    g = w.polynomial(w.div(w.sub(t, k), w.add(t, k)), _ERFCX_F32)
+    e = _wide_exp(w, w.neg(w.mul(t, t)))  # t*t is exact
+    large = w.fma(w.neg(e), g, w.f(1.0))
+
+    magnitude = w.select(w.cmp("<", ax, w.f(_ERF_SPLIT)), small, large)
+    return ops.copysign(ops.b.fptrunc(magnitude, ops.ty), x)
+
+
+def emit_erf(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """Emit the error function of a float or double x (see the notes above _ERF_SPLIT)."""
+    ops = _Ops(builder, x)
+    result = _erf_f32(ops, x) if ops.fmt is _FLOAT32 else _erf_f64(ops, x)
+    return ops.select(ops.is_nan(x), x, result)

@@ -5,13 +5,14 @@ the scalar lowering (``sb`` is a ``ScalarBuilder``) and the numpy reference.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from .. import dtypes
 from ..graph import Operation, Tensor
-from ..shapes import RuleError, broadcast_shapes
+from ..shapes import RuleError, broadcast_shapes, format_shape
 from . import reduction as _reduction
 from .base import (OpDef, floating_dtype, no_gradient, numeric_dtype, same_dtype)
 
@@ -296,3 +297,99 @@ def cast(x: Any, dtype: Any, name: str | None = None) -> Tensor:
     if isinstance(x, Tensor) and x.dtype == target:
         return x
     return Cast(x, dtype=target, name=name)
+
+
+# -- trigonometric and special functions ----------------------------------------------------
+
+_TWO_OVER_SQRT_PI = 1.1283791670955126  # d/dx erf(x) = 2/sqrt(pi) * exp(-x**2)
+
+
+def _erf_reference(x: np.ndarray) -> np.ndarray:
+    # numpy has no erf: math.erf (C99 erf, within 1 ulp) per element, rounded to x's dtype.
+    x = np.asarray(x)
+    return np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype).reshape(x.shape)
+
+
+Sin = elementwise("Sin", lambda sb, x: sb.sin(x), np.sin,
+                  lambda op, g: [g * cos(op.inputs[0])], floating_dtype)
+Cos = elementwise("Cos", lambda sb, x: sb.cos(x), np.cos,
+                  lambda op, g: [negative(g * sin(op.inputs[0]))], floating_dtype)
+Log1p = elementwise("Log1p", lambda sb, x: sb.log1p(x), np.log1p,
+                    lambda op, g: [g / (op.inputs[0] + 1.0)], floating_dtype)
+# d/dx expm1(x) = exp(x) = expm1(x) + 1: read from the output, like Exp.
+Expm1 = elementwise("Expm1", lambda sb, x: sb.expm1(x), np.expm1,
+                    lambda op, g: [g * (op.outputs[0] + 1.0)], floating_dtype)
+# Piecewise constant: no gradient (TF returns None as well).
+Floor = elementwise("Floor", lambda sb, x: sb.floor(x), np.floor, no_gradient, floating_dtype)
+Erf = elementwise("Erf", lambda sb, x: sb.erf(x), _erf_reference,
+                  lambda op, g: [g * _TWO_OVER_SQRT_PI * exp(negative(square(op.inputs[0])))],
+                  floating_dtype)
+
+
+def _clip_shape(shapes: Sequence[tuple], attrs: Mapping[str, Any]) -> tuple:
+    """The bounds broadcast to ``t``'s shape; they may not make the result larger (TF1)."""
+    out = broadcast_shapes(*shapes)
+    t = tuple(shapes[0])
+    if len(out) != len(t) or any(d is not None and o is not None and o != d for o, d in zip(out, t)):
+        raise RuleError("clip_value_min and clip_value_max must broadcast to the shape of t "
+                        f"{format_shape(t)}, not enlarge it to {format_shape(out)}")
+    return out
+
+
+def _clip_grad(op: Operation, g: Tensor) -> list[Tensor]:
+    # Exact for the forward max(min(t, hi), lo) with ties sent as minimum/maximum send them:
+    # t gets g where lo <= t <= hi, hi where t > hi (and hi >= lo), lo everywhere else.
+    t, lo, hi = op.inputs
+    below_hi = less_equal(t, hi)
+    inside = logical_and(greater_equal(t, lo), below_hi)
+    to_hi = logical_and(logical_not(below_hi), greater_equal(hi, lo))
+    to_lo = logical_not(logical_or(inside, to_hi))
+    return [_unbroadcast(where(inside, g, 0), t), _unbroadcast(where(to_lo, g, 0), lo),
+            _unbroadcast(where(to_hi, g, 0), hi)]
+
+
+ClipByValue = OpDef("ClipByValue", "elementwise", _clip_shape, numeric_dtype,
+                    reference=lambda values, attrs: np.maximum(np.minimum(values[0], values[2]),
+                                                               values[1]),
+                    grad_rule=_clip_grad,
+                    lower_scalar=lambda sb, args, attrs: sb.maximum(sb.minimum(args[0], args[2]),
+                                                                    args[1]))
+
+
+def sin(x: Any, name: str | None = None) -> Tensor:
+    """Sine (radians), accurate to 1 ulp for ``|x| < 2**40``; see ``codegen.mathlib``."""
+    return Sin(x, name=name)
+
+
+def cos(x: Any, name: str | None = None) -> Tensor:
+    """Cosine (radians), accurate to 1 ulp for ``|x| < 2**40``; see ``codegen.mathlib``."""
+    return Cos(x, name=name)
+
+
+def log1p(x: Any, name: str | None = None) -> Tensor:
+    """``log(1 + x)``, accurate for small ``x``."""
+    return Log1p(x, name=name)
+
+
+def expm1(x: Any, name: str | None = None) -> Tensor:
+    """``exp(x) - 1``, accurate for small ``x``."""
+    return Expm1(x, name=name)
+
+
+def floor(x: Any, name: str | None = None) -> Tensor:
+    """The largest integer not greater than ``x`` (a float). It has no gradient (None)."""
+    return Floor(x, name=name)
+
+
+def erf(x: Any, name: str | None = None) -> Tensor:
+    """The error function ``2/sqrt(pi) * integral_0^x exp(-t**2) dt``."""
+    return Erf(x, name=name)
+
+
+def clip_by_value(t: Any, clip_value_min: Any, clip_value_max: Any, name: str | None = None) -> Tensor:
+    """``t`` clipped to ``[clip_value_min, clip_value_max]`` (TF1: ``max(min(t, max), min)``).
+
+    The bounds are scalars or tensors that broadcast to ``t``'s shape. The gradient reaches ``t``
+    where ``min <= t <= max`` and the bounds where they are the result.
+    """
+    return ClipByValue(t, clip_value_min, clip_value_max, name=name)

@@ -13,6 +13,8 @@ from ..shapes import format_shape
 from .array import one_hot, stop_gradient
 from .base import convert_to_tensor
 from .elementwise import relu, sigmoid, tanh  # noqa: F401  (re-exported as cc.nn.*)
+from .elementwise import (cast, clip_by_value, erf, exp, expm1, greater, greater_equal, log1p,
+                          minimum, negative, where)
 from .reduction import reduce_logsumexp, reduce_sum
 
 
@@ -60,3 +62,79 @@ def sparse_softmax_cross_entropy_with_logits(labels: Any = None, logits: Any = N
                          f"{format_shape(logits.shape)} must be known (at {user_location()})")
     targets = one_hot(labels, depth, dtype=logits.dtype)
     return -reduce_sum(targets * log_softmax(logits), axis=-1)
+
+
+def _float_features(function: str, features: Any) -> Tensor:
+    x = convert_to_tensor(features)
+    if not dtypes.is_floating(x.dtype):
+        raise DTypeError(f"{function}: needs float32 or float64 features, got {x.dtype.name} "
+                         f"{x.name!r} (at {user_location()})")
+    return x
+
+
+def softplus(features: Any, name: str | None = None) -> Tensor:
+    """``log(1 + exp(x))``, computed as ``max(x, 0) + log1p(exp(-|x|))`` (no overflow, no
+    cancellation). Both branches are picked by ``x >= 0``, so at 0 the graph is the identity
+    ``x + softplus(-x)`` and gradients of every order are exact there too."""
+    x = _float_features("softplus", features)
+    positive = greater_equal(x, 0.0)
+    return where(positive, x, 0.0) + log1p(exp(where(positive, negative(x), x)))
+
+
+def leaky_relu(features: Any, alpha: float = 0.2, name: str | None = None) -> Tensor:
+    """``x`` where ``x > 0``, else ``alpha * x`` (TF: integer features are cast to float32)."""
+    x = convert_to_tensor(features)
+    if not dtypes.is_floating(x.dtype):
+        x = cast(x, dtypes.float32)
+    return where(greater(x, 0.0), x, x * alpha)
+
+
+def elu(features: Any, name: str | None = None) -> Tensor:
+    """``x`` where ``x > 0``, else ``exp(x) - 1``. The exponential only ever sees
+    ``min(x, 0)``: no overflow, so no ``inf * 0`` in the gradient of the unused branch."""
+    x = _float_features("elu", features)
+    return where(greater(x, 0.0), x, expm1(minimum(x, 0.0)))
+
+
+def gelu(features: Any, approximate: bool = False, name: str | None = None) -> Tensor:
+    """Gaussian error linear unit ``x * Phi(x)``.
+
+    Exact: ``0.5 * x * (1 + erf(x / sqrt(2)))``; ``approximate=True``: the tanh form
+    ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3)))`` (as TF).
+    """
+    x = _float_features("gelu", features)
+    if approximate:
+        # Past |x| = 20 the tanh is exactly +-1; clipping there keeps x**3 finite, so the
+        # gradient is 0 rather than 0 * inf for huge |x|. The values are unchanged.
+        xc = clip_by_value(x, -20.0, 20.0)
+        inner = 0.7978845608028654 * (xc + 0.044715 * (xc * xc * xc))
+        return 0.5 * x * (1.0 + tanh(inner))
+    return 0.5 * x * (1.0 + erf(x * 0.7071067811865476))
+
+
+def _check_same_shape(function: str, labels: Tensor, logits: Tensor) -> None:
+    a, b = labels.shape, logits.shape
+    if len(a) != len(b) or any(x is not None and y is not None and x != y for x, y in zip(a, b)):
+        raise ShapeError(f"{function}: logits {format_shape(b)} and labels {format_shape(a)} must "
+                         f"have the same shape (at {user_location()})")
+
+
+def sigmoid_cross_entropy_with_logits(labels: Any = None, logits: Any = None,
+                                      name: str | None = None) -> Tensor:
+    """Elementwise ``-z*log(sigmoid(x)) - (1-z)*log(1-sigmoid(x))`` for labels ``z``, logits ``x``.
+
+    TF's stable form ``max(x, 0) - x*z + log1p(exp(-|x|))``, with both branches picked by
+    ``x >= 0`` (exact gradients at 0). As in TF the gradient reaches labels too.
+    """
+    if labels is None or logits is None:
+        raise ValueError("sigmoid_cross_entropy_with_logits needs labels= and logits=")
+    logits = _float_features("sigmoid_cross_entropy_with_logits", logits)
+    labels = convert_to_tensor(labels, logits.dtype)
+    if labels.dtype != logits.dtype:
+        raise DTypeError(f"sigmoid_cross_entropy_with_logits: labels are {labels.dtype.name} but "
+                         f"logits are {logits.dtype.name} (at {user_location()})")
+    _check_same_shape("sigmoid_cross_entropy_with_logits", labels, logits)
+    positive = greater_equal(logits, 0.0)
+    relu_logits = where(positive, logits, 0.0)
+    neg_abs_logits = where(positive, negative(logits), logits)
+    return relu_logits - logits * labels + log1p(exp(neg_abs_logits))

@@ -147,4 +147,49 @@ ROWS: list[Row] = [
         + cc.cast(x >= y, x.dtype), (Input((3, 4)), Input((4,))), grad=()),
     Row("one_hot", lambda k: cc.one_hot(k, 5, dtype="float64"), (Input((2, 3), "labels:5", "int64"),), grad=()),
     Row("sign", lambda x: cc.sign(x), (Input((3, 4)),), grad=()),
+    # trigonometric and special functions
+    *_unary("sin", cc.sin, second=True),
+    *_unary("cos", cc.cos, second=True),
+    Row("sin-wide", lambda x: cc.sin(x * 300.0), (Input((7, 131)),)),     # range reduction
+    Row("cos-wide", lambda x: cc.cos(x * 300.0), (Input((7, 131)),)),
+    *_unary("log1p", cc.log1p, "positive"),
+    Row("log1p-negative", lambda x: cc.log1p(x * -0.4), (Input((3, 4), "positive"),)),  # (-0.8, -0.2)
+    Row("log1p-tiny", lambda x: cc.log1p(x * 1e-9), (Input((3, 4)),)),
+    *_unary("expm1", cc.expm1),
+    Row("expm1-tiny", lambda x: cc.expm1(x * 1e-9), (Input((3, 4)),)),
+    *_unary("erf", cc.erf),
+    Row("erf-wide", lambda x: cc.erf(x * 2.5), (Input((7, 131)),)),       # past the split at 1 and 4
+    Row("floor", lambda x: cc.floor(x * 3.0), (Input((3, 4)),), grad=()),
+    Row("floor-size0", lambda x: cc.floor(x), (Input((0, 3)),), grad=()),
+    Row("floor-times-x", lambda x: cc.floor(x * 3.0) * x, (Input((3, 4)),)),  # None for floor's input
+    # "distinct" draws lie within 0.05 of k*0.37 - 1.8: the bounds stay clear of them.
+    Row("clip_by_value", lambda x: cc.clip_by_value(x, -0.5, 0.6), (Input((3, 4), "distinct"),)),
+    Row("clip_by_value-scalar", lambda x: cc.clip_by_value(x, -0.5, 0.6), (Input((), "distinct"),)),
+    Row("clip_by_value-size0", lambda x: cc.clip_by_value(x, -0.5, 0.6), (Input((0, 4)),)),
+    Row("clip_by_value-wide", lambda x: cc.clip_by_value(x, -40.0, 50.0), (Input((7, 131), "distinct"),)),
+    Row("clip_by_value-tensor-bounds",
+        lambda x, lo, hi: cc.clip_by_value(x, lo * -0.5, hi * 0.5),      # lo in (-1, -0.25), hi in (0.25, 1)
+        (Input((3, 4), "distinct"), Input((4,), "positive"), Input((3, 1), "positive")),
+        grad=(0, 1, 2)),
+    Row("clip_by_value-crossed-bounds", lambda x, lo: cc.clip_by_value(x, lo + 1.0, lo),  # min > max
+        (Input((3, 4), "distinct"), Input((4,))), grad=(0, 1)),
+    # cc.nn activations and losses
+    *_unary("softplus", cc.nn.softplus, second=True),
+    Row("softplus-wide", lambda x: cc.nn.softplus(x * 40.0), (Input((3, 4)),)),
+    *_unary("leaky_relu", cc.nn.leaky_relu),
+    Row("leaky_relu-alpha", lambda x: cc.nn.leaky_relu(x, alpha=0.01), (Input((3, 4)),)),
+    *_unary("elu", cc.nn.elu),
+    Row("elu-wide", lambda x: cc.nn.elu(x * 400.0), (Input((3, 4)),)),   # exp would overflow
+    *_unary("gelu", cc.nn.gelu, second=True),
+    *_unary("gelu-approximate", lambda x: cc.nn.gelu(x, approximate=True)),
+    Row("sigmoid_cross_entropy", lambda z, x: cc.nn.sigmoid_cross_entropy_with_logits(
+        labels=cc.sigmoid(z), logits=x), (Input((3, 5)), Input((3, 5))), grad=(0, 1), second_order=True),
+    Row("sigmoid_cross_entropy-wide", lambda z, x: cc.nn.sigmoid_cross_entropy_with_logits(
+        labels=cc.sigmoid(z), logits=x * 50.0), (Input((2, 3)), Input((2, 3))), grad=(0, 1)),
+    Row("mean_squared_error", lambda y, p: cc.losses.mean_squared_error(y, p), (Input((4, 3)), Input((4, 3))),
+        grad=(0, 1), second_order=True),
+    Row("mean_squared_error-weights", lambda y, p, w: cc.losses.mean_squared_error(y, p, weights=w),
+        (Input((4, 3)), Input((4, 3)), Input((4, 1), "positive")), grad=(0, 1, 2)),
+    Row("mean_squared_error-size0", lambda y, p: cc.losses.mean_squared_error(y, p),
+        (Input((0, 3)), Input((0, 3)))),
 ]

@@ -1,0 +1,127 @@
+"""``cc.losses``: TF1's ``tf.losses`` (weighted losses reduced to a scalar, added to a collection).
+
+>>> import compiler as cc
+>>> y = cc.placeholder("float32", (None, 1))
+>>> p = cc.placeholder("float32", (None, 1))
+>>> loss = cc.losses.mean_squared_error(labels=y, predictions=p)   # mean over all elements
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from . import dtypes
+from .errors import DTypeError, ShapeError
+from .graph import Tensor, user_location
+from .ops.array import ones_like
+from .ops.base import convert_to_tensor
+from .ops.elementwise import cast, equal, not_equal, square, where
+from .ops.reduction import reduce_sum
+from .shapes import RuleError, broadcast_shapes, format_shape
+
+LOSSES = "losses"  # the collection the losses are added to (TF's GraphKeys.LOSSES)
+
+__all__ = ["Reduction", "compute_weighted_loss", "get_losses", "mean_squared_error", "LOSSES"]
+
+
+class Reduction:
+    """How ``compute_weighted_loss`` reduces the weighted per-element losses (TF1 names)."""
+
+    NONE = "none"                                               # the weighted losses, unreduced
+    SUM = "weighted_sum"                                        # sum(w * l)
+    SUM_OVER_BATCH_SIZE = "weighted_sum_over_batch_size"        # sum(w * l) / number of elements
+    MEAN = "weighted_mean"                                      # sum(w * l) / sum(w)
+    SUM_BY_NONZERO_WEIGHTS = "weighted_sum_by_nonzero_weights"  # sum(w * l) / count(w != 0)
+    SUM_OVER_NONZERO_WEIGHTS = SUM_BY_NONZERO_WEIGHTS
+
+    @classmethod
+    def all(cls) -> tuple[str, ...]:
+        return (cls.NONE, cls.SUM, cls.MEAN, cls.SUM_OVER_BATCH_SIZE, cls.SUM_BY_NONZERO_WEIGHTS)
+
+    @classmethod
+    def validate(cls, key: str) -> None:
+        if key not in cls.all():
+            raise ValueError(f"invalid reduction {key!r}; one of {', '.join(cls.all())}")
+
+
+def _div_no_nan(total: Tensor, count: Tensor) -> Tensor:
+    """``total / count``, and 0 where ``count`` is 0 (TF's ``div_no_nan``)."""
+    empty = equal(count, 0.0)
+    return where(empty, 0.0, total / where(empty, 1.0, count))
+
+
+def compute_weighted_loss(losses: Any, weights: Any = 1.0, scope: str | None = None,
+                          loss_collection: str | None = LOSSES,
+                          reduction: str = Reduction.SUM_BY_NONZERO_WEIGHTS) -> Tensor:
+    """``losses * weights`` reduced by ``reduction``; ``weights`` broadcast to ``losses``' shape.
+
+    Added to ``loss_collection`` (unless None). Counts of zero give a loss of 0, as in TF.
+    """
+    Reduction.validate(reduction)
+    losses = convert_to_tensor(losses)
+    if not dtypes.is_floating(losses.dtype):
+        raise DTypeError(f"compute_weighted_loss: losses must be float32 or float64, got "
+                         f"{losses.dtype.name} (at {user_location()})")
+    weights = convert_to_tensor(weights, losses.dtype)
+    if weights.dtype != losses.dtype:
+        weights = cast(weights, losses.dtype)
+    try:
+        combined = broadcast_shapes(losses.shape, weights.shape)
+    except RuleError:
+        combined = None
+    if combined is None or len(combined) != len(losses.shape) or any(
+            d is not None and c is not None and c != d for c, d in zip(combined, losses.shape)):
+        raise ShapeError(f"compute_weighted_loss: weights {format_shape(weights.shape)} must broadcast "
+                         f"to the losses' shape {format_shape(losses.shape)} (at {user_location()})")
+    scope_context = losses.graph.name_scope(scope) if scope else contextlib.nullcontext()
+    with losses.graph.as_default(), scope_context:
+        weighted = losses * weights
+        if reduction == Reduction.NONE:
+            loss = weighted
+        else:
+            total = reduce_sum(weighted)
+            if reduction == Reduction.SUM:
+                loss = total
+            else:
+                ones = ones_like(losses)
+                if reduction == Reduction.MEAN:
+                    count = reduce_sum(weights * ones)
+                elif reduction == Reduction.SUM_OVER_BATCH_SIZE:
+                    count = reduce_sum(ones)
+                else:
+                    count = reduce_sum(cast(not_equal(weights * ones, 0.0), losses.dtype))
+                loss = _div_no_nan(total, count)
+    if loss_collection:
+        loss.graph.add_to_collection(loss_collection, loss)
+    return loss
+
+
+def mean_squared_error(labels: Any, predictions: Any, weights: Any = 1.0, scope: str | None = None,
+                       loss_collection: str | None = LOSSES,
+                       reduction: str = Reduction.SUM_BY_NONZERO_WEIGHTS) -> Tensor:
+    """``(predictions - labels)**2`` weighted and reduced; by default the mean over all elements.
+
+    ``labels`` take the dtype of ``predictions`` (integer predictions become float32, as TF1's
+    ``to_float``) and must have a compatible shape. The gradient reaches both.
+    """
+    if labels is None or predictions is None:
+        raise ValueError("mean_squared_error needs labels and predictions")
+    predictions = convert_to_tensor(predictions)
+    if not dtypes.is_floating(predictions.dtype):
+        predictions = cast(predictions, dtypes.float32)
+    labels = convert_to_tensor(labels, predictions.dtype)
+    if labels.dtype != predictions.dtype:
+        labels = cast(labels, predictions.dtype)
+    a, b = predictions.shape, labels.shape
+    if len(a) != len(b) or any(x is not None and y is not None and x != y for x, y in zip(a, b)):
+        raise ShapeError(f"mean_squared_error: predictions {format_shape(a)} and labels "
+                         f"{format_shape(b)} must have the same shape (at {user_location()})")
+    return compute_weighted_loss(square(predictions - labels), weights, scope=scope,
+                                 loss_collection=loss_collection, reduction=reduction)
+
+
+def get_losses(scope: str | None = None, loss_collection: str = LOSSES, graph: Any = None) -> list[Tensor]:
+    """The losses added to ``loss_collection`` (names starting with ``scope`` when given)."""
+    from .graph import get_default_graph
+    found = (graph or get_default_graph()).get_collection(loss_collection)
+    return [t for t in found if scope is None or t.name.startswith(scope)]

@@ -1,0 +1,258 @@
+"""What the op table cannot show for the elementwise math and nn ops: gradients exactly at kinks
+and at zero (TF's conventions), stability at extreme inputs, special values through a compiled
+step, losses' reductions and collections, and build-time errors."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import compiler as cc
+from runtime import Session
+
+
+def _run(fetches, feeds=None, target: str = "cpu"):
+    with Session(target=target) as sess:
+        return sess.run(fetches, feeds or {})
+
+
+def _value_and_grads(build, x_value, order: int = 1):
+    """f(x), df/dx (and d2f/dx2 when order=2) of sum(build(x)), elementwise, on the cpu."""
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder(x_value.dtype, x_value.shape)
+        y = build(x)
+        (g,) = cc.gradients(cc.reduce_sum(y), [x])
+        fetches = [y, g]
+        if order == 2:
+            (h,) = cc.gradients(cc.reduce_sum(g), [x])
+            fetches.append(h)
+    with Session(graph) as sess:
+        return sess.run(fetches, {x: x_value})
+
+
+# -- gradients at kinks and at zero -----------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_softplus_at_zero_first_and_second_order(dtype):
+    y, g, h = _value_and_grads(cc.nn.softplus, np.zeros(3, dtype), order=2)
+    np.testing.assert_allclose(y, math.log(2.0), rtol=1e-6)
+    np.testing.assert_array_equal(g, 0.5)
+    np.testing.assert_allclose(h, 0.25, rtol=1e-6)
+
+
+def test_sigmoid_cross_entropy_gradients_at_zero_logits():
+    graph = cc.Graph()
+    with graph.as_default():
+        z = cc.placeholder("float64", (4,))
+        x = cc.placeholder("float64", (4,))
+        loss = cc.reduce_sum(cc.nn.sigmoid_cross_entropy_with_logits(labels=z, logits=x))
+        gz, gx = cc.gradients(loss, [z, x])
+    labels = np.array([0.0, 0.25, 0.5, 1.0])
+    with Session(graph) as sess:
+        value, grad_z, grad_x = sess.run([loss, gz, gx], {z: labels, x: np.zeros(4)})
+    np.testing.assert_allclose(value, 4 * math.log(2.0))
+    np.testing.assert_array_equal(grad_x, 0.5 - labels)   # sigmoid(0) - z
+    np.testing.assert_array_equal(grad_z, 0.0)            # -x, as in TF
+
+
+def test_elu_and_leaky_relu_at_zero_follow_tf():
+    _, g = _value_and_grads(cc.nn.elu, np.zeros(2))
+    np.testing.assert_array_equal(g, 1.0)                 # TF: grad * (y + 1) for y <= 0
+    _, g = _value_and_grads(lambda x: cc.nn.leaky_relu(x, alpha=0.1), np.zeros(2))
+    np.testing.assert_array_equal(g, 0.1)                 # TF: x > 0 ? grad : alpha * grad
+
+
+def test_clip_by_value_gradient_at_the_bounds_passes_through():
+    x = np.array([-2.0, -1.0, 0.0, 1.0, 2.0])
+    y, g = _value_and_grads(lambda t: cc.clip_by_value(t, -1.0, 1.0), x)
+    np.testing.assert_array_equal(y, [-1.0, -1.0, 0.0, 1.0, 1.0])
+    np.testing.assert_array_equal(g, [0.0, 1.0, 1.0, 1.0, 0.0])   # min <= t <= max
+
+
+def test_clip_by_value_bounds_get_the_rest_of_the_gradient():
+    graph = cc.Graph()
+    with graph.as_default():
+        t = cc.placeholder("float64", (2, 3))
+        lo = cc.placeholder("float64", (3,))
+        hi = cc.placeholder("float64", ())
+        grads = cc.gradients(cc.reduce_sum(cc.clip_by_value(t, lo, hi)), [t, lo, hi])
+    feeds = {t: np.array([[-3.0, 0.0, 3.0], [0.5, -0.5, 9.0]]), lo: np.array([-1.0, -1.0, -1.0]),
+             hi: np.array(1.0)}
+    with Session(graph) as sess:
+        gt, glo, ghi = sess.run(grads, feeds)
+    np.testing.assert_array_equal(gt, [[0, 1, 0], [1, 1, 0]])
+    np.testing.assert_array_equal(glo, [1, 0, 0])
+    assert ghi == 2.0
+    # The three always add up to the incoming gradient.
+    assert gt.sum() + glo.sum() + ghi == t.shape[0] * t.shape[1]
+
+
+def test_floor_has_no_gradient():
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (3,))
+        assert cc.gradients(cc.reduce_sum(cc.floor(x)), [x]) == [None]
+        (zero,) = cc.gradients(cc.reduce_sum(cc.floor(x)), [x], unconnected_gradients="zero")
+    with Session(graph) as sess:
+        np.testing.assert_array_equal(sess.run(zero, {x: np.ones(3, "float32")}), 0.0)
+
+
+# -- stability and special values -------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_activations_are_stable_at_extremes(dtype):
+    x = np.array([-1e30, -1000.0, -50.0, 0.0, 50.0, 1000.0, 1e30], dtype)
+    graph = cc.Graph()
+    with graph.as_default():
+        p = cc.placeholder(dtype, x.shape)
+        outs = {"softplus": cc.nn.softplus(p), "elu": cc.nn.elu(p), "gelu": cc.nn.gelu(p),
+                "gelu_approx": cc.nn.gelu(p, approximate=True),
+                "sce": cc.nn.sigmoid_cross_entropy_with_logits(labels=cc.ones_like(p), logits=p)}
+        grads = {k: cc.gradients(cc.reduce_sum(v), [p])[0] for k, v in outs.items()}
+    with Session(graph) as sess:
+        values, derivs = sess.run([outs, grads], {p: x})
+    for name, value in {**values, **{f"d{k}": v for k, v in derivs.items()}}.items():
+        assert np.all(np.isfinite(value)), (name, value)
+    big = x > 0
+    np.testing.assert_array_equal(values["softplus"][big], x[big])
+    assert values["softplus"][0] == 0.0 and values["elu"][0] == -1.0
+    np.testing.assert_array_equal(values["gelu"][:3], 0.0)    # x * Phi(x) underflows, no NaN
+    np.testing.assert_array_equal(values["gelu"][4:], x[4:])
+    with np.errstate(over="ignore"):
+        expected = np.log1p(np.exp(-x[big].astype(np.float64)))   # labels 1: softplus(-x)
+    np.testing.assert_allclose(values["sce"][big], expected, rtol=1e-6)
+    np.testing.assert_array_equal(values["sce"][:2], -x[:2])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_trig_and_erf_special_values(dtype):
+    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e4, -3e4, 7.5], dtype)
+    graph = cc.Graph()
+    with graph.as_default():
+        p = cc.placeholder(dtype, x.shape)
+        fetches = [cc.sin(p), cc.cos(p), cc.erf(p)]
+    with Session(graph) as sess:
+        s, c, e = sess.run(fetches, {p: x})
+    assert s[0] == 0 and not np.signbit(s[0]) and s[1] == 0 and np.signbit(s[1])
+    assert np.all(np.isnan(s[2:5])) and np.all(np.isnan(c[2:5]))
+    np.testing.assert_array_equal(c[:2], 1.0)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(s[5:], np.sin(x[5:].astype(np.float64)), rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(c[5:], np.cos(x[5:].astype(np.float64)), rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(e[[0, 1, 2, 3, 5, 6, 7]], [0.0, -0.0, 1.0, -1.0, 1.0, -1.0, 1.0])
+    assert np.signbit(e[1]) and np.isnan(e[4])
+
+
+def test_gelu_matches_its_definition():
+    x = np.linspace(-6, 6, 97)
+    exact = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x])
+    approx = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    graph = cc.Graph()
+    with graph.as_default():
+        p = cc.placeholder("float64", x.shape)
+        fetches = [cc.nn.gelu(p), cc.nn.gelu(p, approximate=True)]
+    with Session(graph) as sess:
+        got_exact, got_approx = sess.run(fetches, {p: x})
+    np.testing.assert_allclose(got_exact, exact, rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(got_approx, approx, rtol=1e-14, atol=1e-15)
+
+
+def test_sigmoid_cross_entropy_matches_the_naive_formula():
+    rng = np.random.default_rng(0)
+    z, x = rng.uniform(0, 1, (4, 5)), rng.normal(size=(4, 5)) * 3
+    naive = -z * np.log(1 / (1 + np.exp(-x))) - (1 - z) * np.log(1 - 1 / (1 + np.exp(-x)))
+    got = _run(cc.nn.sigmoid_cross_entropy_with_logits(labels=z, logits=cc.constant(x)))
+    np.testing.assert_allclose(got, naive, rtol=1e-12)
+
+
+# -- losses -----------------------------------------------------------------------------------
+
+def _mse_graph(reduction, weights):
+    graph = cc.Graph()
+    with graph.as_default():
+        y = cc.placeholder("float64", (None, 3))
+        p = cc.placeholder("float64", (None, 3))
+        loss = cc.losses.mean_squared_error(y, p, weights=weights, reduction=reduction)
+    return graph, y, p, loss
+
+
+@pytest.mark.parametrize("reduction", [None, "none", "weighted_sum", "weighted_mean",
+                                       "weighted_sum_over_batch_size", "weighted_sum_by_nonzero_weights"])
+@pytest.mark.parametrize("weights", [1.0, 2.5, np.array([[0.0], [1.0], [3.0], [0.0]]), np.array([0.0, 2.0, 1.0])])
+def test_mean_squared_error_reductions(reduction, weights):
+    rng = np.random.default_rng(1)
+    yv, pv = rng.normal(size=(4, 3)), rng.normal(size=(4, 3))
+    kwargs = {} if reduction is None else {"reduction": reduction}
+    graph = cc.Graph()
+    with graph.as_default():
+        y = cc.placeholder("float64", (4, 3))
+        p = cc.placeholder("float64", (4, 3))
+        loss = cc.losses.mean_squared_error(y, p, weights=weights, **kwargs)
+        assert cc.losses.get_losses() == [loss]
+    with Session(graph) as sess, Session(graph, target="reference") as ref:
+        got, oracle = sess.run(loss, {y: yv, p: pv}), ref.run(loss, {y: yv, p: pv})
+    w = np.broadcast_to(weights, (4, 3))
+    weighted = (pv - yv) ** 2 * w
+    expected = {None: weighted.sum() / np.count_nonzero(w), "none": weighted, "weighted_sum": weighted.sum(),
+                "weighted_mean": weighted.sum() / w.sum(), "weighted_sum_over_batch_size": weighted.mean(),
+                "weighted_sum_by_nonzero_weights": weighted.sum() / np.count_nonzero(w)}[reduction]
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+    np.testing.assert_allclose(got, oracle, rtol=1e-12)
+
+
+def test_mean_squared_error_default_is_the_mean_and_empty_is_zero():
+    graph, y, p, loss = _mse_graph(cc.losses.Reduction.SUM_BY_NONZERO_WEIGHTS, 1.0)
+    rng = np.random.default_rng(2)
+    yv, pv = rng.normal(size=(5, 3)), rng.normal(size=(5, 3))
+    with Session(graph) as sess:
+        np.testing.assert_allclose(sess.run(loss, {y: yv, p: pv}), np.mean((yv - pv) ** 2), rtol=1e-13)
+        assert sess.run(loss, {y: np.zeros((0, 3)), p: np.zeros((0, 3))}) == 0.0
+    graph, y, p, loss = _mse_graph(cc.losses.Reduction.SUM_BY_NONZERO_WEIGHTS, 0.0)
+    with Session(graph) as sess:
+        assert sess.run(loss, {y: yv, p: pv}) == 0.0   # all weights zero: 0, not NaN
+
+
+def test_mean_squared_error_checks_and_casts():
+    graph = cc.Graph()
+    with graph.as_default():
+        with pytest.raises(cc.ShapeError, match="same shape"):
+            cc.losses.mean_squared_error(cc.placeholder("float32", (3, 2)), cc.placeholder("float32", (2, 3)))
+        with pytest.raises(cc.ShapeError, match="broadcast"):
+            cc.losses.mean_squared_error(cc.placeholder("float32", (3, 1)), cc.placeholder("float32", (3, 1)),
+                                         weights=np.ones((3, 4)))
+        with pytest.raises(ValueError, match="reduction"):
+            cc.losses.mean_squared_error(cc.placeholder("float32", (3,)), cc.placeholder("float32", (3,)),
+                                         reduction="mean")
+        loss = cc.losses.mean_squared_error(np.array([1, 2, 3]), cc.constant(np.array([1, 2, 5], "int32")),
+                                            loss_collection=None)
+        assert loss.dtype == np.float32 and cc.losses.get_losses() == []
+    with Session(graph) as sess:
+        np.testing.assert_allclose(sess.run(loss), 4.0 / 3.0, rtol=1e-6)
+
+
+# -- build-time errors --------------------------------------------------------------------------
+
+def test_build_time_errors_name_the_op(graph):
+    i = cc.placeholder("int32", (3,))
+    f = cc.placeholder("float32", (3,))
+    for op in (cc.sin, cc.cos, cc.erf, cc.log1p, cc.expm1, cc.floor):
+        with pytest.raises(cc.DTypeError):
+            op(i)
+    for op in (cc.nn.softplus, cc.nn.elu, cc.nn.gelu):
+        with pytest.raises(cc.DTypeError, match="test_nn_ops.py"):
+            op(i)
+    with pytest.raises(cc.ShapeError, match="ClipByValue.*enlarge"):
+        cc.clip_by_value(f, cc.placeholder("float32", (2, 3)), 1.0)
+    with pytest.raises(cc.ShapeError, match="same shape"):
+        cc.nn.sigmoid_cross_entropy_with_logits(labels=cc.placeholder("float32", (3, 1)), logits=f)
+    assert cc.nn.leaky_relu(i).dtype == np.float32          # TF casts integer features
+    assert cc.clip_by_value(i, 0, 2).dtype == np.int32      # and clips integers as they are
+
+
+def test_clip_by_value_integers():
+    x = np.array([-5, 0, 3, 9], "int32")
+    got = _run(cc.clip_by_value(cc.constant(x), 0, 4))
+    np.testing.assert_array_equal(got, [0, 0, 3, 4])
+    assert got.dtype == np.int32
