@@ -18,7 +18,7 @@ from compiler.graph import Operation, Tensor
 from compiler.kernel_ir import Program
 from compiler.pipeline import CompiledStep
 
-from .executable import read_fetch
+from .executable import host_array, read_fetch
 
 
 class CudaError(RuntimeError):
@@ -96,13 +96,7 @@ class CudaExecutable:
         self._host: list[np.ndarray] = []
         self._device: list[ctypes.c_uint64] = []
         for buffer in program.buffers:
-            if buffer.role == "variable":
-                tensor = next(t for t, b in program.variables.items() if b == buffer.index)
-                host = variable_arrays[tensor]
-            elif buffer.role == "constant":
-                host = np.array(program.constants[buffer.index], order="C")
-            else:
-                host = np.empty(buffer.shape, dtype=buffer.dtype)
+            host = host_array(program, buffer, variable_arrays)
             pointer = ctypes.c_uint64()
             _check(driver, driver.cuMemAlloc_v2(ctypes.byref(pointer), ctypes.c_size_t(max(host.nbytes, 1))),
                    "cuMemAlloc")

@@ -25,6 +25,17 @@ def read_fetch(arrays: Sequence[np.ndarray], spec: FetchSpec) -> np.ndarray:
     return np.array(view, copy=True)
 
 
+def host_array(program: Any, buffer: Any, variable_arrays: dict[Tensor, np.ndarray]) -> np.ndarray:
+    """The host memory of a buffer: the session's array for a variable, the value of a constant,
+    else a new array."""
+    if buffer.role == "variable":
+        tensor = next(t for t, b in program.variables.items() if b == buffer.index)
+        return variable_arrays[tensor]
+    if buffer.role == "constant":
+        return np.array(program.constants[buffer.index], order="C")
+    return np.empty(buffer.shape, dtype=buffer.dtype)
+
+
 def check_output(target: Any, spec: FetchSpec) -> None:
     if not isinstance(target, np.ndarray) or target.shape != spec.shape or not target.flags.writeable:
         raise ValueError(f"out= needs a writeable array of shape {spec.shape}, got "
@@ -55,13 +66,8 @@ class Executable:
                 array = arena[start:start + buffer.nbytes].view(buffer.dtype).reshape(buffer.shape)
             elif buffer.role == "temp":
                 array = np.empty(0, dtype=buffer.dtype)  # merged into another buffer: never used
-            elif buffer.role == "variable":
-                tensor = next(t for t, b in program.variables.items() if b == buffer.index)
-                array = variable_arrays[tensor]
-            elif buffer.role == "constant":
-                array = np.array(program.constants[buffer.index], order="C")
             else:
-                array = np.empty(buffer.shape, dtype=buffer.dtype)
+                array = host_array(program, buffer, variable_arrays)
             self._arrays.append(array)
         self._table = (ctypes.c_void_p * max(len(self._arrays), 1))()
         for index, array in enumerate(self._arrays):
