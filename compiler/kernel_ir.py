@@ -192,6 +192,10 @@ class Kernel:
     combiner: str | None = None          # "sum" | "max" when reduce_axes is not empty
     covers: tuple[tuple[str, str, str], ...] = ()   # (op type, op name, user file:line)
     matmul: "MatmulAxes | None" = None  # set for a matrix product: operand 0 @ operand 1
+    # With ``accumulate``, the output keeps its value and the reduction is added to it, times
+    # ``scale`` (a fused ``var -= lr * (a @ b)``); otherwise out = the reduction (scale must be 1).
+    accumulate: bool = False
+    scale: float = 1.0
 
     @property
     def kind(self) -> str:
@@ -283,6 +287,8 @@ def format_program(program: Program) -> str:
     for kernel in program.kernels:
         space = "x".join(str(n) for n in kernel.space) or "scalar"
         red = f" reduce {kernel.combiner} over axes {list(kernel.reduce_axes)}" if kernel.reduce_axes else ""
+        if kernel.accumulate:
+            red += f", added to the output times {kernel.scale!r}"
         out.append(f"\nkernel {kernel.name} ({kernel.kind}) space [{space}]{red} -> "
                    f"b{kernel.out.buffer} strides {list(kernel.out.strides)}")
         for op_type, op_name, where in kernel.covers:

@@ -121,7 +121,7 @@ def emit_kernel(module: ir.Module, kernel: Kernel, plan: KernelPlan) -> tuple[ir
     dtype = kernel.out_dtype
     reducing = bool(kernel.reduce_axes)
     init_function = None
-    if reducing and not plan.gemm:
+    if reducing and not plan.gemm and not kernel.accumulate:
         init_function = _emit_init(module, kernel, len(buffers))
 
     if plan.gemm:
@@ -130,9 +130,15 @@ def emit_kernel(module: ir.Module, kernel: Kernel, plan: KernelPlan) -> tuple[ir
         axes, order = plan.axes, plan.order
         values: list[ir.Value] = [ir.Constant(i64, 0)] * len(axes)
 
+        def body_value(b: ir.IRBuilder, lowering: ExprLowering) -> ir.Value:
+            value = lowering.lower(kernel.body)
+            if kernel.scale != 1.0:
+                value = b.fmul(value, ir.Constant(value.type, kernel.scale))
+            return value
+
         def point(b: ir.IRBuilder) -> None:
             lowering = ExprLowering(b, kernel, operand_pointers, axes, values)
-            value = lowering.lower(kernel.body)
+            value = body_value(b, lowering)
             index = lowering.out_index()
             if reducing:
                 value = combine(lowering, kernel.combiner, dtype,
@@ -154,7 +160,7 @@ def emit_kernel(module: ir.Module, kernel: Kernel, plan: KernelPlan) -> tuple[ir
                     values[k] = position(b2, index)
                     lowering = ExprLowering(b2, kernel, operand_pointers, axes, values)
                     return [combine(lowering, kernel.combiner, dtype, carried[0],
-                                    lowering.lower(kernel.body), reassociate=True)]
+                                    body_value(b2, lowering), reassociate=True)]
                 (total,) = emit_loop(b, count, accumulate, [identity_of(kernel.combiner, dtype)], name=f"r{k}")
                 values[k] = ir.Constant(i64, 0)
                 lowering = ExprLowering(b, kernel, operand_pointers, axes, values)
@@ -244,7 +250,8 @@ def _emit_gemm_call(builder: ir.IRBuilder, kernel: Kernel, out_pointer: ir.Value
             pointer(operand_pointers[1], b_access.strides, b_access.offset),
             ir.Constant(i64, b_access.strides[layout.k]), ir.Constant(i64, b_access.strides[layout.n]),
             pointer(out_pointer, kernel.out.strides, kernel.out.offset),
-            ir.Constant(i64, kernel.out.strides[layout.m])])
+            ir.Constant(i64, kernel.out.strides[layout.m]),
+            ir.Constant(ir.DoubleType(), kernel.scale), ir.Constant(i64, int(kernel.accumulate))])
 
     def level(b: ir.IRBuilder, depth: int) -> None:
         if depth == len(layout.batch):

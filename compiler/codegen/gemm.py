@@ -73,17 +73,25 @@ def emit_gemm(module: ir.Module, dtype: np.dtype) -> ir.Function:
     pack_a = _emit_pack(module, dtype, "pack_a", shape.mr)
     pack_b = _emit_pack(module, dtype, "pack_b", shape.nr)
 
-    params = [I64, I64, I64, PTR, I64, I64, PTR, I64, I64, PTR, I64, PTR, PTR]
+    params = [I64, I64, I64, PTR, I64, I64, PTR, I64, I64, PTR, I64, PTR, PTR, I64, I64]
     function = ir.Function(module, ir.FunctionType(ir.VoidType(), params), name=name)
     function.linkage = "internal"
-    m, n, k, a, rsa, csa, bm, rsb, csb, c, rsc, ap, bp = function.args
+    m, n, k, a, rsa, csa, bm, rsb, csb, c, rsc, ap, bp, alpha_bits, beta = function.args
     b = ir.IRBuilder(function.append_basic_block("entry"))
+    # C = alpha * A @ B, or C += alpha * A @ B when beta is 1. alpha travels as a double's bits.
+    alpha = b.bitcast(alpha_bits, ir.DoubleType())
+    alpha = alpha if scalar == ir.DoubleType() else b.fptrunc(alpha, scalar)
+    keep_c = b.icmp_signed("!=", beta, _const(0))
 
-    # K == 0: C is all zeros.
+    # K == 0: C is all zeros (or unchanged when accumulating).
     zero_block = b.append_basic_block("zero")
     main_block = b.append_basic_block("main")
+    done_block = b.append_basic_block("done")
     b.cbranch(b.icmp_signed("==", k, _const(0)), zero_block, main_block)
     b.position_at_end(zero_block)
+    clear_block = b.append_basic_block("clear")
+    b.cbranch(keep_c, done_block, clear_block)
+    b.position_at_end(clear_block)
 
     def zero_row(b2: ir.IRBuilder, i: ir.Value, _: list) -> list:
         def zero_col(b3: ir.IRBuilder, j: ir.Value, __: list) -> list:
@@ -92,6 +100,8 @@ def emit_gemm(module: ir.Module, dtype: np.dtype) -> ir.Function:
         emit_loop(b2, n, zero_col, name="zj")
         return []
     emit_loop(b, m, zero_row, name="zi")
+    b.branch(done_block)
+    b.position_at_end(done_block)
     b.ret_void()
 
     b.position_at_end(main_block)
@@ -107,7 +117,7 @@ def emit_gemm(module: ir.Module, dtype: np.dtype) -> ir.Function:
         def over_pc(b2: ir.IRBuilder, pc_index: ir.Value, __: list) -> list:
             pc = b2.mul(pc_index, _const(shape.kc))
             kc = _min(b2, _const(shape.kc), b2.sub(k, pc))
-            accumulate = b2.icmp_signed("!=", pc_index, _const(0))
+            accumulate = b2.or_(b2.icmp_signed("!=", pc_index, _const(0)), keep_c)
             b_source = _gep(b2, bm, scalar, b2.add(b2.mul(pc, rsb), b2.mul(jc, csb)))
             # B block (kc x nc): rows walk k (stride rsb), columns walk n (stride csb).
             b2.call(pack_b, [b_source, csb, rsb, nc, kc, bp])
@@ -130,7 +140,7 @@ def emit_gemm(module: ir.Module, dtype: np.dtype) -> ir.Function:
                         mr = _min(b5, _const(shape.mr), b5.sub(mc, row))
                         a_panel = _gep(b5, ap, scalar, b5.mul(row, kc))
                         c_tile = _gep(b5, c, scalar, b5.add(b5.mul(b5.add(ic, row), rsc), b5.add(jc, jr)))
-                        b5.call(micro, [kc, a_panel, b_panel, c_tile, rsc, mr, nr, accumulate, scratch])
+                        b5.call(micro, [kc, a_panel, b_panel, c_tile, rsc, mr, nr, accumulate, scratch, alpha])
                         return []
                     emit_loop(b4, m_panels, over_ir, name="ir")
                     return []
@@ -233,10 +243,10 @@ def _emit_micro_kernel(module: ir.Module, dtype: np.dtype, shape: GemmShape) -> 
     scalar = register_type(dtype)
     vector_type = ir.VectorType(scalar, shape.vector)
     lanes = shape.nr // shape.vector
-    params = [I64, PTR, PTR, PTR, I64, I64, I64, ir.IntType(1), PTR]
+    params = [I64, PTR, PTR, PTR, I64, I64, I64, ir.IntType(1), PTR, scalar]
     function = ir.Function(module, ir.FunctionType(ir.VoidType(), params), name=f"micro_{dtype.name}")
     function.linkage = "internal"
-    kc, a_panel, b_panel, c_tile, rsc, mr, nr, accumulate, tile = function.args
+    kc, a_panel, b_panel, c_tile, rsc, mr, nr, accumulate, tile, alpha = function.args
     for arg in (a_panel, b_panel, c_tile):
         arg.add_attribute("noalias")
     fma = declare_function(module, f"llvm.fma.v{shape.vector}{'f32' if dtype == dtypes.float32 else 'f64'}",
@@ -261,6 +271,11 @@ def _emit_micro_kernel(module: ir.Module, dtype: np.dtype, shape: GemmShape) -> 
         return out
 
     acc = emit_loop(b, kc, step, initial, name="k")
+    # Scale by alpha (1 for a plain product: an exact multiply).
+    splat = b.insert_element(ir.Constant(vector_type, ir.Undefined), alpha, _const(0))
+    splat = b.shuffle_vector(splat, ir.Constant(vector_type, ir.Undefined),
+                             ir.Constant(ir.VectorType(ir.IntType(32), shape.vector), [0] * shape.vector))
+    acc = [b.fmul(value, splat) for value in acc]
 
     full = b.and_(b.icmp_signed("==", mr, _const(shape.mr)), b.icmp_signed("==", nr, _const(shape.nr)))
     full_block = b.append_basic_block("full")
@@ -303,15 +318,17 @@ def _emit_micro_kernel(module: ir.Module, dtype: np.dtype, shape: GemmShape) -> 
 
 # -- the process-wide GEMM library ---------------------------------------------------------------
 
-_GEMM_ARGS = 13  # M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, Ap, Bp
+_GEMM_ARGS = 15  # M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, Ap, Bp, alpha (double bits), beta
 LIBRARY_SYMBOL = "graphgrad_gemm_{dtype}"
 # Multiply-adds below which one GEMM is not split across threads (thread start-up would dominate).
 MIN_PARALLEL_WORK = 1 << 21
 
 
 def library_signature() -> ir.FunctionType:
-    """``void graphgrad_gemm_<dtype>(threads, M, N, K, A, rsa, csa, B, rsb, csb, C, rsc)``."""
-    return ir.FunctionType(ir.VoidType(), [I64, I64, I64, I64, PTR, I64, I64, PTR, I64, I64, PTR, I64])
+    """``void graphgrad_gemm_<dtype>(threads, M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, alpha,
+    accumulate)``: C = alpha * A @ B, or C += alpha * A @ B when accumulate is 1."""
+    return ir.FunctionType(ir.VoidType(), [I64, I64, I64, I64, PTR, I64, I64, PTR, I64, I64, PTR, I64,
+                                           ir.DoubleType(), I64])
 
 
 def _workspace_table(module: ir.Module, dtype: np.dtype, max_threads: int) -> tuple[ir.Value, ir.Value]:
@@ -337,8 +354,8 @@ def _workspace_table(module: ir.Module, dtype: np.dtype, max_threads: int) -> tu
 
 
 def _emit_task(module: ir.Module, dtype: np.dtype, gemm: ir.Function) -> ir.Function:
-    """``void task(ptr slots, i64 part)``: run the GEMM whose 13 arguments (as i64) are at
-    ``slots[part * 13]`` — one part of a split GEMM, run by the worker pool."""
+    """``void task(ptr slots, i64 part)``: run the GEMM whose 15 arguments (as i64) are at
+    ``slots[part * 15]`` — one part of a split GEMM, run by the worker pool."""
     function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64]), name=f"gemm_task_{dtype.name}")
     function.linkage = "internal"
     slots, part = function.args
@@ -361,7 +378,7 @@ def emit_library_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> i
     table_a, table_b = _workspace_table(module, dtype, max_threads)
     parallel = declare_function(module, PARALLEL_SYMBOL, ir.VoidType(), [PTR, PTR, I64])
     function = ir.Function(module, library_signature(), name=LIBRARY_SYMBOL.format(dtype=dtype.name))
-    threads, m, n, k, a, rsa, csa, bm, rsb, csb, c, rsc = function.args
+    threads, m, n, k, a, rsa, csa, bm, rsb, csb, c, rsc, alpha, beta = function.args
     b = ir.IRBuilder(function.append_basic_block("entry"))
     slots = b.alloca(I64, size=_GEMM_ARGS * max_threads)
 
@@ -386,7 +403,7 @@ def emit_library_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> i
                      _gep(b1, a, scalar, b1.select(by_rows, b1.mul(start, rsa), _const(0))), rsa, csa,
                      _gep(b1, bm, scalar, b1.select(by_rows, _const(0), b1.mul(start, csb))), rsb, csb,
                      _gep(b1, c, scalar, b1.select(by_rows, b1.mul(start, rsc), start)), rsc,
-                     workspace(b1, table_a, t), workspace(b1, table_b, t)]
+                     workspace(b1, table_a, t), workspace(b1, table_b, t), b1.bitcast(alpha, I64), beta]
         base = b1.mul(t, _const(_GEMM_ARGS))
         for i, value in enumerate(arguments):
             b1.store(value if value.type == I64 else b1.ptrtoint(value, I64),

@@ -14,7 +14,7 @@ from llvmlite import ir
 
 from ..kernel_ir import Kernel, Program
 from .common import (I32, I64, PTR, ExprLowering, combine, declare_function, emit_loop,
-                     identity_of, loop_axes, store_element)
+                     identity_of, load_element, loop_axes, store_element)
 from .cpu import kernel_buffers
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -74,7 +74,10 @@ def emit_kernel(module: ir.Module, kernel: Kernel) -> ir.Function:
         def nest(b: ir.IRBuilder, depth: int, total: ir.Value) -> ir.Value:
             if depth == len(inner):
                 low = ExprLowering(b, kernel, operand_pointers, axes, values)
-                return combine(low, kernel.combiner, dtype, total, low.lower(kernel.body))
+                value = low.lower(kernel.body)
+                if kernel.scale != 1.0:
+                    value = b.fmul(value, ir.Constant(value.type, kernel.scale))
+                return combine(low, kernel.combiner, dtype, total, value)
             k = inner[depth]
             def body(b2: ir.IRBuilder, index: ir.Value, carried: list) -> list:
                 values[k] = index
@@ -84,6 +87,9 @@ def emit_kernel(module: ir.Module, kernel: Kernel) -> ir.Function:
         for k in inner:
             values[k] = ir.Constant(I64, 0)
         lowering = ExprLowering(builder, kernel, operand_pointers, axes, values)
+        if kernel.accumulate:  # added to what the output holds (a fused variable update)
+            result = combine(lowering, kernel.combiner, dtype,
+                             load_element(builder, out_pointer, dtype, lowering.out_index()), result)
     store_element(builder, result, out_pointer, dtype, lowering.out_index())
     builder.branch(done)
     builder.position_at_end(done)

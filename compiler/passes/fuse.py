@@ -13,6 +13,7 @@ own variable through a non-identity index) gets its value computed into a tempor
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -67,6 +68,14 @@ class _KernelBuilder:
         self.variables: dict[Any, int] = {}
         self.constants: dict[int, np.ndarray] = {}
         self.var_buffer_of: dict[int, int] = {}       # id(variable node) -> buffer
+        # var -= lr * (a @ b): the matmul adds into the variable itself (no gradient buffer).
+        self.update_matmuls: dict[int, tuple[Node, float]] = {}   # id(state node) -> (matmul, scale)
+        self.absorbed: set[int] = set()
+        for node in self.nodes:
+            found = self._update_matmul(node)
+            if found is not None:
+                self.update_matmuls[id(node)] = found
+                self.absorbed.update(id(n) for n in (found[0], node.inputs[1]))
 
     # -- decisions ---------------------------------------------------------------------------
     def _fusable(self, node: Node) -> bool:
@@ -83,6 +92,27 @@ class _KernelBuilder:
         if consumer.kind == "state":
             return index == 1 and consumer.size == node.size
         return False
+
+    def _update_matmul(self, node: Node) -> tuple[Node, float] | None:
+        """``assign_add/assign_sub(var, [c *] matmul(a, b))`` whose matmul is used only there."""
+        if node.opdef.name not in ("AssignAdd", "AssignSub") or self._state_needs_temp(node):
+            return None
+        variable, value = node.inputs
+        sign = 1.0 if node.opdef.name == "AssignAdd" else -1.0
+        scale, product = 1.0, value
+        if value.opdef.name == "Mul" and self.consumers.get(id(value)) == [(node, 1)] \
+                and id(value) not in self.fetched and value.shape == node.shape:
+            for constant, other in (value.inputs, value.inputs[::-1]):
+                if constant.opdef.name == "Const" and constant.size == 1 and other.opdef.name == "MatMul":
+                    scale, product = float(constant.value.reshape(())), other
+                    break
+        if product.opdef.name != "MatMul" or product.shape != node.shape or id(product) in self.fetched:
+            return None
+        if len(self.consumers.get(id(product), [])) != 1 or id(product) in self.forced:
+            return None
+        if not dtypes.is_floating(product.dtype) or any(i is variable for i in product.inputs):
+            return None
+        return product, sign * scale
 
     def _state_needs_temp(self, node: Node) -> bool:
         return bool(self.consumers.get(id(node))) or id(node) in self.fetched or id(node) in self.forced
@@ -117,6 +147,8 @@ class _KernelBuilder:
             if not source.is_contiguous(node.inputs[0].shape):
                 source = self._copy_to_temp(node.inputs[0])
             self.storage[id(node)] = Storage(source.buffer, contiguous_strides(node.shape), source.offset)
+        elif id(node) in self.absorbed:
+            return  # computed by the assignment it feeds (see _emit_update_matmul)
         elif node.kind in ("elementwise", "reduce"):
             if id(node) not in self.fetched and not self.consumers.get(id(node)):
                 return  # only its shape is used (e.g. by ones_like): nothing to compute
@@ -226,9 +258,44 @@ class _KernelBuilder:
         old = self._expr(variable, identity, space, sb, operands, {}, covers)
         return sb.add(old, value_expr) if node.opdef.name == "AssignAdd" else sb.sub(old, value_expr)
 
+    def _emit_update_matmul(self, node: Node, product: Node, scale: float, target: int) -> bool:
+        sb = ScalarBuilder()
+        operands: list[Access] = []
+        covers = [(node.opdef.name, node.label, node.where)]
+        if product is not node.inputs[1]:
+            covers.append((node.inputs[1].opdef.name, node.inputs[1].label, node.inputs[1].where))
+        covers.append((product.opdef.name, product.label, product.where))
+        nest = _loop_nest(product)
+        args = [self._expr(inp, tuple(axes), nest.space, sb, operands, {}, [])
+                for inp, axes in zip(product.inputs, nest.input_axes)]
+        if len(operands) != 2 or any(a.buffer == target for a in operands):
+            return False
+        kept = [a for a in range(len(nest.space)) if a not in nest.reduce_axes]
+        out_strides = [0] * len(nest.space)
+        for axis, stride in zip(kept, contiguous_strides([nest.space[a] for a in kept])):
+            out_strides[axis] = stride
+        rank = len(nest.space)
+        self.final_kernels.append(Kernel(
+            "", nest.space, tuple(operands), nest.body(sb, args), Access(target, tuple(out_strides)),
+            node.dtype, reduce_axes=tuple(nest.reduce_axes), combiner="sum", covers=tuple(covers),
+            matmul=MatmulAxes(tuple(range(rank - 3)), rank - 3, rank - 2, rank - 1),
+            accumulate=True, scale=scale))
+        self.storage[id(node)] = Storage(target, contiguous_strides(node.shape))
+        return True
+
     def _emit_state(self, node: Node) -> None:
         variable = node.inputs[0]
         target = self.var_buffer_of[id(variable)]
+        if id(node) in self.update_matmuls:
+            product, scale = self.update_matmuls[id(node)]
+            if self._emit_update_matmul(node, product, scale, target):
+                return
+            # It would read the variable it writes: compute the product first, as usual.
+            self.absorbed.discard(id(product))
+            self.absorbed.discard(id(node.inputs[1]))
+            buffer = self._new_buffer(product, "temp")
+            self.storage[id(product)] = Storage(buffer, contiguous_strides(product.shape))
+            self._emit_compute(product, buffer)
         space = node.shape
         covers = [(node.opdef.name, node.label, node.where)]
         if self._state_needs_temp(node):
@@ -279,9 +346,8 @@ class _KernelBuilder:
         for node in self.nodes:
             self._assign_storage(node)
         self._check_hazards()
-        kernels = self.kernels + [
-            Kernel(f"k{len(self.kernels) + i}_assign", k.space, k.operands, k.body, k.out, k.out_dtype,
-                   covers=k.covers) for i, k in enumerate(self.final_kernels)]
+        kernels = self.kernels + [dataclasses.replace(k, name=f"k{len(self.kernels) + i}_assign")
+                                  for i, k in enumerate(self.final_kernels)]
         fetches: list[FetchSpec | None] = []
         for node in self.fetches:
             if node is None:

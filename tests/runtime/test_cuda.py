@@ -34,7 +34,10 @@ def test_cuda_matches_reference(row: Row, dtype: str) -> None:
         np.testing.assert_allclose(got, want, equal_nan=True, **TOLERANCE[want.dtype.name])
 
 
-def test_cuda_training_steps_match_reference() -> None:
+@pytest.mark.parametrize("make_optimizer", [lambda: optim.AdamOptimizer(0.01),
+                                            lambda: optim.GradientDescentOptimizer(0.1)],
+                         ids=["adam", "sgd-fused-matmul-update"])
+def test_cuda_training_steps_match_reference(make_optimizer) -> None:
     rng = np.random.default_rng(0)
     graph = cc.Graph()
     with graph.as_default():
@@ -44,7 +47,7 @@ def test_cuda_training_steps_match_reference() -> None:
         w2 = cc.Variable(rng.normal(size=(32, 4)) * 0.3, name="w2")
         logits = cc.nn.relu(x @ w1) @ w2
         loss = cc.reduce_mean(cc.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
-        train = optim.AdamOptimizer(0.01).minimize(loss)
+        train = make_optimizer().minimize(loss)
     feeds = {x: rng.normal(size=(50, 16)), y: rng.integers(0, 4, 50).astype("int32")}
     with Session(graph, target="reference") as ref, Session(graph, target="cuda") as gpu:
         for _ in range(3):
