@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib.util
 import math
@@ -11,7 +12,7 @@ import shutil
 import subprocess
 import sys
 from fractions import Fraction
-from typing import Callable
+from typing import Callable, Iterator
 
 import llvmlite.binding as llvm
 import numpy as np
@@ -539,8 +540,10 @@ def _load_cuda() -> ctypes.CDLL | None:
     return cuda
 
 
-def test_nvptx_accuracy_on_gpu() -> None:
-    """Run every kernel on a GPU (when one is present) and check its accuracy."""
+@contextlib.contextmanager
+def _gpu_kernels(ptx: str) -> Iterator[Callable[[str, list[np.ndarray]], np.ndarray]]:
+    """Load ``ptx`` on the GPU (skipping when there is none); yields ``run(kernel, inputs)``, which
+    launches one thread per element on the inputs and returns the single output."""
     cuda = _load_cuda()
     if cuda is None:
         pytest.skip("no CUDA driver / GPU: kernels not executed")
@@ -552,45 +555,58 @@ def test_nvptx_accuracy_on_gpu() -> None:
     check(cuda.cuDeviceGet(ctypes.byref(device), 0))
     check(cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), device))
     check(cuda.cuCtxSetCurrent(context))
-    check(cuda.cuModuleLoadData(ctypes.byref(module), _nvptx_assembly().encode() + b"\0"))
+    check(cuda.cuModuleLoadData(ctypes.byref(module), ptx.encode() + b"\0"))
     block = 256
-    failures = []
+
+    def run(name: str, inputs: list[np.ndarray]) -> np.ndarray:
+        count = inputs[0].size
+        size = -(-count // block) * block
+        host = [np.zeros(size, dtype=inputs[0].dtype) for _ in range(len(inputs) + 1)]
+        for array, value in zip(host, inputs):
+            array[:count] = value
+        kernel = ctypes.c_void_p()
+        check(cuda.cuModuleGetFunction(ctypes.byref(kernel), module, name.encode()))
+        pointers = [ctypes.c_uint64() for _ in host]
+        for pointer, array in zip(pointers, host):
+            check(cuda.cuMemAlloc_v2(ctypes.byref(pointer), ctypes.c_size_t(array.nbytes)))
+        try:
+            for pointer, array in zip(pointers[:-1], host[:-1]):
+                check(cuda.cuMemcpyHtoD_v2(pointer, array.ctypes.data_as(ctypes.c_void_p),
+                                           ctypes.c_size_t(array.nbytes)))
+            args = (ctypes.c_void_p * len(pointers))(*(ctypes.cast(ctypes.byref(p), ctypes.c_void_p)
+                                                       for p in pointers))
+            check(cuda.cuLaunchKernel(kernel, size // block, 1, 1, block, 1, 1, 0, None, args, None))
+            check(cuda.cuCtxSynchronize())
+            check(cuda.cuMemcpyDtoH_v2(host[-1].ctypes.data_as(ctypes.c_void_p), pointers[-1],
+                                       ctypes.c_size_t(host[-1].nbytes)))
+        finally:
+            for pointer in pointers:
+                cuda.cuMemFree_v2(pointer)
+        return host[-1][:count]
+
     try:
+        yield run
+    finally:
+        cuda.cuModuleUnload(module)
+        cuda.cuDevicePrimaryCtxRelease(device)
+
+
+def test_nvptx_accuracy_on_gpu() -> None:
+    """Run every kernel on a GPU (when one is present) and check its accuracy."""
+    failures = []
+    with _gpu_kernels(_nvptx_assembly()) as run:
         for name in EMITTERS:
             for dtype in DTYPES:
                 x = _inputs(name, dtype)
                 special = np.array([c[0] for c in _special_cases(name, dtype)], dtype=dtype)
                 x = np.concatenate([x, special])
-                padded = np.zeros(-(-x.size // block) * block, dtype=dtype)
-                padded[: x.size] = x
-                out = np.empty_like(padded)
-                kernel = ctypes.c_void_p()
-                check(cuda.cuModuleGetFunction(ctypes.byref(kernel), module,
-                                               f"k_{name}_{dtype.__name__}".encode()))
-                d_in, d_out = ctypes.c_uint64(), ctypes.c_uint64()
-                check(cuda.cuMemAlloc_v2(ctypes.byref(d_in), ctypes.c_size_t(padded.nbytes)))
-                check(cuda.cuMemAlloc_v2(ctypes.byref(d_out), ctypes.c_size_t(padded.nbytes)))
-                check(cuda.cuMemcpyHtoD_v2(d_in, padded.ctypes.data_as(ctypes.c_void_p),
-                                           ctypes.c_size_t(padded.nbytes)))
-                args = (ctypes.c_void_p * 2)(ctypes.cast(ctypes.byref(d_in), ctypes.c_void_p),
-                                             ctypes.cast(ctypes.byref(d_out), ctypes.c_void_p))
-                check(cuda.cuLaunchKernel(kernel, padded.size // block, 1, 1, block, 1, 1,
-                                          0, None, args, None))
-                check(cuda.cuCtxSynchronize())
-                check(cuda.cuMemcpyDtoH_v2(out.ctypes.data_as(ctypes.c_void_p), d_out,
-                                           ctypes.c_size_t(padded.nbytes)))
-                check(cuda.cuMemFree_v2(d_in))
-                check(cuda.cuMemFree_v2(d_out))
-                got = out[: x.size]
+                got = run(f"k_{name}_{dtype.__name__}", [x])
                 cpu = compiled(name, dtype)(x)
                 same = (got == cpu) | (np.isnan(got) & np.isnan(cpu))
                 worst = float(np.max(ulp_errors(name, dtype, x, got)))
                 if worst > ULP_LIMIT[dtype] or not same.all():
                     failures.append(f"{name}[{dtype.__name__}]: {worst:.3f} ulp, "
                                     f"{int((~same).sum())} results differ from the CPU")
-    finally:
-        cuda.cuModuleUnload(module)
-        cuda.cuDevicePrimaryCtxRelease(device)
     assert not failures, failures
 
 
@@ -960,55 +976,19 @@ def test_pow_nvptx_kernels_assemble(tmp_path: pathlib.Path) -> None:
 
 def test_pow_nvptx_on_gpu() -> None:
     """Run the pow kernels on a GPU (when one is present): same results as the CPU."""
-    cuda = _load_cuda()
-    if cuda is None:
-        pytest.skip("no CUDA driver / GPU: kernels not executed")
-
-    def check(status: int) -> None:
-        assert status == 0, f"CUDA driver error {status}"
-
-    device, context, module = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_void_p()
-    check(cuda.cuDeviceGet(ctypes.byref(device), 0))
-    check(cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), device))
-    check(cuda.cuCtxSetCurrent(context))
-    check(cuda.cuModuleLoadData(ctypes.byref(module), _pow_nvptx_assembly().encode() + b"\0"))
-    block = 256
     failures = []
-    try:
+    with _gpu_kernels(_pow_nvptx_assembly()) as run:
         for dtype in DTYPES:
             x, y = _pow_inputs(dtype)
             table = _pow_spec_table(dtype)
             x = np.concatenate([x, np.array([c[0] for c in table], dtype=dtype)])
             y = np.concatenate([y, np.array([c[1] for c in table], dtype=dtype)])
-            size = -(-x.size // block) * block
-            host = [np.zeros(size, dtype=dtype) for _ in range(3)]
-            host[0][: x.size], host[1][: x.size] = x, y
-            kernel = ctypes.c_void_p()
-            check(cuda.cuModuleGetFunction(ctypes.byref(kernel), module,
-                                           f"k_pow_{dtype.__name__}".encode()))
-            device_ptrs = [ctypes.c_uint64() for _ in range(3)]
-            for ptr, array in zip(device_ptrs, host):
-                check(cuda.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(array.nbytes)))
-            for ptr, array in zip(device_ptrs[:2], host[:2]):
-                check(cuda.cuMemcpyHtoD_v2(ptr, array.ctypes.data_as(ctypes.c_void_p),
-                                           ctypes.c_size_t(array.nbytes)))
-            args = (ctypes.c_void_p * 3)(*(ctypes.cast(ctypes.byref(p), ctypes.c_void_p)
-                                           for p in device_ptrs))
-            check(cuda.cuLaunchKernel(kernel, size // block, 1, 1, block, 1, 1, 0, None, args, None))
-            check(cuda.cuCtxSynchronize())
-            check(cuda.cuMemcpyDtoH_v2(host[2].ctypes.data_as(ctypes.c_void_p), device_ptrs[2],
-                                       ctypes.c_size_t(host[2].nbytes)))
-            for ptr in device_ptrs:
-                check(cuda.cuMemFree_v2(ptr))
-            got = host[2][: x.size]
+            got = run(f"k_pow_{dtype.__name__}", [x, y])
             cpu = compiled_pow(dtype)(x, y)
             same = (got == cpu) | (np.isnan(got) & np.isnan(cpu))
             if not same.all():
                 failures.append(f"pow[{dtype.__name__}]: {int((~same).sum())} results differ "
                                 f"from the CPU, e.g. pow({x[~same][0]!r}, {y[~same][0]!r})")
-    finally:
-        cuda.cuModuleUnload(module)
-        cuda.cuDevicePrimaryCtxRelease(device)
     assert not failures, failures
 
 
