@@ -27,6 +27,9 @@ from .ops.elementwise import (abs, add, cast, clip_by_value, cos, divide, equal,
                               log1p, logical_and, logical_not, logical_or, maximum, minimum, multiply,
                               negative, not_equal, pow, relu, rsqrt, sigmoid, sign, sin, sqrt, square,
                               subtract, tanh, where)
+from .ops.indexing import (concat, gather, getitem, pad, split, stack, strided_slice, tile,  # noqa: F401
+                           unstack)
+from .ops.indexing import slice_ as slice  # noqa: F401,A001
 from .ops.linalg import matmul  # noqa: F401
 from .ops.reduction import reduce_logsumexp, reduce_max, reduce_mean, reduce_sum, sum_to  # noqa: F401
 from .ops.sources import (Variable, constant, global_variables, placeholder,  # noqa: F401
@@ -63,4 +66,5 @@ Tensor.__le__ = _binary(less_equal)
 Tensor.__gt__ = _binary(greater)
 Tensor.__ge__ = _binary(greater_equal)
 Tensor.__neg__ = lambda self: negative(self)
+Tensor.__getitem__ = getitem
 Tensor.__abs__ = lambda self: abs(self)

@@ -46,6 +46,17 @@ class AxisIndex(ScalarExpr):
 
 
 @dataclass(frozen=True, eq=False)
+class Gather(ScalarExpr):
+    """A load of ``operand`` at a computed element: ``buffer[offset + index]`` (``index`` int64).
+
+    The op that builds it keeps ``index`` inside the buffer (e.g. gather clamps its indices)."""
+
+    operand: int
+    index: ScalarExpr
+    dtype: np.dtype
+
+
+@dataclass(frozen=True, eq=False)
 class Prim(ScalarExpr):
     op: str
     args: tuple[ScalarExpr, ...]
@@ -62,6 +73,8 @@ PRIMITIVES: dict[str, int] = {
     **{name: 2 for name in _COMPARISON},
     "neg": 1, "abs": 1, "isnan": 1, "select": 3, "cast": 1, "pow": 2,
     "logical_and": 2, "logical_or": 2, "logical_not": 1,
+    # Integer index arithmetic (truncating, as C): used by ops that compute where to read.
+    "index_div": 2, "index_rem": 2,
 }
 
 
@@ -75,6 +88,9 @@ class ScalarBuilder:
     def __init__(self) -> None:
         self._interned: dict[tuple, ScalarExpr] = {}
         self._dim_axes: Sequence[int | None] = ()
+        # The concrete shapes of the op being lowered (inputs, including shape-only ones; output).
+        self.input_shapes: tuple[tuple[int, ...], ...] = ()
+        self.output_shape: tuple[int, ...] = ()
 
     # -- leaves ---------------------------------------------------------------------------------
     def load(self, operand: int, dtype: np.dtype) -> ScalarExpr:
@@ -84,6 +100,10 @@ class ScalarBuilder:
         value = np.array(value).astype(dtype).item()
         key = ("lit", repr(value), dtype)
         return self._intern(key, lambda: Literal(value, dtype))
+
+    def gather(self, operand: int, index: ScalarExpr, dtype: np.dtype) -> ScalarExpr:
+        """Operand ``operand`` read at element ``index`` (an int64 expression)."""
+        return self._intern(("gather", operand, id(index), dtype), lambda: Gather(operand, index, dtype))
 
     def axis_index(self, axis: int) -> ScalarExpr:
         return self._intern(("axis", axis), lambda: AxisIndex(axis))
@@ -135,6 +155,32 @@ class ScalarBuilder:
             node = make()
             self._interned[key] = node
         return node
+
+
+@dataclass(frozen=True)
+class IndexedInput:
+    """An input an op reads at positions it computes (slice, pad, gather, conv2d…), handed to its
+    ``lower_scalar`` / loop-nest body in place of a scalar. The input is materialised in a buffer;
+    ``at(sb, indices)`` reads element ``indices`` (one int64 expression or int per dimension)."""
+
+    operand: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    dtype: np.dtype
+    literal: Any = None        # a size-1 constant folded to a literal (no buffer)
+
+    def at(self, sb: ScalarBuilder, indices: Sequence[Any]) -> ScalarExpr:
+        if self.literal is not None:
+            return sb.literal(self.literal, self.dtype)
+        flat: ScalarExpr | None = None
+        for index, stride, size in zip(indices, self.strides, self.shape):
+            if size == 1 or stride == 0:
+                continue
+            if not isinstance(index, ScalarExpr):
+                index = sb.literal(int(index), dtypes.int64)
+            term = index if stride == 1 else sb.mul(index, stride)
+            flat = term if flat is None else sb.add(flat, term)
+        return sb.gather(self.operand, flat if flat is not None else sb.literal(0, dtypes.int64), self.dtype)
 
 
 # -- kernels and programs ---------------------------------------------------------------------
@@ -254,6 +300,8 @@ def format_expr(expr: ScalarExpr) -> list[str]:
             return names[id(node)]
         if isinstance(node, Load):
             text = f"load in{node.operand}"
+        elif isinstance(node, Gather):
+            text = f"load in{node.operand}[{visit(node.index)}]"
         elif isinstance(node, Literal):
             return f"{node.value!r}:{node.dtype.name}"
         elif isinstance(node, AxisIndex):

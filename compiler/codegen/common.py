@@ -14,7 +14,7 @@ import numpy as np
 from llvmlite import ir
 
 from .. import dtypes
-from ..kernel_ir import AxisIndex, Kernel, Literal, Load, Prim, ScalarExpr
+from ..kernel_ir import AxisIndex, Gather, Kernel, Literal, Load, Prim, ScalarExpr
 from . import mathlib
 
 I1 = ir.IntType(1)
@@ -94,7 +94,7 @@ def _uses_axis_index(expr: ScalarExpr) -> bool:
         if id(node) in seen:
             continue
         seen.add(id(node))
-        if isinstance(node, AxisIndex):
+        if isinstance(node, (AxisIndex, Gather)):
             return True
         if isinstance(node, Prim):
             stack.extend(node.args)
@@ -207,6 +207,12 @@ class ExprLowering:
             strides = [axis.operand_strides[expr.operand] for axis in self.axes]
             index = linear_index(b, self.axis_values, strides, self.kernel.operands[expr.operand].offset)
             value = load_element(b, self.pointers[expr.operand], expr.dtype, index)
+        elif isinstance(expr, Gather):
+            index = self.lower(expr.index)
+            offset = self.kernel.operands[expr.operand].offset
+            if offset:
+                index = b.add(index, ir.Constant(I64, offset), flags=("nsw",))
+            value = load_element(b, self.pointers[expr.operand], expr.dtype, index)
         else:
             assert isinstance(expr, Prim)
             args = [self.lower(a) for a in expr.args]
@@ -264,6 +270,10 @@ class ExprLowering:
             return b.xor(args[0], ir.Constant(I1, 1))
         if op == "cast":
             return self.cast(args[0], arg_dtype, expr.dtype)
+        if op == "index_div":
+            return b.sdiv(args[0], args[1])
+        if op == "index_rem":
+            return b.srem(args[0], args[1])
         raise NotImplementedError(f"primitive {op}")
 
     def max_min(self, op: str, dtype: np.dtype, x: ir.Value, y: ir.Value) -> ir.Value:

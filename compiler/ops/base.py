@@ -58,6 +58,8 @@ class OpDef:
     dim_map: Callable[[Sequence[tuple], tuple, Mapping[str, Any]], Sequence[tuple]] | None = None
     loop_nest: Callable[[Sequence[tuple], tuple, Mapping[str, Any]], LoopNest] | None = None
     shape_only_inputs: tuple[int, ...] = ()
+    # Inputs read at computed positions: lowering receives an ``IndexedInput`` for each of them.
+    indexed_inputs: tuple[int, ...] = ()
     num_outputs: int = 1
 
     def __post_init__(self) -> None:

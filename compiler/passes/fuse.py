@@ -21,8 +21,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import dtypes
-from ..kernel_ir import (Access, Buffer, FetchSpec, Kernel, MatmulAxes, Program, ScalarBuilder, ScalarExpr,
-                         contiguous_strides)
+from ..kernel_ir import (Access, Buffer, FetchSpec, IndexedInput, Kernel, MatmulAxes, Program, ScalarBuilder,
+                         ScalarExpr, contiguous_strides)
 from ..ops.base import LoopNest
 from ..shapes import broadcast_dim_map
 from .specialize import Node
@@ -85,6 +85,8 @@ class _KernelBuilder:
         if len(uses) != 1:
             return False
         consumer, index = uses[0]
+        if index in consumer.opdef.indexed_inputs:
+            return False  # read at computed positions: it needs a buffer
         if consumer.kind == "elementwise":
             return consumer.size == node.size
         if consumer.kind == "reduce":
@@ -176,6 +178,17 @@ class _KernelBuilder:
         return Storage(buffer, contiguous_strides(space))
 
     # -- expressions -------------------------------------------------------------------------
+    def _indexed(self, node: Node, space: tuple[int, ...], sb: ScalarBuilder,
+                 operands: list[Access]) -> IndexedInput:
+        """The handle through which an op reads ``node`` at positions it computes."""
+        if id(node) in self.literal:
+            return IndexedInput(-1, node.shape, (0,) * len(node.shape), node.dtype, self.literal[id(node)])
+        storage = self.storage[id(node)]
+        access = Access(storage.buffer, (0,) * len(space), storage.offset)
+        if access not in operands:
+            operands.append(access)
+        return IndexedInput(operands.index(access), node.shape, storage.strides, node.dtype)
+
     def _expr(self, node: Node, dim_axes: tuple[int | None, ...], space: tuple[int, ...],
               sb: ScalarBuilder, operands: list[Access], memo: dict, covers: list) -> ScalarExpr:
         key = (id(node), dim_axes)
@@ -201,10 +214,15 @@ class _KernelBuilder:
                 if index in node.opdef.shape_only_inputs:
                     args.append(None)
                     continue
+                if index in node.opdef.indexed_inputs:
+                    args.append(self._indexed(inp, space, sb, operands))
+                    continue
                 child = tuple(None if (d is None or inp.shape[j] == 1) else dim_axes[d]
                               for j, d in enumerate(mapping))
                 args.append(self._expr(inp, child, space, sb, operands, memo, covers))
             sb._dim_axes = dim_axes
+            sb.input_shapes = tuple(i.shape for i in node.inputs)
+            sb.output_shape = node.shape
             result = node.opdef.lower_scalar(sb, args, node.attrs)
         memo[key] = result
         return result
@@ -230,6 +248,9 @@ class _KernelBuilder:
             for index, (inp, axes) in enumerate(zip(node.inputs, nest.input_axes)):
                 if index in node.opdef.shape_only_inputs:
                     args.append(None)
+                    continue
+                if index in node.opdef.indexed_inputs:
+                    args.append(self._indexed(inp, nest.space, sb, operands))
                     continue
                 args.append(self._expr(inp, tuple(axes), nest.space, sb, operands, memo, covers))
             body = nest.body(sb, args)
