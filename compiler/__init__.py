@@ -31,7 +31,8 @@ from .ops.indexing import (concat, gather, getitem, pad, split, stack, strided_s
                            unstack)
 from .ops.indexing import slice_ as slice  # noqa: F401,A001
 from .ops.linalg import matmul  # noqa: F401
-from .ops.reduction import reduce_logsumexp, reduce_max, reduce_mean, reduce_sum, sum_to  # noqa: F401
+from .ops.reduction import (argmax, argmin, cumsum, reduce_logsumexp, reduce_max, reduce_mean,  # noqa: F401
+                            reduce_min, reduce_prod, reduce_sum, sum_to)
 from .ops.sources import (Variable, constant, global_variables, placeholder,  # noqa: F401
                           trainable_variables)
 from .ops.state import (assign, assign_add, assign_sub, global_variables_initializer, group,  # noqa: F401

@@ -235,7 +235,7 @@ class Kernel:
     out: Access
     out_dtype: np.dtype
     reduce_axes: tuple[int, ...] = ()
-    combiner: str | None = None          # "sum" | "max" when reduce_axes is not empty
+    combiner: str | None = None          # "sum" | "prod" | "max" | "min" when reduce_axes is not empty
     covers: tuple[tuple[str, str, str], ...] = ()   # (op type, op name, user file:line)
     matmul: "MatmulAxes | None" = None  # set for a matrix product: operand 0 @ operand 1
     # With ``accumulate``, the output keeps its value and the reduction is added to it, times

@@ -46,9 +46,13 @@ def constant(dtype: np.dtype, value: object) -> ir.Constant:
 def identity_of(combiner: str, dtype: np.dtype) -> ir.Constant:
     if combiner == "sum":
         return constant(dtype, 0)
+    if combiner == "prod":
+        return constant(dtype, 1)
     if dtypes.is_floating(dtype):
-        return constant(dtype, -math.inf)
-    return constant(dtype, np.iinfo(dtype).min if dtype != dtypes.bool_ else 0)
+        return constant(dtype, -math.inf if combiner == "max" else math.inf)
+    if dtype == dtypes.bool_:
+        return constant(dtype, 0 if combiner == "max" else 1)
+    return constant(dtype, np.iinfo(dtype).min if combiner == "max" else np.iinfo(dtype).max)
 
 
 # -- loop spaces -----------------------------------------------------------------------------
@@ -315,8 +319,14 @@ def combine(lowering: ExprLowering, combiner: str, dtype: np.dtype, accumulated:
             value: ir.Value, reassociate: bool = False) -> ir.Value:
     """One step of a reduction. ``reassociate`` lets LLVM vectorise a sum held in a register."""
     b = lowering.builder
+    flags = ("reassoc",) if reassociate else ()
     if combiner == "sum":
         if dtypes.is_floating(dtype):
-            return b.fadd(accumulated, value, flags=("reassoc",) if reassociate else ())
+            return b.fadd(accumulated, value, flags=flags)
         return b.add(accumulated, value)
-    return lowering.max_min("maximum", dtype, accumulated, value)
+    if combiner == "prod":
+        if dtypes.is_floating(dtype):
+            return b.fmul(accumulated, value, flags=flags)
+        return b.mul(accumulated, value)
+    # max/min keep a NaN that is already accumulated (the value is the second argument).
+    return lowering.max_min("maximum" if combiner == "max" else "minimum", dtype, accumulated, value)

@@ -1,4 +1,5 @@
-"""Reductions: reduce_sum, reduce_max and sum_to are loop nests; reduce_mean, reduce_logsumexp compose.
+"""Reductions: sum, max, min, prod, argmax/argmin, cumsum and sum_to are loop nests; reduce_mean and
+reduce_logsumexp compose.
 
 A reduction lowers to one loop nest over the input's shape with the reduced axes summed (or maxed)
 into the output; the elementwise expression producing the input is fused into it.
@@ -10,12 +11,12 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .. import dtypes
-from ..errors import DTypeError
+from ..errors import DTypeError, NoGradientError, ShapeError
 from ..graph import Operation, Tensor, user_location
-from ..shapes import RuleError, format_shape, normalize_axes
+from ..shapes import RuleError, format_shape, normalize_axes, normalize_axis
 from . import array as _array
 from . import elementwise as _ew
-from .base import LoopNest, OpDef, numeric_dtype
+from .base import LoopNest, OpDef, convert_to_tensor, numeric_dtype
 
 
 def _reduced_shape(shape: tuple, axes: tuple[int, ...], keepdims: bool) -> tuple:
@@ -154,3 +155,208 @@ def _axis_attr(axis: Any) -> Any:
     if axis is None or isinstance(axis, int):
         return axis
     return tuple(int(a) for a in axis)
+
+
+# -- min, prod ---------------------------------------------------------------------------------
+
+def _reference_min(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    x = np.asarray(values[0])
+    axes = normalize_axes(attrs["axis"], x.ndim)
+    highest = np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).max
+    return np.asarray(np.min(x, axis=axes, keepdims=attrs["keepdims"], initial=highest))
+
+
+def _reference_prod(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    x = np.asarray(values[0])
+    axes = normalize_axes(attrs["axis"], x.ndim)
+    return np.asarray(np.prod(x, axis=axes, keepdims=attrs["keepdims"], dtype=x.dtype))
+
+
+def _prod_grad(op: Operation, g: Tensor) -> list[Tensor]:
+    # d prod / d x_i = product of the other elements: computed directly (no division, so zeros work).
+    x = op.inputs[0]
+    others = ProdOfOthers(x, axis=op.attrs["axis"])
+    return [others * _with_reduced_dims(g, op)]
+
+
+ReduceMin = OpDef("ReduceMin", "reduce", _reduce_shape_rule, numeric_dtype, reference=_reference_min,
+                  grad_rule=_max_grad, loop_nest=_reduce_nest("min"))
+ReduceProd = OpDef("ReduceProd", "reduce", _reduce_shape_rule, numeric_dtype, reference=_reference_prod,
+                   grad_rule=_prod_grad, loop_nest=_reduce_nest("prod"))
+
+
+def _prod_of_others_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any]) -> LoopNest:
+    # space: the output position (x's shape), then one more axis per reduced axis (the factor's position).
+    shape = tuple(shapes[0])
+    axes = normalize_axes(attrs["axis"], len(shape))
+    extra = {a: len(shape) + k for k, a in enumerate(axes)}
+    space = shape + tuple(shape[a] for a in axes)
+    input_axes = tuple(extra.get(d, d) for d in range(len(shape)))
+
+    def body(sb: Any, args: Sequence[Any]) -> Any:
+        same = None
+        for a in axes:
+            check = sb.eq(sb.axis_index(a), sb.axis_index(extra[a]))
+            same = check if same is None else sb.logical_and(same, check)
+        if same is None:
+            return sb.literal(1, args[0].dtype)
+        return sb.select(same, sb.literal(1, args[0].dtype), args[0])
+    return LoopNest(space, (input_axes,), tuple(extra.values()), "prod", body)
+
+
+def _prod_of_others_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    x = np.asarray(values[0])
+    axes = normalize_axes(attrs["axis"], x.ndim)
+    moved = np.moveaxis(x, axes, tuple(range(len(axes)))).reshape((-1,) + tuple(
+        n for d, n in enumerate(x.shape) if d not in axes))
+    count = moved.shape[0]
+    result = np.empty_like(moved)
+    for i in range(count):
+        result[i] = np.prod(np.delete(moved, i, axis=0), axis=0, dtype=x.dtype)
+    shaped = result.reshape(tuple(x.shape[a] for a in axes) + tuple(n for d, n in enumerate(x.shape) if d not in axes))
+    return np.moveaxis(shaped, tuple(range(len(axes))), axes)
+
+
+def _prod_of_others_grad(op: Operation, g: Tensor) -> list[Tensor]:
+    raise NoGradientError(f"the second derivative of reduce_prod is not implemented (reduce_prod "
+                          f"{op.inputs[0].name!r} at {op.location})")
+
+
+ProdOfOthers = OpDef("ProdOfOthers", "reduce", lambda shapes, attrs: tuple(shapes[0]), numeric_dtype,
+                     reference=_prod_of_others_reference, grad_rule=_prod_of_others_grad,
+                     loop_nest=_prod_of_others_nest)
+
+
+def reduce_min(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+               name: str | None = None) -> Tensor:
+    """Min over ``axis``; NaN propagates; an empty reduction gives +inf (the largest int)."""
+    return ReduceMin(x, axis=_axis_attr(axis), keepdims=bool(keepdims), name=name)
+
+
+def reduce_prod(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+                name: str | None = None) -> Tensor:
+    """Product over ``axis`` (1 for an empty reduction). Its gradient is exact with zeros in ``x``;
+    it costs the reduced size squared per output element.
+
+    >>> reduce_prod(constant([[1.0, 2.0], [3.0, 4.0]]), axis=0).shape
+    (2,)
+    """
+    return ReduceProd(x, axis=_axis_attr(axis), keepdims=bool(keepdims), name=name)
+
+
+# -- argmax / argmin ---------------------------------------------------------------------------
+
+def _arg_shape(shapes: Sequence[tuple], attrs: Mapping[str, Any]) -> tuple:
+    shape = shapes[0]
+    axis = normalize_axes(attrs["axis"], len(shape))[0]
+    if shape[axis] == 0:
+        raise RuleError(f"cannot take the {attrs['kind']} over the empty axis {axis} of {format_shape(shape)}")
+    return tuple(d for i, d in enumerate(shape) if i != axis)
+
+
+def _arg_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any]) -> LoopNest:
+    # The first position that holds the extreme (or the first NaN): a min over matching positions.
+    space = tuple(shapes[0])
+    axis = normalize_axes(attrs["axis"], len(space))[0]
+    peak_axes = tuple(None if d == axis else d for d in range(len(space)))
+
+    def body(sb: Any, args: Sequence[Any]) -> Any:
+        x, peak = args
+        hit = sb.eq(x, peak)
+        if dtypes.is_floating(x.dtype):
+            hit = sb.logical_or(hit, sb.isnan(x))
+        position = sb.cast(sb.axis_index(axis), attrs["output_type"])
+        return sb.select(hit, position, sb.literal(space[axis], attrs["output_type"]))
+    return LoopNest(space, (tuple(range(len(space))), peak_axes), (axis,), "min", body)
+
+
+def _arg_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    x = np.asarray(values[0])
+    axis = normalize_axes(attrs["axis"], x.ndim)[0]
+    pick = np.argmax if attrs["kind"] == "argmax" else np.argmin
+    return np.asarray(pick(x, axis=axis)).astype(attrs["output_type"])
+
+
+def _arg_dtype(types: Sequence[np.dtype], attrs: Mapping[str, Any]) -> np.dtype:
+    if types[0] == dtypes.bool_:
+        raise RuleError("needs a numeric operand, got bool", "dtype")
+    return attrs["output_type"]
+
+
+ArgReduce = OpDef("ArgReduce", "reduce", _arg_shape, _arg_dtype, reference=_arg_reference,
+                  grad_rule=lambda op, g: [None, None], loop_nest=_arg_nest)
+
+
+def _arg(kind: str, x: Any, axis: int | None, output_type: Any, name: str | None) -> Tensor:
+    x = convert_to_tensor(x)
+    axis = 0 if axis is None else int(axis)
+    if not -len(x.shape) <= axis < max(len(x.shape), 1):
+        raise ShapeError(f"{kind}: axis {axis} is out of range for {x.name!r} of shape "
+                          f"{format_shape(x.shape)} (at {user_location()})")
+    extreme = (reduce_max if kind == "argmax" else reduce_min)(x, axis, keepdims=True)
+    with x.graph.as_default():
+        return ArgReduce(x, _array.stop_gradient(extreme), axis=axis, kind=kind,
+                         output_type=dtypes.as_dtype(output_type), name=name)
+
+
+def argmax(x: Any, axis: int | None = None, output_type: Any = "int64", name: str | None = None) -> Tensor:
+    """The position of the largest element along ``axis`` (0 when None, as TF1); the first one on
+    ties, the first NaN if there is one (as numpy).
+
+    >>> argmax(constant([[1.0, 5.0], [7.0, 2.0]]), axis=1).shape
+    (2,)
+    """
+    return _arg("argmax", x, axis, output_type, name)
+
+
+def argmin(x: Any, axis: int | None = None, output_type: Any = "int64", name: str | None = None) -> Tensor:
+    """The position of the smallest element along ``axis`` (see ``argmax``)."""
+    return _arg("argmin", x, axis, output_type, name)
+
+
+# -- cumsum ------------------------------------------------------------------------------------
+
+def _cumsum_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any]) -> LoopNest:
+    # out[.., i, ..] = sum over k of x[.., k, ..] where k <= i (k < i when exclusive; >= when reverse).
+    shape = tuple(shapes[0])
+    axis = normalize_axis(attrs["axis"], len(shape))
+    space = shape + (shape[axis],)
+    input_axes = tuple(len(shape) if d == axis else d for d in range(len(shape)))
+    compare = {(False, False): "le", (True, False): "lt", (False, True): "ge", (True, True): "gt"}[
+        (attrs["exclusive"], attrs["reverse"])]
+
+    def body(sb: Any, args: Sequence[Any]) -> Any:
+        keep = sb.prim(compare, sb.axis_index(len(shape)), sb.axis_index(axis))
+        return sb.select(keep, args[0], sb.literal(0, args[0].dtype))
+    return LoopNest(space, (input_axes,), (len(shape),), "sum", body)
+
+
+def _cumsum_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    x = np.asarray(values[0])
+    axis = normalize_axis(attrs["axis"], x.ndim)
+    if attrs["reverse"]:
+        x = np.flip(x, axis)
+    result = np.cumsum(x, axis=axis, dtype=x.dtype)
+    if attrs["exclusive"]:
+        result = np.concatenate([np.zeros_like(np.take(result, [0], axis=axis)), np.delete(result, -1, axis=axis)],
+                                axis=axis) if x.shape[axis] else result
+    return np.flip(result, axis) if attrs["reverse"] else result
+
+
+Cumsum = OpDef("Cumsum", "reduce", lambda shapes, attrs: (normalize_axis(attrs["axis"], len(shapes[0])),
+                                                         tuple(shapes[0]))[1],
+               numeric_dtype, reference=_cumsum_reference,
+               grad_rule=lambda op, g: [Cumsum(g, axis=op.attrs["axis"], exclusive=op.attrs["exclusive"],
+                                               reverse=not op.attrs["reverse"])],
+               loop_nest=_cumsum_nest)
+
+
+def cumsum(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = False,
+           name: str | None = None) -> Tensor:
+    """Running sums along ``axis`` (TF1 semantics for ``exclusive`` and ``reverse``). Each output
+    element is its own sum, so the cost is the axis length squared per row: meant for short axes.
+
+    >>> cumsum(constant([1.0, 2.0, 3.0])).shape
+    (3,)
+    """
+    return Cumsum(x, axis=int(axis), exclusive=bool(exclusive), reverse=bool(reverse), name=name)

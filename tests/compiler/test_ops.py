@@ -14,7 +14,8 @@ from runtime import Session
 from ..conftest import PTXAS
 from .op_table import ROWS, Row
 
-TOLERANCE = {"float32": dict(rtol=2e-5, atol=2e-6), "float64": dict(rtol=1e-11, atol=1e-12)}
+TOLERANCE = {"float32": dict(rtol=2e-5, atol=2e-6), "float64": dict(rtol=1e-11, atol=1e-12),
+             "int32": dict(rtol=0, atol=0), "int64": dict(rtol=0, atol=0)}
 
 
 def _build(row: Row, dtype: str):
