@@ -12,7 +12,8 @@ from .adam import AdamOptimizer
 from .gradient_descent import GradientDescentOptimizer
 from .momentum import MomentumOptimizer
 from .optimizer import Optimizer
+from .saver import Saver, latest_checkpoint
 from .training_util import get_global_step, get_or_create_global_step
 
 __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdamOptimizer",
-           "get_or_create_global_step", "get_global_step"]
+           "get_or_create_global_step", "get_global_step", "Saver", "latest_checkpoint"]

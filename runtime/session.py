@@ -6,7 +6,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from compiler.errors import GraphMismatchError
+from compiler import dtypes
+from compiler.errors import DTypeError, GraphMismatchError, ShapeError
 from compiler.graph import Graph, Operation, Tensor, get_default_graph
 from compiler.ops.sources import Variable
 from compiler.passes.specialize import needed_operations, specialize
@@ -123,6 +124,47 @@ class Session:
     def _initialize_all(self) -> None:
         for variable, array in self._variables.items():
             np.copyto(array, variable.initial_value)  # type: ignore[attr-defined]
+
+    def load_variable(self, variable: Variable, value: Any) -> None:
+        """Set ``variable`` to ``value`` in this session (TF1's ``Variable.load(value, session)``).
+
+        The value is copied into the variable's memory, which compiled steps read and write in
+        place, so the next ``run`` sees it on every target. ``value`` must have the variable's
+        shape and a dtype that converts to the variable's without loss; Python numbers and lists
+        take the variable's dtype.
+
+        >>> import numpy as np, compiler as cc
+        >>> v = cc.Variable(np.zeros(2, "float32"), name="v")
+        >>> with Session() as sess:
+        ...     sess.load_variable(v, [1.0, 2.0])
+        ...     sess.run(v)
+        array([1., 2.], dtype=float32)
+        """
+        if self._closed:
+            raise RuntimeError("this Session is closed")
+        if not isinstance(variable, Variable):
+            raise TypeError(f"load_variable needs a Variable, got {variable!r}")
+        if variable.graph is not self.graph:
+            raise GraphMismatchError(f"cannot load {variable.op.name!r}: it belongs to another graph "
+                                     "than this session's")
+        target = variable.dtype
+        if not isinstance(value, (np.ndarray, np.generic)):
+            literal = np.asarray(value)
+            if literal.dtype.kind in "biu" or (literal.dtype.kind == "f" and target.kind == "f"):
+                value = literal.astype(target)
+        array = np.asarray(value)
+        if array.dtype != target:
+            lossless = dtypes.can_convert_losslessly(array.dtype, target)
+            if not lossless and array.dtype.kind in "iub" and target.kind in "iu":
+                info = np.iinfo(target)
+                lossless = array.size == 0 or (array.min() >= info.min and array.max() <= info.max)
+            if not lossless:
+                raise DTypeError(f"cannot load {array.dtype.name} data into the {target.name} variable "
+                                 f"{variable.op.name!r} without losing information; convert it first")
+        if array.shape != variable.shape:
+            raise ShapeError(f"cannot load a value of shape {array.shape} into variable "
+                             f"{variable.op.name!r} of shape {variable.shape}")
+        np.copyto(self._variable_array(variable), array, casting="unsafe")
 
     # -- running -------------------------------------------------------------------------------
     def _prepare(self, fetches: Any, feed_dict: Any) -> tuple[list[Any], Callable, dict, _Plan]:

@@ -1,0 +1,414 @@
+"""Checkpoints in TensorFlow 1.x style: ``Saver`` writes and restores variables, and a small text
+index named "checkpoint" in the checkpoint directory records the latest files.
+
+One checkpoint is one file, written by graphgrad itself (no pickle)::
+
+    magic      8 bytes   b"GGCKPT\\x00\\x01"
+    length     uint64    little-endian byte length of the header
+    crc        uint32    little-endian CRC-32 of the header
+    header     JSON      {"format", "version", "data_nbytes", "variables": [{"name", "dtype",
+                          "shape", "offset", "nbytes", "crc32"}, ...]}
+    padding    zeros up to a multiple of 64 bytes
+    data       each variable's bytes, C order, little-endian, at its offset (64-byte aligned)
+
+Every file is written to a temporary name in the same directory, flushed, fsync'ed and then
+renamed over the final name (and the directory fsync'ed), so a save that dies midway leaves the
+previous checkpoint and index as they were. Reading checks the magic, both checksums and the
+sizes, and refuses a damaged file with a ``CheckpointError`` naming it.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import struct
+import zlib
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+import compiler as cc
+from compiler.errors import DTypeError, GraphgradError, ShapeError
+from compiler.graph import Tensor
+
+INDEX_FILENAME = "checkpoint"
+MAGIC = b"GGCKPT\x00\x01"
+FORMAT = "graphgrad-checkpoint"
+VERSION = 1
+ALIGNMENT = 64
+_PREFIX = struct.Struct("<QI")           # header length, header CRC-32
+_DATA_KINDS = "biufc"                    # dtypes a checkpoint may hold (never objects)
+
+
+class CheckpointError(GraphgradError, ValueError):
+    """A checkpoint that cannot be used: missing, damaged, truncated, or lacking a variable."""
+
+
+def _align(offset: int) -> int:
+    return (offset + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+
+
+def _little_endian(dtype: np.dtype) -> np.dtype:
+    return dtype.newbyteorder("<") if dtype.byteorder not in ("|", "<") else dtype
+
+
+# -- durable writes ------------------------------------------------------------------------------
+
+def _fsync_directory(directory: str) -> None:
+    """Make a rename in ``directory`` durable (a no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_atomically(path: str, chunks: Iterable[Any]) -> None:
+    """Write ``chunks`` (bytes-like) to ``path`` so that ``path`` holds either its old content or
+    all of the new one, whatever happens midway."""
+    directory = os.path.dirname(os.path.abspath(path))
+    name = f".{os.path.basename(path)}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    temporary = os.path.join(directory, name)
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        try:
+            for chunk in chunks:
+                view = memoryview(chunk).cast("B")
+                while view:
+                    written = os.write(fd, view)
+                    view = view[written:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    _fsync_directory(directory)
+
+
+# -- the checkpoint file --------------------------------------------------------------------------
+
+def _write_checkpoint(path: str, values: Mapping[str, np.ndarray]) -> None:
+    entries = []
+    arrays = []
+    offset = 0
+    for name, value in values.items():
+        array = np.asarray(value, dtype=_little_endian(np.asarray(value).dtype), order="C")
+        data = array.reshape(-1).view(np.uint8)
+        offset = _align(offset)
+        entries.append({"name": name, "dtype": array.dtype.str, "shape": list(array.shape),
+                        "offset": offset, "nbytes": int(data.nbytes), "crc32": zlib.crc32(data)})
+        arrays.append((offset, data))
+        offset += data.nbytes
+    header = json.dumps({"format": FORMAT, "version": VERSION, "data_nbytes": offset,
+                         "variables": entries}, sort_keys=True).encode("utf-8")
+    prefix = MAGIC + _PREFIX.pack(len(header), zlib.crc32(header)) + header
+    data_start = _align(len(prefix))
+
+    def chunks() -> Iterable[Any]:
+        yield prefix + bytes(data_start - len(prefix))
+        position = 0
+        for start, data in arrays:
+            if start > position:
+                yield bytes(start - position)
+            yield data
+            position = start + data.nbytes
+
+    _write_atomically(path, chunks())
+
+
+def _read_checkpoint(path: str) -> dict[str, np.ndarray]:
+    """The arrays of a checkpoint file by name (read-only views of its bytes), after checking it."""
+    try:
+        with open(path, "rb") as file:
+            content = file.read()
+    except FileNotFoundError:
+        raise CheckpointError(f"no checkpoint file at {path!r}") from None
+    except IsADirectoryError:
+        raise CheckpointError(f"{path!r} is a directory, not a checkpoint file; "
+                              "use latest_checkpoint(directory) to find one") from None
+
+    def damaged(reason: str) -> CheckpointError:
+        return CheckpointError(f"checkpoint file {path!r} is damaged: {reason}; refusing to load it")
+
+    header_start = len(MAGIC) + _PREFIX.size
+    if not content.startswith(MAGIC):
+        if MAGIC.startswith(content):
+            raise damaged(f"truncated ({len(content)} bytes)")
+        raise CheckpointError(f"{path!r} is not a graphgrad checkpoint file (unknown magic bytes)")
+    if len(content) < header_start:
+        raise damaged(f"truncated ({len(content)} bytes)")
+    header_length, header_crc = _PREFIX.unpack_from(content, len(MAGIC))
+    header_bytes = content[header_start:header_start + header_length]
+    if len(header_bytes) != header_length:
+        raise damaged(f"truncated in its header ({len(content)} bytes)")
+    if zlib.crc32(header_bytes) != header_crc:
+        raise damaged("the header's checksum does not match")
+    try:
+        header = json.loads(header_bytes.decode("utf-8"))
+        data_nbytes = int(header["data_nbytes"])
+        entries = list(header["variables"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise damaged(f"unreadable header ({exc})") from None
+    if header.get("format") != FORMAT or header.get("version") != VERSION:
+        raise CheckpointError(f"checkpoint file {path!r} has format {header.get('format')!r} version "
+                              f"{header.get('version')!r}; this graphgrad reads {FORMAT!r} version {VERSION}")
+    data_start = _align(header_start + header_length)
+    if len(content) != data_start + data_nbytes:
+        kind = "truncated" if len(content) < data_start + data_nbytes else "longer than its header says"
+        raise damaged(f"{kind} ({len(content)} bytes, expected {data_start + data_nbytes})")
+    data = memoryview(content)[data_start:]
+    arrays: dict[str, np.ndarray] = {}
+    for entry in entries:
+        try:
+            name, offset, nbytes = str(entry["name"]), int(entry["offset"]), int(entry["nbytes"])
+            dtype = np.dtype(str(entry["dtype"]))
+            shape = tuple(int(d) for d in entry["shape"])
+            crc = int(entry["crc32"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise damaged(f"a malformed entry in its header ({exc})") from None
+        if dtype.kind not in _DATA_KINDS or dtype.hasobject:
+            raise damaged(f"variable {name!r} has the unsupported dtype {dtype.str!r}")
+        if (offset < 0 or offset + nbytes > data_nbytes or any(d < 0 for d in shape)
+                or nbytes != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize):
+            raise damaged(f"the entry of variable {name!r} does not fit the file")
+        chunk = data[offset:offset + nbytes]
+        if zlib.crc32(chunk) != crc:
+            raise damaged(f"the checksum of variable {name!r} does not match")
+        arrays[name] = np.frombuffer(chunk, dtype=dtype).reshape(shape)
+    return arrays
+
+
+# -- the index file -------------------------------------------------------------------------------
+
+def _write_index(directory: str, latest: str, paths: Sequence[str]) -> None:
+    def entry(path: str) -> str:
+        if os.path.dirname(os.path.abspath(path)) == os.path.abspath(directory):
+            path = os.path.basename(path)
+        return json.dumps(path)
+
+    lines = [f"model_checkpoint_path: {entry(latest)}"]
+    lines.extend(f"all_model_checkpoint_paths: {entry(path)}" for path in paths)
+    _write_atomically(os.path.join(directory, INDEX_FILENAME), ["\n".join(lines).encode("utf-8") + b"\n"])
+
+
+def _read_index(directory: str) -> tuple[str | None, list[str]]:
+    """(latest, all) checkpoint paths listed in ``directory``'s index, relative ones made absolute
+    against ``directory``; (None, []) if there is no index."""
+    index = os.path.join(directory, INDEX_FILENAME)
+    try:
+        with open(index, encoding="utf-8") as file:
+            text = file.read()
+    except FileNotFoundError:
+        return None, []
+    latest: str | None = None
+    paths: list[str] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        key, _, value = line.partition(":")
+        try:
+            path = json.loads(value.strip())
+            if not isinstance(path, str):
+                raise ValueError("not a string")
+        except ValueError:
+            raise CheckpointError(f"checkpoint index {index!r}, line {number}: cannot read "
+                                  f"{line!r}") from None
+        path = os.path.join(directory, path)
+        if key.strip() == "model_checkpoint_path":
+            latest = path
+        elif key.strip() == "all_model_checkpoint_paths":
+            paths.append(path)
+    return latest, paths
+
+
+def latest_checkpoint(checkpoint_dir: str) -> str | None:
+    """The path of the newest checkpoint that ``Saver.save`` recorded in ``checkpoint_dir`` (read
+    from the index file "checkpoint" there), or None when there is none.
+
+    >>> import tempfile
+    >>> latest_checkpoint(tempfile.mkdtemp()) is None
+    True
+    """
+    latest, _ = _read_index(os.fspath(checkpoint_dir))
+    if latest is None or not os.path.isfile(latest):
+        return None
+    return latest
+
+
+# -- Saver ----------------------------------------------------------------------------------------
+
+def _variables_by_name(var_list: Any) -> dict[str, cc.Variable]:
+    if var_list is None:
+        var_list = cc.global_variables()
+    if isinstance(var_list, Mapping):
+        items = list(var_list.items())
+    elif isinstance(var_list, (list, tuple)):
+        items = []
+        for var in var_list:
+            if not isinstance(var, cc.Variable):
+                raise TypeError(f"Saver: var_list holds {var!r}, which is not a Variable")
+            items.append((var.op.name, var))
+    else:
+        raise TypeError("Saver: var_list must be None, a list of Variables, or a dict "
+                        f"name -> Variable; got {type(var_list).__name__}")
+    by_name: dict[str, cc.Variable] = {}
+    for name, var in items:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"Saver: checkpoint names must be non-empty strings, got {name!r}")
+        if not isinstance(var, cc.Variable):
+            raise TypeError(f"Saver: {name!r} maps to {var!r}, which is not a Variable")
+        if name in by_name:
+            raise ValueError(f"Saver: two variables would be saved under the name {name!r}")
+        by_name[name] = var
+    graphs = {id(var.graph) for var in by_name.values()}
+    if len(graphs) > 1:
+        raise cc.GraphMismatchError("Saver: var_list holds variables of more than one graph")
+    return by_name
+
+
+class Saver:
+    """Saves variables to checkpoint files and restores them (TF1's ``tf.train.Saver``).
+
+    ``var_list``: None for every global variable of the default graph at the time the Saver is
+    built (trainable variables, optimizer slots, non-slot state such as Adam's beta powers, and
+    the global step), a list of Variables (saved under their op names), or a dict name ->
+    Variable. ``max_to_keep``: how many of its most recent checkpoints a Saver keeps; older files
+    it wrote are deleted (None or 0 keeps them all).
+
+    >>> import os, tempfile
+    >>> import numpy as np, compiler as cc
+    >>> from runtime import Session
+    >>> w = cc.Variable(np.arange(3.0), name="w")
+    >>> saver = Saver([w])
+    >>> directory = tempfile.mkdtemp()
+    >>> with Session() as sess:
+    ...     path = saver.save(sess, os.path.join(directory, "model"), global_step=7)
+    ...     sess.load_variable(w, np.zeros(3))
+    ...     saver.restore(sess, latest_checkpoint(directory))
+    ...     sess.run(w)
+    array([0., 1., 2.])
+    >>> os.path.basename(path)
+    'model-7'
+    """
+
+    def __init__(self, var_list: Sequence[cc.Variable] | Mapping[str, cc.Variable] | None = None,
+                 max_to_keep: int | None = 5) -> None:
+        if max_to_keep is not None and (not isinstance(max_to_keep, int) or max_to_keep < 0):
+            raise ValueError(f"Saver: max_to_keep must be None or a non-negative int, got {max_to_keep!r}")
+        self._var_list = _variables_by_name(var_list)
+        if not self._var_list:
+            raise ValueError("Saver: no variables to save")
+        self._max_to_keep = max_to_keep
+        self._last_checkpoints: list[str] = []
+
+    @property
+    def last_checkpoints(self) -> list[str]:
+        """The checkpoints this Saver wrote and still keeps, oldest first."""
+        return list(self._last_checkpoints)
+
+    def recover_last_checkpoints(self, checkpoint_paths: Sequence[str]) -> None:
+        """Adopt checkpoints written earlier (e.g. by another process), oldest first, so that
+        ``max_to_keep`` counts and deletes them too. Paths that do not exist are skipped.
+
+        >>> import tempfile
+        >>> import compiler as cc
+        >>> saver = Saver([cc.Variable(0.0, name="x")])
+        >>> saver.recover_last_checkpoints([tempfile.mkdtemp() + "/gone-1"])
+        >>> saver.last_checkpoints
+        []
+        """
+        self._last_checkpoints = [os.fspath(p) for p in checkpoint_paths if os.path.isfile(p)]
+
+    def save(self, sess: Any, save_path: str, global_step: int | Tensor | None = None) -> str:
+        """Write the variables' values in ``sess`` to a checkpoint and return its path:
+        ``save_path``, or ``f"{save_path}-{step}"`` with a ``global_step`` (an int, or a global step
+        Variable whose value is read through ``sess``). Updates the "checkpoint" index in the
+        directory and deletes this Saver's checkpoints beyond ``max_to_keep``.
+
+        >>> import os, tempfile
+        >>> import numpy as np, compiler as cc
+        >>> from runtime import Session
+        >>> v = cc.Variable(np.ones(2, "float32"), name="v")
+        >>> with Session() as sess:
+        ...     path = Saver({"renamed_v": v}).save(sess, os.path.join(tempfile.mkdtemp(), "ckpt"))
+        >>> os.path.basename(path)
+        'ckpt'
+        """
+        save_path = os.fspath(save_path)
+        if global_step is not None:
+            if isinstance(global_step, Tensor):
+                step_value = np.asarray(sess.run(global_step))
+            else:
+                step_value = np.asarray(global_step)
+            if step_value.shape != () or step_value.dtype.kind not in "iu":
+                raise TypeError(f"Saver.save: global_step must be an integer scalar, got {global_step!r}")
+            save_path = f"{save_path}-{int(step_value)}"
+        directory = os.path.dirname(os.path.abspath(save_path))
+        if os.path.isdir(save_path):
+            raise ValueError(f"Saver.save: {save_path!r} is a directory; give a file path prefix "
+                             "inside it (e.g. 'DIR/model')")
+        os.makedirs(directory, exist_ok=True)
+        names = list(self._var_list)
+        values = sess.run([self._var_list[name] for name in names])
+        _write_checkpoint(save_path, dict(zip(names, values)))
+
+        kept = [p for p in self._last_checkpoints if os.path.abspath(p) != os.path.abspath(save_path)]
+        kept.append(save_path)
+        removed: list[str] = []
+        if self._max_to_keep:
+            removed, kept = kept[:-self._max_to_keep], kept[-self._max_to_keep:]
+        _write_index(directory, save_path, kept)
+        self._last_checkpoints = kept
+        for path in removed:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+        return save_path
+
+    def restore(self, sess: Any, save_path: str) -> None:
+        """Set the variables in ``sess`` to their values in the checkpoint at ``save_path``.
+
+        Every variable of ``var_list`` must be in the file with the same shape and dtype; else a
+        ``CheckpointError`` (missing), ``ShapeError`` or ``DTypeError`` names it and the file, and
+        no variable is changed. A damaged or truncated file raises ``CheckpointError``.
+
+        >>> import os, tempfile
+        >>> import numpy as np, compiler as cc
+        >>> from runtime import Session
+        >>> a = cc.Variable(np.float32(1.5), name="a")
+        >>> saver = Saver([a])
+        >>> with Session(target="reference") as sess:
+        ...     path = saver.save(sess, os.path.join(tempfile.mkdtemp(), "a"))
+        ...     sess.load_variable(a, 0.0)
+        ...     saver.restore(sess, path)
+        ...     float(sess.run(a))
+        1.5
+        """
+        if save_path is None:
+            raise CheckpointError("Saver.restore: save_path is None (latest_checkpoint found no checkpoint?)")
+        save_path = os.fspath(save_path)
+        stored = _read_checkpoint(save_path)
+        checked: list[tuple[cc.Variable, np.ndarray]] = []
+        for name, var in self._var_list.items():
+            label = repr(name) if name == var.op.name else f"{name!r} (graph variable {var.op.name!r})"
+            if name not in stored:
+                raise CheckpointError(f"variable {label} is not in checkpoint {save_path!r} "
+                                      f"(it holds {sorted(stored)})")
+            value = stored[name]
+            if value.dtype != _little_endian(var.dtype):
+                raise DTypeError(f"variable {label} is {var.dtype.name} but checkpoint {save_path!r} "
+                                 f"holds it as {value.dtype.name}")
+            if value.shape != var.shape:
+                raise ShapeError(f"variable {label} has shape {var.shape} but checkpoint "
+                                 f"{save_path!r} holds it with shape {value.shape}")
+            checked.append((var, value))
+        for var, value in checked:
+            sess.load_variable(var, value)

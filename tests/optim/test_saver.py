@@ -1,0 +1,445 @@
+"""``Saver`` and ``latest_checkpoint``: TF1-style checkpoints, restored bit for bit in a new process,
+written atomically, refused when damaged; and ``Session.load_variable``, which restore relies on."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import compiler as cc
+import optim
+from optim.saver import CheckpointError, _read_checkpoint
+from runtime import Session
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TARGETS = ["cpu", "reference"]
+
+# The same model is built by the test and by the scripts it starts in new processes.
+MODEL_SOURCE = textwrap.dedent('''
+    import numpy as np
+    import compiler as cc
+    import optim
+
+    def build_model():
+        """An MLP trained by Adam with a global step; returns (train, loss, feeds, step)."""
+        rng = np.random.default_rng(7)
+        x = cc.placeholder("float32", shape=(None, 5), name="x")
+        y = cc.placeholder("int32", shape=(None,), name="y")
+        w1 = cc.Variable((rng.normal(size=(5, 16)) * 0.4).astype("float32"), name="w1")
+        b1 = cc.Variable(np.zeros(16, "float32"), name="b1")
+        w2 = cc.Variable((rng.normal(size=(16, 3)) * 0.4).astype("float32"), name="w2")
+        b2 = cc.Variable(np.zeros(3, "float32"), name="b2")
+        logits = cc.nn.relu(x @ w1 + b1) @ w2 + b2
+        loss = cc.reduce_mean(cc.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        step = optim.get_or_create_global_step()
+        train = optim.AdamOptimizer(0.01).minimize(loss, global_step=step)
+        feeds = {x: rng.normal(size=(24, 5)).astype("float32"),
+                 y: rng.integers(0, 3, 24).astype("int32")}
+        return train, loss, feeds, step
+''')
+
+
+def _model():
+    namespace: dict = {}
+    exec(compile(MODEL_SOURCE, "<model>", "exec"), namespace)
+    return namespace["build_model"]()
+
+
+def _run_script(tmp_path, source: str, *args: str) -> subprocess.CompletedProcess:
+    script = tmp_path / "script.py"
+    script.write_text(source)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, str(script), *args], cwd=str(tmp_path), env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def _values(sess: Session, variables) -> dict[str, np.ndarray]:
+    return dict(zip([v.op.name for v in variables], sess.run(list(variables))))
+
+
+# -- (1) restore in a new process continues training bit for bit ---------------------------------
+
+RESUME_SCRIPT = MODEL_SOURCE + textwrap.dedent('''
+    import sys
+    from runtime import Session
+
+    target, directory, out = sys.argv[1:4]
+    train, loss, feeds, step = build_model()
+    saver = optim.Saver()
+    with Session(target=target) as sess:
+        saver.restore(sess, optim.latest_checkpoint(directory))
+        losses = [sess.run([train, loss], feeds)[1] for _ in range(20)]
+        saver.save(sess, directory + "/model", global_step=step)
+        variables = cc.global_variables()
+        values = sess.run(variables)
+    np.savez(out, names=np.array([v.op.name for v in variables]), losses=np.array(losses), *values)
+''')
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_adam_training_resumed_in_a_new_process_is_bit_identical(graph, tmp_path, target) -> None:
+    train, loss, feeds, step = _model()
+    variables = cc.global_variables()
+    names = {v.op.name for v in variables}
+    # The default var_list holds the slots, Adam's beta powers and the global step.
+    assert {"w1/Adam", "w1/Adam_1", "beta1_power", "beta2_power", "global_step"} <= names
+    saver = optim.Saver()
+    directory = tmp_path / "ckpt"
+    with Session(graph, target=target) as sess:
+        for _ in range(20):
+            sess.run(train, feeds)
+        path = saver.save(sess, str(directory / "model"), global_step=step)
+        losses = [sess.run([train, loss], feeds)[1] for _ in range(20)]
+        uninterrupted = _values(sess, variables)
+    assert path == str(directory / "model-20")
+    assert optim.latest_checkpoint(str(directory)) == path
+
+    result = _run_script(tmp_path, RESUME_SCRIPT, target, str(directory), str(tmp_path / "out.npz"))
+    assert result.returncode == 0, result.stderr
+    with np.load(tmp_path / "out.npz", allow_pickle=False) as out:
+        resumed = {str(name): out[f"arr_{i}"] for i, name in enumerate(out["names"])}
+        resumed_losses = out["losses"]
+    assert set(resumed) == set(uninterrupted)
+    for name, value in uninterrupted.items():
+        assert value.dtype == resumed[name].dtype and np.array_equal(value, resumed[name]), name
+    assert int(resumed["global_step"]) == 40
+    assert np.array_equal(np.array(losses), resumed_losses)
+    # The new process kept the index up to date: its checkpoint is now the latest.
+    assert optim.latest_checkpoint(str(directory)) == str(directory / "model-40")
+    with Session(graph, target=target) as sess:
+        saver.restore(sess, optim.latest_checkpoint(str(directory)))
+        for name, value in _values(sess, variables).items():
+            assert np.array_equal(value, uninterrupted[name]), name
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_restore_into_a_session_that_already_compiled_the_step(graph, tmp_path, target) -> None:
+    train, loss, feeds, step = _model()
+    variables = cc.global_variables()
+    saver = optim.Saver()
+    with Session(graph, target=target) as sess:
+        path = saver.save(sess, str(tmp_path / "start"))
+        first = [sess.run([train, loss], feeds)[1] for _ in range(5)]
+        after_five = _values(sess, variables)
+        saver.restore(sess, path)              # the compiled step must see the restored values
+        assert int(sess.run(step)) == 0
+        again = [sess.run([train, loss], feeds)[1] for _ in range(5)]
+        for name, value in _values(sess, variables).items():
+            assert np.array_equal(value, after_five[name]), name
+    assert np.array_equal(np.array(first), np.array(again))
+
+
+# -- Session.load_variable -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_load_variable_is_seen_by_the_next_run(graph, target) -> None:
+    v = cc.Variable(np.zeros(3, "float32"), name="v")
+    n = cc.Variable(np.int64(0), name="n")
+    update = cc.group(cc.assign_add(v, np.ones(3, "float32")), cc.assign_add(n, 1))
+    with Session(graph, target=target) as sess:
+        sess.run(update)
+        sess.load_variable(v, np.array([10.0, 20.0, 30.0], "float32"))
+        sess.load_variable(n, 41)
+        sess.run(update)                       # the step compiled before the load sees the new values
+        assert np.array_equal(sess.run(v), np.array([11.0, 21.0, 31.0], "float32"))
+        assert int(sess.run(n)) == 42
+        sess.load_variable(v, [1, 2, 3])       # literals take the variable's dtype
+        assert sess.run(v).dtype == np.float32
+        with pytest.raises(cc.ShapeError, match="'v'.*shape"):
+            sess.load_variable(v, np.zeros(4, "float32"))
+        with pytest.raises(cc.DTypeError, match="'v'"):
+            sess.load_variable(v, np.zeros(3, "float64"))
+        with pytest.raises(TypeError, match="Variable"):
+            sess.load_variable(v.read_value(), np.zeros(3, "float32"))
+        assert np.array_equal(sess.run(v), np.array([1.0, 2.0, 3.0], "float32"))
+    with cc.Graph().as_default():
+        other = cc.Variable(np.zeros(3, "float32"), name="v")
+    with Session(graph, target=target) as sess:
+        with pytest.raises(cc.GraphMismatchError):
+            sess.load_variable(other, np.zeros(3, "float32"))
+
+
+def test_load_variable_before_first_use_is_not_overwritten_by_initial_value(graph) -> None:
+    v = cc.Variable(np.float64(1.0), name="v")
+    with Session(graph) as sess:
+        sess.load_variable(v, 5.0)
+        assert float(sess.run(cc.assign_add(v, 1.0))) == 6.0
+        sess.run(cc.global_variables_initializer())  # TF1: the initializer resets it
+        assert float(sess.run(v)) == 1.0
+
+
+# -- (2) a save that dies midway leaves the previous checkpoint usable ---------------------------
+
+def test_failed_rename_leaves_previous_checkpoint(graph, tmp_path, monkeypatch) -> None:
+    w = cc.Variable(np.arange(6.0).reshape(2, 3), name="w")
+    saver = optim.Saver()
+    with Session(graph) as sess:
+        first = saver.save(sess, str(tmp_path / "model"), global_step=1)
+        index_before = (tmp_path / "checkpoint").read_bytes()
+        sess.load_variable(w, -np.ones((2, 3)))
+
+        def failing_replace(source, destination):
+            raise OSError("disk unplugged")
+
+        monkeypatch.setattr(os, "replace", failing_replace)
+        with pytest.raises(OSError, match="disk unplugged"):
+            saver.save(sess, str(tmp_path / "model"), global_step=2)
+        monkeypatch.undo()
+        assert sorted(os.listdir(tmp_path)) == ["checkpoint", "model-1"]  # no temporary left
+        assert (tmp_path / "checkpoint").read_bytes() == index_before
+        assert optim.latest_checkpoint(str(tmp_path)) == first
+        assert saver.last_checkpoints == [first]
+        saver.restore(sess, optim.latest_checkpoint(str(tmp_path)))
+        assert np.array_equal(sess.run(w), np.arange(6.0).reshape(2, 3))
+
+
+def test_failed_index_write_keeps_index_on_previous(graph, tmp_path, monkeypatch) -> None:
+    w = cc.Variable(np.arange(4.0), name="w")
+    saver = optim.Saver()
+    real_replace = os.replace
+    with Session(graph) as sess:
+        first = saver.save(sess, str(tmp_path / "model"), global_step=1)
+
+        def replace_then_fail_on_index(source, destination):
+            if os.path.basename(destination) == "checkpoint":
+                raise OSError("killed before the index")
+            real_replace(source, destination)
+
+        monkeypatch.setattr(os, "replace", replace_then_fail_on_index)
+        with pytest.raises(OSError, match="killed before the index"):
+            saver.save(sess, str(tmp_path / "model"), global_step=2)
+        monkeypatch.undo()
+        assert optim.latest_checkpoint(str(tmp_path)) == first
+        assert not [name for name in os.listdir(tmp_path) if ".tmp" in name]
+        saver.restore(sess, first)
+        assert np.array_equal(sess.run(w), np.arange(4.0))
+
+
+KILLED_SAVE_SCRIPT = textwrap.dedent('''
+    import os, signal, sys
+    import numpy as np
+    import compiler as cc
+    import optim
+    from runtime import Session
+
+    directory, stage = sys.argv[1:3]
+    w = cc.Variable(np.arange(100000.0), name="w")
+    saver = optim.Saver([w])
+    with Session() as sess:
+        saver.save(sess, os.path.join(directory, "model"), global_step=1)
+        sess.load_variable(w, -np.arange(100000.0))
+        real_write = os.write
+        calls = []
+
+        def write_then_die(fd, data):
+            calls.append(len(data))
+            # "data": partway through the variable's bytes; "index": in the index file's write
+            if (len(data) > 1000) if stage == "data" else len(calls) == 3:
+                real_write(fd, bytes(memoryview(data)[: len(data) // 2]))
+                open(os.path.join(directory, "died"), "w").close()
+                os.kill(os.getpid(), signal.SIGKILL)
+            return real_write(fd, data)
+
+        os.write = write_then_die
+        saver.save(sess, os.path.join(directory, "model"), global_step=2)
+    print("not reached")
+''')
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX signals")
+@pytest.mark.parametrize("stage", ["data", "index"])
+def test_process_killed_during_save_leaves_previous_checkpoint(graph, tmp_path, stage) -> None:
+    directory = tmp_path / "ckpt"
+    directory.mkdir()
+    result = _run_script(tmp_path, KILLED_SAVE_SCRIPT, str(directory), stage)
+    assert result.returncode == -signal.SIGKILL, result.stderr
+    assert "not reached" not in result.stdout
+    assert (directory / "died").exists()
+    names = os.listdir(directory)
+    partial = [name for name in names if ".tmp" in name]
+    assert len(partial) == 1 and (directory / partial[0]).stat().st_size > 0
+    if stage == "data":
+        assert "model-2" not in names and partial[0].startswith(".model-2.tmp")
+        assert (directory / partial[0]).stat().st_size < 800000
+    else:                                     # the new file is complete, but the index never saw it
+        assert "model-2" in names and partial[0].startswith(".checkpoint.tmp")
+    assert optim.latest_checkpoint(str(directory)) == str(directory / "model-1")
+    w = cc.Variable(np.zeros(100000), name="w")
+    with Session(graph) as sess:
+        optim.Saver([w]).restore(sess, optim.latest_checkpoint(str(directory)))
+        assert np.array_equal(sess.run(w), np.arange(100000.0))
+
+
+# -- (3) mismatches name the variable ------------------------------------------------------------
+
+def _save_reference(tmp_path) -> str:
+    with cc.Graph().as_default() as g:
+        cc.Variable(np.ones((2, 3), "float32"), name="w")
+        cc.Variable(np.int32(5), name="n")
+        with Session(g) as sess:
+            return optim.Saver().save(sess, str(tmp_path / "ref"))
+
+
+def test_shape_mismatch_names_variable_and_file(graph, tmp_path) -> None:
+    path = _save_reference(tmp_path)
+    n = cc.Variable(np.int32(0), name="n")
+    cc.Variable(np.zeros((3, 2), "float32"), name="w")
+    with Session(graph) as sess:
+        with pytest.raises(cc.ShapeError, match=r"'w'.*\(3, 2\).*" + re.escape(path) + r".*\(2, 3\)"):
+            optim.Saver().restore(sess, path)
+        assert int(sess.run(n)) == 0                 # nothing was loaded
+
+
+def test_dtype_mismatch_names_variable_and_file(graph, tmp_path) -> None:
+    path = _save_reference(tmp_path)
+    cc.Variable(np.ones((2, 3), "float64"), name="w")
+    cc.Variable(np.int32(0), name="n")
+    with Session(graph) as sess:
+        with pytest.raises(cc.DTypeError, match=r"'w' is float64.*" + re.escape(path) + ".*float32"):
+            optim.Saver().restore(sess, path)
+
+
+def test_missing_variable_names_it(graph, tmp_path) -> None:
+    path = _save_reference(tmp_path)
+    cc.Variable(np.ones((2, 3), "float32"), name="w")
+    cc.Variable(np.zeros(2), name="extra")
+    with Session(graph) as sess:
+        with pytest.raises(CheckpointError, match="'extra' is not in checkpoint " + re.escape(repr(path))):
+            optim.Saver().restore(sess, path)
+        with pytest.raises(CheckpointError, match="no checkpoint file"):
+            optim.Saver().restore(sess, str(tmp_path / "nothing-here"))
+
+
+# -- (4) damaged files are refused ---------------------------------------------------------------
+
+@pytest.mark.parametrize("damage", ["flip-data", "flip-header", "truncate-data", "truncate-header",
+                                    "empty", "appended", "not-a-checkpoint"])
+def test_damaged_checkpoint_is_refused(graph, tmp_path, damage) -> None:
+    w = cc.Variable(np.linspace(0.0, 1.0, 50), name="w")
+    saver = optim.Saver([w])
+    with Session(graph) as sess:
+        path = saver.save(sess, str(tmp_path / "model"))
+        content = bytearray(open(path, "rb").read())
+        if damage == "flip-data":
+            content[-7] ^= 0x10
+        elif damage == "flip-header":
+            content[30] ^= 0x01
+        elif damage == "truncate-data":
+            content = content[:-9]
+        elif damage == "truncate-header":
+            content = content[:25]
+        elif damage == "empty":
+            content = bytearray()
+        elif damage == "appended":
+            content += b"\0" * 8
+        else:
+            content = bytearray(b"PK\x03\x04 something else entirely")
+        with open(path, "wb") as file:
+            file.write(content)
+        sess.load_variable(w, np.zeros(50))
+        with pytest.raises(CheckpointError, match=re.escape(repr(path))):
+            saver.restore(sess, path)
+        assert np.array_equal(sess.run(w), np.zeros(50))
+
+
+def test_file_format_is_self_describing(graph, tmp_path) -> None:
+    cc.Variable(np.arange(6, dtype="int64").reshape(3, 2), name="scope/ints")
+    cc.Variable(np.array([True, False]), name="flags")
+    cc.Variable(np.float32(2.5), name="scalar")
+    with Session(graph) as sess:
+        path = optim.Saver().save(sess, str(tmp_path / "model"))
+    stored = _read_checkpoint(path)
+    assert sorted(stored) == ["flags", "scalar", "scope/ints"]
+    assert stored["scope/ints"].dtype == np.int64 and stored["scope/ints"].shape == (3, 2)
+    assert stored["flags"].dtype == np.bool_ and stored["scalar"].shape == ()
+    assert open(path, "rb").read(8) == b"GGCKPT\x00\x01"
+
+
+# -- (5) max_to_keep ------------------------------------------------------------------------------
+
+def test_max_to_keep_deletes_older_checkpoints(graph, tmp_path) -> None:
+    w = cc.Variable(np.zeros(2), name="w")
+    step = optim.get_or_create_global_step()
+    bump = cc.group(cc.assign_add(w, np.ones(2)), cc.assign_add(step, 1))
+    saver = optim.Saver(max_to_keep=2)
+    with Session(graph) as sess:
+        for _ in range(4):
+            sess.run(bump)
+            saver.save(sess, str(tmp_path / "model"), global_step=step)
+        assert sorted(os.listdir(tmp_path)) == ["checkpoint", "model-3", "model-4"]
+        assert saver.last_checkpoints == [str(tmp_path / "model-3"), str(tmp_path / "model-4")]
+        index = (tmp_path / "checkpoint").read_text().splitlines()
+        assert index == ['model_checkpoint_path: "model-4"', 'all_model_checkpoint_paths: "model-3"',
+                         'all_model_checkpoint_paths: "model-4"']
+        saver.save(sess, str(tmp_path / "model"), global_step=4)   # the same step again: no duplicate
+        assert saver.last_checkpoints == [str(tmp_path / "model-3"), str(tmp_path / "model-4")]
+        saver.restore(sess, optim.latest_checkpoint(str(tmp_path)))
+        assert np.array_equal(sess.run(w), [4.0, 4.0])
+
+        keep_all = optim.Saver(max_to_keep=None)
+        for number in range(7):
+            keep_all.save(sess, str(tmp_path / "all"), global_step=number)
+        assert len([n for n in os.listdir(tmp_path) if n.startswith("all-")]) == 7
+        assert optim.latest_checkpoint(str(tmp_path)) == str(tmp_path / "all-6")
+
+        recovered = optim.Saver(max_to_keep=3)
+        recovered.recover_last_checkpoints(keep_all.last_checkpoints)
+        recovered.save(sess, str(tmp_path / "all"), global_step=7)
+        assert sorted(n for n in os.listdir(tmp_path) if n.startswith("all-")) == ["all-5", "all-6", "all-7"]
+
+
+def test_latest_checkpoint_without_index_is_none(tmp_path) -> None:
+    assert optim.latest_checkpoint(str(tmp_path)) is None
+    assert optim.latest_checkpoint(str(tmp_path / "missing")) is None
+
+
+# -- (6) var_list as a list and as a dict ----------------------------------------------------------
+
+def test_var_list_as_list_and_dict(graph, tmp_path) -> None:
+    a = cc.Variable(np.array([1.0, 2.0]), name="a")
+    b = cc.Variable(np.array([3.0]), name="b")
+    with Session(graph) as sess:
+        only_a = optim.Saver([a]).save(sess, str(tmp_path / "list"))
+        renamed = optim.Saver({"first": a, "second": b}).save(sess, str(tmp_path / "dict"))
+        everything = optim.Saver().save(sess, str(tmp_path / "all"))
+    assert sorted(_read_checkpoint(only_a)) == ["a"]
+    assert sorted(_read_checkpoint(renamed)) == ["first", "second"]
+
+    with cc.Graph().as_default() as other:
+        x = cc.Variable(np.zeros(2), name="x")
+        y = cc.Variable(np.zeros(1), name="y")
+        with Session(other) as sess:
+            optim.Saver({"first": x, "second": y}).restore(sess, renamed)
+            assert np.array_equal(sess.run(x), [1.0, 2.0]) and np.array_equal(sess.run(y), [3.0])
+            with pytest.raises(CheckpointError, match=r"'first' \(graph variable 'x'\)"):
+                optim.Saver({"first": x}).restore(sess, only_a)
+    with Session(graph) as sess:
+        sess.load_variable(a, np.zeros(2))
+        optim.Saver([a]).restore(sess, everything)  # entries not in var_list ("b") are ignored
+        assert np.array_equal(sess.run(a), [1.0, 2.0])
+        with pytest.raises(ValueError, match="two variables"):
+            optim.Saver([a, a])
+        with pytest.raises(TypeError, match="not a Variable"):
+            optim.Saver([a, a + 1.0])
+    with cc.Graph().as_default(), pytest.raises(ValueError, match="no variables"):
+        optim.Saver()
+
+
+def test_save_arguments(graph, tmp_path) -> None:
+    w = cc.Variable(np.zeros(2), name="w")
+    saver = optim.Saver([w])
+    with Session(graph) as sess:
+        path = saver.save(sess, str(tmp_path / "sub" / "m"), global_step=np.int64(3))
+        assert path == str(tmp_path / "sub" / "m-3")
+        assert optim.latest_checkpoint(str(tmp_path / "sub")) == str(tmp_path / "sub" / "m-3")
+        with pytest.raises(TypeError, match="global_step"):
+            saver.save(sess, str(tmp_path / "m"), global_step=1.5)
+        with pytest.raises(ValueError, match="directory"):
+            saver.save(sess, str(tmp_path))
