@@ -13,9 +13,11 @@ from typing import Any
 
 from . import dtypes, losses, nn  # noqa: F401
 from .autodiff import gradients
+from .custom_gradient import GradientRegistryError, RegisterGradient, custom_gradient  # noqa: F401
 from .dtypes import bool_, float32, float64, int32, int64  # noqa: F401
 from .errors import (CompileError, DTypeError, FeedError, GraphgradError, GraphMismatchError,  # noqa: F401
                      NoGradientError, ShapeError)
+from .hessians import hessian_vector_product, hessians  # noqa: F401
 from .graph import (Graph, GraphKeys, Operation, SourceLocation, Tensor, get_default_graph,  # noqa: F401
                     name_scope, reset_default_graph)
 from .ops.array import (broadcast_like, broadcast_to, element_count, expand_dims, identity,  # noqa: F401

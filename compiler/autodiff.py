@@ -3,13 +3,16 @@
 Walks the operations between ``xs`` and ``ys`` in reverse order of creation (a topological order,
 since a node's inputs always exist before it), asks each op's ``grad_rule`` for its inputs'
 gradients, and sums the contributions that reach each tensor. Because the result is ordinary graph
-nodes, ``gradients`` of a gradient works with no extra code.
+nodes, ``gradients`` of a gradient works with no extra code. Ops built inside
+``graph.gradient_override_map`` and the outputs of ``custom_gradient`` functions take their
+gradients from user functions (``compiler.custom_gradient``).
 """
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 from . import dtypes
+from .custom_gradient import CustomGradientCall, custom_calls, op_gradient_rule
 from .errors import DTypeError, GraphMismatchError, ShapeError
 from .graph import Operation, Tensor, user_location
 from .ops.array import ones_like, zeros_like
@@ -24,15 +27,25 @@ def _as_list(value: Any) -> tuple[list[Any], bool]:
     return [value], False
 
 
-def _between(ys: Sequence[Tensor], xs: Sequence[Tensor], stop: set[Tensor]) -> set[Operation]:
-    """Operations on some data path from an x to a y, not passing through a stopped tensor."""
+def _between(ys: Sequence[Tensor], xs: Sequence[Tensor], stop: set[Tensor],
+             calls: dict[Operation, CustomGradientCall]) -> set[Operation]:
+    """Operations on some data path from an x to a y, not passing through a stopped tensor.
+
+    The boundary op of a ``custom_gradient`` call is reached from the call's inputs (and captured
+    variables), not from the function's body: its gradient goes straight to those inputs.
+    """
+    def data_inputs(op: Operation) -> list[Tensor]:
+        call = calls.get(op)
+        if call is not None:
+            return list(call.differentiable_inputs)
+        return [t for index, t in enumerate(op.inputs) if index not in op.opdef.shape_only_inputs]
+
     from_xs: set[Operation] = set()
     consumers: dict[Operation, list[Operation]] = {}
     graph = ys[0].graph
     for op in graph._operations:
-        for index, t in enumerate(op.inputs):
-            if index not in op.opdef.shape_only_inputs:
-                consumers.setdefault(t.op, []).append(op)
+        for t in data_inputs(op):
+            consumers.setdefault(t.op, []).append(op)
     frontier = [x.op for x in xs]
     from_xs.update(frontier)
     while frontier:
@@ -46,8 +59,8 @@ def _between(ys: Sequence[Tensor], xs: Sequence[Tensor], stop: set[Tensor]) -> s
     to_ys.update(frontier)
     while frontier:
         op = frontier.pop()
-        for index, t in enumerate(op.inputs):
-            if index in op.opdef.shape_only_inputs or t in stop:
+        for t in data_inputs(op):
+            if t in stop:
                 continue
             if t.op in from_xs and t.op not in to_ys:
                 to_ys.add(t.op)
@@ -97,7 +110,8 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients",
     stop = set(_as_list(stop_gradients)[0]) if stop_gradients is not None else set()
 
     with graph.as_default(), graph.name_scope(name):
-        between = _between(y_list, x_list, stop)
+        calls = custom_calls(graph)
+        between = _between(y_list, x_list, stop, calls)
         pending: dict[Tensor, list[Tensor]] = {}
         for y, gy in zip(y_list, gy_list):
             if not dtypes.is_differentiable(y.dtype) or y.op not in between:
@@ -116,17 +130,37 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients",
             pending.setdefault(y, []).append(gy)
 
         done: dict[Tensor, Tensor] = {}
+        handled: set[int] = set()
         for op in sorted(between, key=lambda o: o.id, reverse=True):
-            if not op.outputs or op.outputs[0] not in pending:
-                continue
-            out = op.outputs[0]
-            grad = _sum(pending.pop(out))
-            done[out] = grad
-            if op.opdef.grad_rule is None or op.opdef.kind == "source":
-                continue
-            input_grads = op.opdef.grad_rule(op, grad)
-            for index, (inp, g_in) in enumerate(zip(op.inputs, input_grads)):
-                if g_in is None or index in op.opdef.shape_only_inputs or inp in stop:
+            call = calls.get(op)
+            if call is not None:
+                # All outputs of a custom_gradient call at once: they were built back to back, so
+                # by the time the first one is reached every consumer of each has been processed.
+                if id(call) in handled or not any(out in pending for out in call.outputs):
+                    continue
+                handled.add(id(call))
+                output_grads: list[Tensor | None] = []
+                for out in call.outputs:
+                    grad = _sum(pending.pop(out)) if out in pending else None
+                    if grad is not None:
+                        done[out] = grad
+                    output_grads.append(grad)
+                targets = list(call.differentiable_inputs)
+                input_grads = call.input_gradients(output_grads)
+                shape_only: tuple[int, ...] = ()
+            else:
+                if not op.outputs or op.outputs[0] not in pending:
+                    continue
+                out = op.outputs[0]
+                grad = _sum(pending.pop(out))
+                done[out] = grad
+                rule = op_gradient_rule(op, location)
+                if rule is None:
+                    continue
+                targets, input_grads = list(op.inputs), rule(op, grad)
+                shape_only = op.opdef.shape_only_inputs
+            for index, (inp, g_in) in enumerate(zip(targets, input_grads)):
+                if g_in is None or index in shape_only or inp in stop:
                     continue
                 if not dtypes.is_differentiable(inp.dtype) or inp.op not in between:
                     continue

@@ -61,6 +61,9 @@ class Operation:
         self.control_inputs: tuple[Operation, ...] = tuple(control_inputs)
         self.outputs: tuple[Tensor, ...] = ()
         self.id = len(graph._operations)
+        # The registered gradient name this op takes its gradient from, when it was built inside
+        # ``graph.gradient_override_map({type: name})``; None: the op's own ``grad_rule``.
+        self.gradient_override: str | None = None
 
     @property
     def type(self) -> str:
@@ -122,6 +125,7 @@ class Graph:
         self._name_stack: list[str] = []
         self._collections: dict[str, list[Any]] = {}
         self._control_stack: list[list[Operation]] = []
+        self._gradient_override_map: dict[str, str] = {}
         self.seed: int | None = None
         self._version = 0
 
@@ -171,6 +175,7 @@ class Graph:
         op = Operation(self, opdef, self.unique_name(name or opdef.name), inputs, attrs, location,
                        control)
         op.outputs = tuple(Tensor(op, i, shape, dtype) for i, (shape, dtype) in enumerate(output_specs))
+        op.gradient_override = self._gradient_override_map.get(opdef.name)
         self._operations.append(op)
         self._version += 1
         return op
@@ -204,6 +209,37 @@ class Graph:
             yield
         finally:
             self._control_stack.pop()
+
+    @contextlib.contextmanager
+    def gradient_override_map(self, op_type_map: dict[str, str]) -> Iterator[None]:
+        """Ops of the given types built inside take their gradient from a registered function.
+
+        ``op_type_map`` maps an op type (``Operation.type``, e.g. ``"Relu"``) to a name registered
+        with ``cc.RegisterGradient`` (or to another op type, whose gradient rule is then used).
+        The name is looked up when gradients are taken. Nested maps add to the enclosing one.
+
+        >>> import compiler as cc
+        >>> g = cc.Graph()
+        >>> with g.as_default():
+        ...     x = cc.placeholder("float32", shape=(3,), name="x")
+        ...     with g.gradient_override_map({"Sign": "Identity"}):   # straight-through sign
+        ...         y = cc.sign(x)
+        >>> y.op.gradient_override
+        'Identity'
+        """
+        if not isinstance(op_type_map, dict):
+            raise TypeError(f"gradient_override_map needs a dict of op type -> gradient name, "
+                            f"got {type(op_type_map).__name__} (at {user_location()})")
+        for op_type, grad_name in op_type_map.items():
+            if not isinstance(op_type, str) or not isinstance(grad_name, str):
+                raise TypeError(f"gradient_override_map: op type and gradient name must be strings, "
+                                f"got {op_type!r}: {grad_name!r} (at {user_location()})")
+        saved = self._gradient_override_map
+        self._gradient_override_map = {**saved, **op_type_map}
+        try:
+            yield
+        finally:
+            self._gradient_override_map = saved
 
 
 class _DefaultGraphStack(threading.local):
