@@ -1,0 +1,532 @@
+"""Convolution and pooling over NHWC images, as loop nests that read the image at computed positions.
+
+``conv2d``: ``out[n, oh, ow, f] = sum over kh, kw, c of x[n, ih, iw, c] * w[kh, kw, c, f]`` with
+``ih = oh * stride + kh * dilation - pad_top`` (zero outside the image). Its two gradients are ops of
+the same form (``conv2d_backprop_input``, ``conv2d_backprop_filter``), and each of the three is the
+gradient of the others, so second derivatives need nothing more.
+
+Pooling: ``max_pool`` is a max over the window (padding never wins); its gradient goes to the first
+position in the window that holds the max (as TF), found by ``MaxPoolArgmax``. ``avg_pool`` divides
+by the number of image elements in the window (SAME padding is not counted, as TF).
+
+Window geometry (TF's rules): VALID: ``out = ceil((size - span + 1) / stride)``; SAME: ``out =
+ceil(size / stride)``, padded by ``max((out - 1) * stride + span - size, 0)``, the smaller half
+before; ``span = (k - 1) * dilation + 1``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .. import dtypes
+from ..graph import Operation, Tensor, user_location
+from ..kernel_ir import IndexedInput
+from ..shapes import RuleError, format_shape
+from .base import LoopNest, OpDef, floating_dtype
+
+I64 = dtypes.int64
+
+
+@dataclass(frozen=True)
+class Window:
+    """One spatial dimension of a convolution or pool."""
+
+    size: int        # input extent
+    kernel: int
+    stride: int
+    dilation: int
+    out: int
+    pad: int         # padding before the first element
+
+    @staticmethod
+    def of(size: int | None, kernel: int | None, stride: int, dilation: int, padding: str) -> "Window":
+        if size is None or kernel is None:
+            return Window(-1, -1, stride, dilation, -1, 0)
+        span = (kernel - 1) * dilation + 1
+        if padding == "VALID":
+            out = max(-(-(size - span + 1) // stride), 0)
+            return Window(size, kernel, stride, dilation, out, 0)
+        out = -(-size // stride)
+        total = max((out - 1) * stride + span - size, 0)
+        return Window(size, kernel, stride, dilation, out, total // 2)
+
+    def source(self, sb: Any, out_index: Any, kernel_index: Any) -> Any:
+        """The input position read by output ``out_index`` at kernel tap ``kernel_index``."""
+        position = sb.mul(out_index, self.stride) if self.stride != 1 else out_index
+        tap = sb.mul(kernel_index, self.dilation) if self.dilation != 1 else kernel_index
+        position = sb.add(position, tap)
+        return sb.sub(position, self.pad) if self.pad else position
+
+    def output_of(self, sb: Any, in_index: Any, kernel_index: Any) -> tuple[Any, Any]:
+        """(output position, whether it exists) that reads input ``in_index`` at tap ``kernel_index``."""
+        tap = sb.mul(kernel_index, self.dilation) if self.dilation != 1 else kernel_index
+        offset = sb.sub(sb.add(in_index, self.pad) if self.pad else in_index, tap)
+        valid = sb.ge(offset, 0)
+        if self.stride != 1:
+            valid = sb.logical_and(valid, sb.eq(sb.index_rem(offset, self.stride), 0))
+            offset = sb.index_div(offset, self.stride)
+        return offset, sb.logical_and(valid, sb.lt(offset, self.out))
+
+
+def _inside(sb: Any, index: Any, size: int) -> Any:
+    return sb.logical_and(sb.ge(index, 0), sb.lt(index, size))
+
+
+def _clamp(sb: Any, index: Any, size: int) -> Any:
+    return sb.maximum(sb.minimum(index, size - 1), 0)
+
+
+def _pair(value: Any, name: str) -> tuple[int, int]:
+    """TF's 4-element NHWC form ``[1, h, w, 1]``, a pair, or one int."""
+    values = [int(v) for v in np.atleast_1d(np.asarray(value))]
+    if len(values) == 1:
+        values = values * 2
+    elif len(values) == 4:
+        if values[0] != 1 or values[3] != 1:
+            raise ValueError(f"{name} {value!r}: only the spatial entries may differ from 1 (NHWC)")
+        values = values[1:3]
+    if len(values) != 2 or min(values) < 1:
+        raise ValueError(f"{name} {value!r} must be a positive int, a pair, or [1, h, w, 1]")
+    return values[0], values[1]
+
+
+def _padding(padding: str) -> str:
+    padding = str(padding).upper()
+    if padding not in ("SAME", "VALID"):
+        raise ValueError(f"padding must be 'SAME' or 'VALID', got {padding!r}")
+    return padding
+
+
+def _windows(image: tuple, kernel: tuple, attrs: Mapping[str, Any]) -> tuple[Window, Window]:
+    return tuple(Window.of(image[1 + d], kernel[d], attrs["strides"][d], attrs["dilations"][d],
+                           attrs["padding"]) for d in range(2))  # type: ignore[return-value]
+
+
+def _check_image(shape: tuple, what: str) -> None:
+    if len(shape) != 4:
+        raise RuleError(f"{what} must be 4-D NHWC, got {format_shape(shape)}")
+
+
+# -- conv2d and its two gradients -----------------------------------------------------------------
+
+def _conv_shape(shapes: Sequence[tuple], attrs: Mapping[str, Any]) -> tuple:
+    image, filters = shapes
+    _check_image(image, "the input")
+    if len(filters) != 4:
+        raise RuleError(f"the filter must be 4-D [height, width, in_channels, out_channels], got "
+                        f"{format_shape(filters)}")
+    if image[3] is not None and filters[2] is not None and image[3] != filters[2]:
+        raise RuleError(f"the input has {image[3]} channels but the filter expects {filters[2]}")
+    rows, cols = _windows(image, filters, attrs)
+    return (image[0], None if rows.out < 0 else rows.out, None if cols.out < 0 else cols.out, filters[3])
+
+
+def _conv_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any]) -> LoopNest:
+    image, filters = shapes
+    rows, cols = _windows(image, filters, attrs)
+    kh, kw, channels, features = filters
+    space = (image[0], rows.out, cols.out, features, kh, kw, channels)
+
+    def body(sb: Any, args: Sequence[Any]) -> Any:
+        x: IndexedInput = args[0]
+        zero = sb.literal(0, x.dtype)
+        if 0 in image:
+            return zero
+        ih = rows.source(sb, sb.axis_index(1), sb.axis_index(4))
+        iw = cols.source(sb, sb.axis_index(2), sb.axis_index(5))
+        inside = sb.logical_and(_inside(sb, ih, rows.size), _inside(sb, iw, cols.size))
+        pixel = x.at(sb, [sb.axis_index(0), _clamp(sb, ih, rows.size), _clamp(sb, iw, cols.size), sb.axis_index(6)])
+        return sb.mul(sb.select(inside, pixel, zero), args[1])
+    return LoopNest(space, ((None,) * 4, (4, 5, 6, 3)), (4, 5, 6), "sum", body)
+
+
+def _backprop_input_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any]) -> LoopNest:
+    grad, filters, image = shapes
+    rows, cols = _windows(image, filters, attrs)
+    kh, kw, channels, features = filters
+    space = (image[0], image[1], image[2], channels, kh, kw, features)
+
+    def body(sb: Any, args: Sequence[Any]) -> Any:
+        g: IndexedInput = args[0]
+        zero = sb.literal(0, g.dtype)
+        if 0 in grad:
+            return zero
+        oh, row_ok = rows.output_of(sb, sb.axis_index(1), sb.axis_index(4))
+        ow, col_ok = cols.output_of(sb, sb.axis_index(2), sb.axis_index(5))
+        value = g.at(sb, [sb.axis_index(0), _clamp(sb, oh, rows.out), _clamp(sb, ow, cols.out), sb.axis_index(6)])
+        return sb.mul(sb.select(sb.logical_and(row_ok, col_ok), value, zero), args[1])
+    return LoopNest(space, ((None,) * 4, (4, 5, 3, 6), (None,) * 4), (4, 5, 6), "sum", body)
+
+
+def _backprop_filter_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any]) -> LoopNest:
+    image, grad, filters = shapes
+    rows, cols = _windows(image, filters, attrs)
+    kh, kw, channels, features = filters
+    space = (kh, kw, channels, features, image[0], rows.out, cols.out)
+
+    def body(sb: Any, args: Sequence[Any]) -> Any:
+        x: IndexedInput = args[0]
+        zero = sb.literal(0, x.dtype)
+        if 0 in image:
+            return zero
+        ih = rows.source(sb, sb.axis_index(5), sb.axis_index(0))
+        iw = cols.source(sb, sb.axis_index(6), sb.axis_index(1))
+        inside = sb.logical_and(_inside(sb, ih, rows.size), _inside(sb, iw, cols.size))
+        pixel = x.at(sb, [sb.axis_index(4), _clamp(sb, ih, rows.size), _clamp(sb, iw, cols.size), sb.axis_index(2)])
+        return sb.mul(sb.select(inside, pixel, zero), args[1])
+    return LoopNest(space, ((None,) * 4, (4, 5, 6, 3), (None,) * 4), (4, 5, 6), "sum", body)
+
+
+def _reference_windows(image_shape: tuple, filter_shape: tuple, attrs: Mapping[str, Any]) -> tuple[Window, Window]:
+    return _windows(tuple(image_shape), tuple(filter_shape), attrs)
+
+
+def _padded(x: np.ndarray, rows: Window, cols: Window, fill: float = 0.0) -> np.ndarray:
+    """x padded so every tap of every window lies inside (NHWC)."""
+    height = max((rows.out - 1) * rows.stride + (rows.kernel - 1) * rows.dilation + 1, rows.size + rows.pad)
+    width = max((cols.out - 1) * cols.stride + (cols.kernel - 1) * cols.dilation + 1, cols.size + cols.pad)
+    result = np.full((x.shape[0], max(height, 0), max(width, 0), x.shape[3]), fill, x.dtype)
+    result[:, rows.pad:rows.pad + rows.size, cols.pad:cols.pad + cols.size, :] = x
+    return result
+
+
+def _taps(x: np.ndarray, rows: Window, cols: Window, fill: float = 0.0) -> np.ndarray:
+    """[N, OH, OW, KH, KW, C]: the input under each kernel tap of each output position."""
+    padded = _padded(x, rows, cols, fill)
+    result = np.empty((x.shape[0], rows.out, cols.out, rows.kernel, cols.kernel, x.shape[3]), x.dtype)
+    for i in range(rows.kernel):
+        for j in range(cols.kernel):
+            top, left = i * rows.dilation, j * cols.dilation
+            result[:, :, :, i, j, :] = padded[:, top:top + (rows.out - 1) * rows.stride + 1:rows.stride,
+                                              left:left + (cols.out - 1) * cols.stride + 1:cols.stride, :]
+    return result
+
+
+def _conv_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    x, w = np.asarray(values[0]), np.asarray(values[1])
+    rows, cols = _reference_windows(x.shape, w.shape, attrs)
+    if 0 in (rows.out, cols.out) or 0 in x.shape:
+        return np.zeros((x.shape[0], rows.out, cols.out, w.shape[3]), x.dtype)
+    return np.einsum("nhwijc,ijcf->nhwf", _taps(x, rows, cols), w).astype(x.dtype)
+
+
+def _backprop_input_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    g, w, like = np.asarray(values[0]), np.asarray(values[1]), np.asarray(values[2])
+    rows, cols = _reference_windows(like.shape, w.shape, attrs)
+    padded = np.zeros(_padded(np.zeros(like.shape, g.dtype), rows, cols).shape, g.dtype)
+    contributions = np.einsum("nhwf,ijcf->nhwijc", g, w)
+    for i in range(rows.kernel):
+        for j in range(cols.kernel):
+            top, left = i * rows.dilation, j * cols.dilation
+            padded[:, top:top + (rows.out - 1) * rows.stride + 1:rows.stride,
+                   left:left + (cols.out - 1) * cols.stride + 1:cols.stride, :] += contributions[:, :, :, i, j, :]
+    return padded[:, rows.pad:rows.pad + rows.size, cols.pad:cols.pad + cols.size, :].copy()
+
+
+def _backprop_filter_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    x, g, like = np.asarray(values[0]), np.asarray(values[1]), np.asarray(values[2])
+    rows, cols = _reference_windows(x.shape, like.shape, attrs)
+    if 0 in (rows.out, cols.out) or 0 in x.shape:
+        return np.zeros(like.shape, x.dtype)
+    return np.einsum("nhwijc,nhwf->ijcf", _taps(x, rows, cols), g).astype(x.dtype)
+
+
+def _conv_attrs(op: Operation) -> dict[str, Any]:
+    return {k: op.attrs[k] for k in ("strides", "dilations", "padding")}
+
+
+def _conv_grad(op: Operation, g: Tensor) -> list[Tensor]:
+    x, w = op.inputs
+    return [Conv2DBackpropInput(g, w, x, **_conv_attrs(op)), Conv2DBackpropFilter(x, g, w, **_conv_attrs(op))]
+
+
+def _backprop_input_grad(op: Operation, g: Tensor) -> list[Tensor | None]:
+    grad, w, _ = op.inputs
+    return [Conv2D(g, w, **_conv_attrs(op)), Conv2DBackpropFilter(g, grad, w, **_conv_attrs(op)), None]
+
+
+def _backprop_filter_grad(op: Operation, g: Tensor) -> list[Tensor | None]:
+    x, grad, _ = op.inputs
+    return [Conv2DBackpropInput(grad, g, x, **_conv_attrs(op)), Conv2D(x, g, **_conv_attrs(op)), None]
+
+
+Conv2D = OpDef("Conv2D", "reduce", _conv_shape, floating_dtype, reference=_conv_reference,
+               grad_rule=_conv_grad, loop_nest=_conv_nest, indexed_inputs=(0,))
+Conv2DBackpropInput = OpDef(
+    "Conv2DBackpropInput", "reduce", lambda shapes, attrs: tuple(shapes[2]),
+    lambda types, attrs: floating_dtype(types[:2], attrs), reference=_backprop_input_reference,
+    grad_rule=_backprop_input_grad, loop_nest=_backprop_input_nest, indexed_inputs=(0,), shape_only_inputs=(2,))
+Conv2DBackpropFilter = OpDef(
+    "Conv2DBackpropFilter", "reduce", lambda shapes, attrs: tuple(shapes[2]),
+    lambda types, attrs: floating_dtype(types[:2], attrs), reference=_backprop_filter_reference,
+    grad_rule=_backprop_filter_grad, loop_nest=_backprop_filter_nest, indexed_inputs=(0,), shape_only_inputs=(2,))
+
+
+def conv2d(input: Any, filter: Any, strides: Any = 1, padding: str = "VALID",  # noqa: A002
+           dilations: Any = 1, data_format: str = "NHWC", name: str | None = None) -> Tensor:
+    """2-D convolution (cross-correlation, as TF) of NHWC ``input`` with ``filter`` of shape
+    ``[height, width, in_channels, out_channels]``. ``strides``/``dilations``: an int, a pair, or
+    TF's ``[1, h, w, 1]``; ``padding``: ``"SAME"`` or ``"VALID"``.
+
+    >>> import numpy as np, compiler as cc
+    >>> x = cc.placeholder("float32", (None, 8, 8, 1))
+    >>> cc.nn.conv2d(x, cc.Variable(np.zeros((3, 3, 1, 4), "float32")), padding="SAME").shape
+    (None, 8, 8, 4)
+    """
+    if data_format != "NHWC":
+        raise ValueError(f"conv2d: only data_format='NHWC' is supported, got {data_format!r} "
+                         f"(at {user_location()})")
+    try:
+        attrs = dict(strides=_pair(strides, "strides"), dilations=_pair(dilations, "dilations"),
+                     padding=_padding(padding))
+    except ValueError as exc:
+        raise ValueError(f"conv2d: {exc} (at {user_location()})") from None
+    if max(attrs["strides"]) > 1 and max(attrs["dilations"]) > 1:
+        raise ValueError(f"conv2d: strides and dilations cannot both exceed 1 (as TF) (at {user_location()})")
+    return Conv2D(input, filter, name=name, **attrs)
+
+
+# -- pooling --------------------------------------------------------------------------------------
+
+def _pool_windows(image: tuple, attrs: Mapping[str, Any]) -> tuple[Window, Window]:
+    return tuple(Window.of(image[1 + d], attrs["ksize"][d], attrs["strides"][d], 1, attrs["padding"])
+                 for d in range(2))  # type: ignore[return-value]
+
+
+def _pool_shape(shapes: Sequence[tuple], attrs: Mapping[str, Any]) -> tuple:
+    image = shapes[0]
+    _check_image(image, "the input")
+    rows, cols = _pool_windows(image, attrs)
+    return (image[0], None if rows.out < 0 else rows.out, None if cols.out < 0 else cols.out, image[3])
+
+
+def _pool_nest(kind: str):
+    def loop_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any]) -> LoopNest:
+        image = shapes[0]
+        rows, cols = _pool_windows(image, attrs)
+        space = (image[0], rows.out, cols.out, image[3], rows.kernel, cols.kernel)
+
+        def body(sb: Any, args: Sequence[Any]) -> Any:
+            x: IndexedInput = args[0]
+            empty = sb.literal(-np.inf if kind == "max" else 0, x.dtype)
+            if 0 in image:
+                return sb.literal(rows.kernel * cols.kernel, I64) if kind == "argmax" else empty
+            ih = rows.source(sb, sb.axis_index(1), sb.axis_index(4))
+            iw = cols.source(sb, sb.axis_index(2), sb.axis_index(5))
+            inside = sb.logical_and(_inside(sb, ih, rows.size), _inside(sb, iw, cols.size))
+            pixel = x.at(sb, [sb.axis_index(0), _clamp(sb, ih, rows.size), _clamp(sb, iw, cols.size),
+                              sb.axis_index(3)])
+            if kind == "max":
+                return sb.select(inside, pixel, empty)
+            if kind == "argmax":  # the first tap (row-major) that holds the max, or the first NaN
+                peak = args[1]
+                hit = sb.logical_and(inside, sb.logical_or(sb.eq(pixel, peak), sb.isnan(pixel)))
+                tap = sb.add(sb.mul(sb.axis_index(4), cols.kernel), sb.axis_index(5))
+                return sb.select(hit, tap, sb.literal(rows.kernel * cols.kernel, I64))
+            count = sb.mul(_window_count(sb, rows, sb.axis_index(1)), _window_count(sb, cols, sb.axis_index(2)))
+            return sb.select(inside, sb.div(pixel, sb.cast(count, x.dtype)), empty)
+        combiner = {"max": "max", "argmax": "min", "avg": "sum"}[kind]
+        inputs: tuple = ((None,) * 4,) if kind != "argmax" else ((None,) * 4, (0, 1, 2, 3))
+        return LoopNest(space, inputs, (4, 5), combiner, body)
+    return loop_nest
+
+
+def _window_count(sb: Any, window: Window, out_index: Any) -> Any:
+    """How many taps of output ``out_index``'s window lie inside the input (avg_pool's divisor)."""
+    start = window.source(sb, out_index, sb.literal(0, I64))
+    stop = sb.add(start, window.kernel)
+    return sb.sub(sb.minimum(stop, window.size), sb.maximum(start, 0))
+
+
+def _pool_taps_reference(x: np.ndarray, attrs: Mapping[str, Any], fill: float) -> tuple[np.ndarray, Window, Window]:
+    rows, cols = _pool_windows(x.shape, attrs)
+    return _taps(x, rows, cols, fill), rows, cols
+
+
+def _max_pool_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    x = np.asarray(values[0])
+    rows, cols = _pool_windows(x.shape, attrs)
+    if 0 in x.shape or 0 in (rows.out, cols.out):
+        return np.full((x.shape[0], rows.out, cols.out, x.shape[3]), -np.inf, x.dtype)
+    taps, _, _ = _pool_taps_reference(x, attrs, -np.inf)
+    return taps.max(axis=(3, 4))
+
+
+def _counts_reference(window: Window) -> np.ndarray:
+    starts = np.arange(window.out) * window.stride - window.pad
+    return np.minimum(starts + window.kernel, window.size) - np.maximum(starts, 0)
+
+
+def _avg_pool_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    x = np.asarray(values[0])
+    rows, cols = _pool_windows(x.shape, attrs)
+    if 0 in x.shape or 0 in (rows.out, cols.out):
+        return np.zeros((x.shape[0], rows.out, cols.out, x.shape[3]), x.dtype)
+    taps, _, _ = _pool_taps_reference(x, attrs, 0.0)
+    counts = np.outer(_counts_reference(rows), _counts_reference(cols)).astype(x.dtype)
+    return (taps.sum(axis=(3, 4)) / counts[None, :, :, None]).astype(x.dtype)
+
+
+def _argmax_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    x = np.asarray(values[0])
+    rows, cols = _pool_windows(x.shape, attrs)
+    taps, _, _ = _pool_taps_reference(x, attrs, -np.inf)
+    flat = taps.transpose(0, 1, 2, 5, 3, 4).reshape(x.shape[0], rows.out, cols.out, x.shape[3], -1)
+    return flat.argmax(axis=-1).astype(np.int64)
+
+
+def _pool_attrs(op: Operation) -> dict[str, Any]:
+    return {k: op.attrs[k] for k in ("ksize", "strides", "padding")}
+
+
+def _max_pool_grad(op: Operation, g: Tensor) -> list[Tensor]:
+    x = op.inputs[0]
+    taps = MaxPoolArgmax(x, op.outputs[0], **_pool_attrs(op))
+    return [MaxPoolGrad(g, taps, x, **_pool_attrs(op))]
+
+
+def _max_pool_grad_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any]) -> LoopNest:
+    # dx[n, ih, iw, c] = sum over taps (i, j) whose window put its max here of g at that window.
+    grad, _, image = shapes
+    rows, cols = _pool_windows(image, attrs)
+    space = (image[0], image[1], image[2], image[3], rows.kernel, cols.kernel)
+
+    def body(sb: Any, args: Sequence[Any]) -> Any:
+        g, taps = args[0], args[1]
+        zero = sb.literal(0, g.dtype)
+        if 0 in grad:
+            return zero
+        oh, row_ok = rows.output_of(sb, sb.axis_index(1), sb.axis_index(4))
+        ow, col_ok = cols.output_of(sb, sb.axis_index(2), sb.axis_index(5))
+        at = [sb.axis_index(0), _clamp(sb, oh, rows.out), _clamp(sb, ow, cols.out), sb.axis_index(3)]
+        tap = sb.add(sb.mul(sb.axis_index(4), cols.kernel), sb.axis_index(5))
+        chosen = sb.logical_and(sb.logical_and(row_ok, col_ok), sb.eq(taps.at(sb, at), tap))
+        return sb.select(chosen, g.at(sb, at), zero)
+    return LoopNest(space, ((None,) * 4, (None,) * 4, (None,) * 4), (4, 5), "sum", body)
+
+
+def _max_pool_grad_grad(op: Operation, g: Tensor) -> list[Tensor | None]:
+    _, taps, _ = op.inputs
+    return [MaxPoolGather(g, taps, **_pool_attrs(op)), None, None]
+
+
+def _max_pool_gather_lower(sb: Any, args: Sequence[Any], attrs: Mapping[str, Any]) -> Any:
+    # out[n, oh, ow, c] = x at the tap of window (oh, ow) that held the max.
+    x: IndexedInput = args[0]
+    if 0 in x.shape:
+        return sb.literal(0, x.dtype)
+    rows, cols = _pool_windows(x.shape, attrs)
+    tap = args[1]
+    ih = rows.source(sb, sb.index(1), sb.index_div(tap, cols.kernel))
+    iw = cols.source(sb, sb.index(2), sb.index_rem(tap, cols.kernel))
+    inside = sb.logical_and(_inside(sb, ih, rows.size), _inside(sb, iw, cols.size))
+    value = x.at(sb, [sb.index(0), _clamp(sb, ih, rows.size), _clamp(sb, iw, cols.size), sb.index(3)])
+    return sb.select(inside, value, sb.literal(0, x.dtype))
+
+
+def _max_pool_gather_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    x, taps = np.asarray(values[0]), np.asarray(values[1])
+    rows, cols = _pool_windows(x.shape, attrs)
+    every = _taps(x, rows, cols, 0.0).transpose(0, 1, 2, 5, 3, 4).reshape(taps.shape + (-1,))
+    return np.take_along_axis(every, np.clip(taps, 0, every.shape[-1] - 1)[..., None], axis=-1)[..., 0]
+
+
+def _max_pool_grad_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    g, taps, like = np.asarray(values[0]), np.asarray(values[1]), np.asarray(values[2])
+    rows, cols = _pool_windows(like.shape, attrs)
+    padded = np.zeros(_padded(np.zeros(like.shape, g.dtype), rows, cols).shape, g.dtype)
+    for n, oh, ow, c in np.ndindex(*g.shape):
+        i, j = divmod(int(taps[n, oh, ow, c]), cols.kernel)
+        padded[n, oh * rows.stride + i, ow * cols.stride + j, c] += g[n, oh, ow, c]
+    return padded[:, rows.pad:rows.pad + rows.size, cols.pad:cols.pad + cols.size, :].copy()
+
+
+def _avg_pool_grad(op: Operation, g: Tensor) -> list[Tensor]:
+    return [AvgPoolGrad(g, op.inputs[0], **_pool_attrs(op))]
+
+
+def _avg_pool_grad_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any]) -> LoopNest:
+    grad, image = shapes
+    rows, cols = _pool_windows(image, attrs)
+    space = (image[0], image[1], image[2], image[3], rows.kernel, cols.kernel)
+
+    def body(sb: Any, args: Sequence[Any]) -> Any:
+        g: IndexedInput = args[0]
+        zero = sb.literal(0, g.dtype)
+        if 0 in grad:
+            return zero
+        oh, row_ok = rows.output_of(sb, sb.axis_index(1), sb.axis_index(4))
+        ow, col_ok = cols.output_of(sb, sb.axis_index(2), sb.axis_index(5))
+        oh, ow = _clamp(sb, oh, rows.out), _clamp(sb, ow, cols.out)
+        count = sb.mul(_window_count(sb, rows, oh), _window_count(sb, cols, ow))
+        value = sb.div(g.at(sb, [sb.axis_index(0), oh, ow, sb.axis_index(3)]), sb.cast(count, g.dtype))
+        return sb.select(sb.logical_and(row_ok, col_ok), value, zero)
+    return LoopNest(space, ((None,) * 4, (None,) * 4), (4, 5), "sum", body)
+
+
+def _avg_pool_grad_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    g, like = np.asarray(values[0]), np.asarray(values[1])
+    rows, cols = _pool_windows(like.shape, attrs)
+    padded = np.zeros(_padded(np.zeros(like.shape, g.dtype), rows, cols).shape, g.dtype)
+    counts = np.outer(_counts_reference(rows), _counts_reference(cols)).astype(g.dtype)
+    share = g / counts[None, :, :, None] if g.size else g
+    for i in range(rows.kernel):
+        for j in range(cols.kernel):
+            padded[:, i:i + (rows.out - 1) * rows.stride + 1:rows.stride,
+                   j:j + (cols.out - 1) * cols.stride + 1:cols.stride, :] += share
+    return padded[:, rows.pad:rows.pad + rows.size, cols.pad:cols.pad + cols.size, :].copy()
+
+
+MaxPool = OpDef("MaxPool", "reduce", _pool_shape, floating_dtype, reference=_max_pool_reference,
+                grad_rule=_max_pool_grad, loop_nest=_pool_nest("max"), indexed_inputs=(0,))
+MaxPoolArgmax = OpDef("MaxPoolArgmax", "reduce", lambda shapes, attrs: _pool_shape(shapes[:1], attrs),
+                      lambda types, attrs: I64, reference=_argmax_reference,
+                      grad_rule=lambda op, g: [None, None], loop_nest=_pool_nest("argmax"), indexed_inputs=(0,))
+MaxPoolGrad = OpDef("MaxPoolGrad", "reduce", lambda shapes, attrs: tuple(shapes[2]),
+                    lambda types, attrs: types[0], reference=_max_pool_grad_reference,
+                    grad_rule=_max_pool_grad_grad, loop_nest=_max_pool_grad_nest,
+                    indexed_inputs=(0, 1), shape_only_inputs=(2,))
+MaxPoolGather = OpDef("MaxPoolGather", "elementwise", lambda shapes, attrs: tuple(shapes[1]),
+                      lambda types, attrs: types[0], reference=_max_pool_gather_reference,
+                      grad_rule=lambda op, g: [MaxPoolGrad(g, op.inputs[1], op.inputs[0], **_pool_attrs(op)), None],
+                      lower_scalar=_max_pool_gather_lower,
+                      dim_map=lambda shapes, out, attrs: [(None,) * 4, (0, 1, 2, 3)], indexed_inputs=(0,))
+AvgPool = OpDef("AvgPool", "reduce", _pool_shape, floating_dtype, reference=_avg_pool_reference,
+                grad_rule=_avg_pool_grad, loop_nest=_pool_nest("avg"), indexed_inputs=(0,))
+AvgPoolGrad = OpDef("AvgPoolGrad", "reduce", lambda shapes, attrs: tuple(shapes[1]),
+                    lambda types, attrs: types[0], reference=_avg_pool_grad_reference,
+                    grad_rule=lambda op, g: [AvgPool(g, **_pool_attrs(op)), None],
+                    loop_nest=_avg_pool_grad_nest, indexed_inputs=(0,), shape_only_inputs=(1,))
+
+
+def _pool(opdef: OpDef, what: str, value: Any, ksize: Any, strides: Any, padding: str, data_format: str,
+          name: str | None) -> Tensor:
+    if data_format != "NHWC":
+        raise ValueError(f"{what}: only data_format='NHWC' is supported, got {data_format!r} "
+                         f"(at {user_location()})")
+    try:
+        attrs = dict(ksize=_pair(ksize, "ksize"), strides=_pair(strides, "strides"), padding=_padding(padding))
+    except ValueError as exc:
+        raise ValueError(f"{what}: {exc} (at {user_location()})") from None
+    return opdef(value, name=name, **attrs)
+
+
+def max_pool(value: Any, ksize: Any, strides: Any, padding: str = "VALID", data_format: str = "NHWC",
+             name: str | None = None) -> Tensor:
+    """Max over ``ksize`` windows of NHWC ``value`` (padding never wins); the gradient goes to the
+    first position of each window that holds its max.
+
+    >>> import compiler as cc
+    >>> x = cc.placeholder("float32", (None, 8, 8, 3))
+    >>> cc.nn.max_pool(x, ksize=2, strides=2).shape
+    (None, 4, 4, 3)
+    """
+    return _pool(MaxPool, "max_pool", value, ksize, strides, padding, data_format, name)
+
+
+def avg_pool(value: Any, ksize: Any, strides: Any, padding: str = "VALID", data_format: str = "NHWC",
+             name: str | None = None) -> Tensor:
+    """Mean over ``ksize`` windows of NHWC ``value``, counting only elements inside the image."""
+    return _pool(AvgPool, "avg_pool", value, ksize, strides, padding, data_format, name)
