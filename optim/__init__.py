@@ -8,12 +8,22 @@
 >>> step = optim.get_or_create_global_step()
 >>> train = optim.AdamOptimizer(1e-3).minimize(loss, global_step=step)
 """
+from .adadelta import AdadeltaOptimizer
+from .adagrad import AdagradOptimizer
 from .adam import AdamOptimizer
+from .adamw import AdamWOptimizer
+from .clipping import clip_by_global_norm, clip_by_norm, global_norm
+from .ftrl import FtrlOptimizer
 from .gradient_descent import GradientDescentOptimizer
+from .learning_rate_decay import cosine_decay, exponential_decay, piecewise_constant
 from .momentum import MomentumOptimizer
 from .optimizer import Optimizer
+from .rmsprop import RMSPropOptimizer
 from .saver import Saver, latest_checkpoint
 from .training_util import get_global_step, get_or_create_global_step
 
 __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdamOptimizer",
+           "AdagradOptimizer", "AdadeltaOptimizer", "RMSPropOptimizer", "AdamWOptimizer",
+           "FtrlOptimizer", "clip_by_norm", "clip_by_global_norm", "global_norm",
+           "exponential_decay", "piecewise_constant", "cosine_decay",
            "get_or_create_global_step", "get_global_step", "Saver", "latest_checkpoint"]

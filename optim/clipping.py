@@ -1,0 +1,182 @@
+"""Gradient clipping by norm (TF1's ``clip_by_norm``, ``clip_by_global_norm``, ``global_norm``).
+
+The usual pattern clips the gradients between ``compute_gradients`` and ``apply_gradients``::
+
+    grads, variables = zip(*opt.compute_gradients(loss))
+    clipped, norm = optim.clip_by_global_norm(grads, 5.0)
+    train = opt.apply_gradients(zip(clipped, variables))
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+import compiler as cc
+from compiler import dtypes
+from compiler.graph import Graph, Tensor, user_location
+
+
+def _float_tensor(value: Any, function: str, what: str, graph: Graph | None = None) -> Tensor:
+    """``value`` as a Tensor (numbers and arrays become constants), which must be float."""
+    if not isinstance(value, Tensor):
+        with (graph or cc.get_default_graph()).as_default():
+            value = cc.convert_to_tensor(value)
+    if not dtypes.is_floating(value.dtype):
+        raise cc.DTypeError(f"{function}: {what} {value.name!r} is {value.dtype.name}; it must be "
+                            f"float32 or float64 (at {user_location()})")
+    return value
+
+
+def _scalar(value: Any, dtype: np.dtype, graph: Graph, function: str, what: str,
+            positive: bool = True) -> Tensor:
+    """A Python number (positive if ``positive``) or a scalar Tensor, as a scalar of ``dtype``."""
+    if isinstance(value, Tensor):
+        if value.graph is not graph:
+            raise cc.GraphMismatchError(f"{function}: {what} {value.name!r} belongs to another graph "
+                                        f"(at {user_location()})")
+        if value.shape != ():
+            raise ValueError(f"{function}: {what} must be a scalar, got shape {value.shape} "
+                             f"(at {user_location()})")
+        return cc.cast(value, dtype)
+    array = np.asarray(value)
+    if array.shape != () or array.dtype.kind not in "iuf":
+        raise ValueError(f"{function}: {what} must be a scalar number or Tensor, got {value!r} "
+                         f"(at {user_location()})")
+    if positive and not array > 0:
+        raise ValueError(f"{function}: {what} must be positive, got {value!r} (at {user_location()})")
+    with graph.as_default():
+        return cc.constant(array.astype(dtype), name=what)
+
+
+def _check_sequence(t_list: Any, function: str) -> list[Any]:
+    """A list, tuple or other iterable of entries; a lone Tensor or string is an error."""
+    if isinstance(t_list, (str, bytes, Tensor, np.ndarray)) or not isinstance(t_list, Iterable):
+        raise TypeError(f"{function}: t_list must be a sequence of Tensors, got {t_list!r} "
+                        f"(at {user_location()})")
+    return list(t_list)
+
+
+def _tensors(t_list: Any, function: str, *others: Any) -> tuple[list[Tensor | None], Graph]:
+    """The entries as float Tensors (None kept), all in one graph: that of the first Tensor among
+    the entries and then ``others``, else the default graph."""
+    items = _check_sequence(t_list, function)
+    anchor = next((t for t in (*items, *others) if isinstance(t, Tensor)), None)
+    graph = anchor.graph if anchor is not None else cc.get_default_graph()
+    tensors: list[Tensor | None] = []
+    for index, item in enumerate(items):
+        if item is None:
+            tensors.append(None)
+            continue
+        tensor = _float_tensor(item, function, f"t_list[{index}]", graph)
+        if tensor.graph is not graph:
+            raise cc.GraphMismatchError(f"{function}: t_list[{index}] {tensor.name!r} belongs to "
+                                        f"another graph than {anchor.name!r} (at {user_location()})")
+        tensors.append(tensor)
+    return tensors, graph
+
+
+def _widest(tensors: list[Tensor | None]) -> np.dtype:
+    """float64 if any tensor is float64, else float32."""
+    present = [t.dtype for t in tensors if t is not None]
+    return dtypes.float64 if any(d == dtypes.float64 for d in present) else dtypes.float32
+
+
+def clip_by_norm(t: Any, clip_norm: Any, axes: int | Sequence[int] | None = None,
+                 name: str | None = None) -> Tensor:
+    """``t * clip_norm / max(l2norm(t), clip_norm)``: ``t`` rescaled so that its L2 norm (over
+    ``axes``, all axes by default) is at most ``clip_norm``; unchanged if it already is.
+
+    ``clip_norm`` is a positive number or a scalar Tensor (cast to ``t``'s dtype). The gradient is
+    finite everywhere, also where ``t`` is all zeros.
+
+    >>> import numpy as np
+    >>> import compiler as cc
+    >>> import optim
+    >>> from runtime import Session
+    >>> t = cc.constant(np.array([[3.0, 4.0], [0.3, 0.4]]))
+    >>> with Session(target="reference") as sess:
+    ...     print(sess.run(optim.clip_by_norm(t, 1.0, axes=1)))    # row norms 5 and 0.5
+    [[0.6 0.8]
+     [0.3 0.4]]
+    """
+    t = _float_tensor(t, "clip_by_norm", "t")
+    graph = t.graph
+    clip = _scalar(clip_norm, t.dtype, graph, "clip_by_norm", "clip_norm")
+    with graph.as_default(), graph.name_scope(name or "clip_by_norm"):
+        l2sum = cc.reduce_sum(t * t, axis=axes, keepdims=True)
+        # sqrt's gradient is infinite at 0: take it only where the sum is positive.
+        positive = l2sum > 0.0
+        l2norm = cc.where(positive, cc.sqrt(cc.where(positive, l2sum, 1.0)), l2sum)
+        return cc.identity(t * clip / cc.maximum(l2norm, clip), name="values_clip")
+
+
+def global_norm(t_list: Sequence[Any], name: str | None = None) -> Tensor:
+    """``sqrt(sum(sum(t ** 2) for t in t_list))``, skipping None entries: the L2 norm of all the
+    tensors together. Computed in float64 if any tensor is float64, else in float32.
+
+    Raises ValueError if every entry is None.
+
+    >>> import numpy as np
+    >>> import compiler as cc
+    >>> import optim
+    >>> from runtime import Session
+    >>> a, b = cc.constant(np.array([3.0])), cc.constant(np.array([[4.0, 12.0]]))
+    >>> with Session(target="reference") as sess:
+    ...     print(sess.run(optim.global_norm([a, None, b])))
+    13.0
+    """
+    tensors, graph = _tensors(t_list, "global_norm")
+    present = [t for t in tensors if t is not None]
+    if not present:
+        raise ValueError(f"global_norm: t_list has no tensors (every entry is None) "
+                         f"(at {user_location()})")
+    dtype = _widest(tensors)
+    with graph.as_default(), graph.name_scope(name or "global_norm"):
+        total = None
+        for t in present:
+            squares = cc.cast(cc.reduce_sum(t * t), dtype)
+            total = squares if total is None else total + squares
+        return cc.sqrt(total, name="global_norm")
+
+
+def clip_by_global_norm(t_list: Sequence[Any], clip_norm: Any, use_norm: Any = None,
+                        name: str | None = None) -> tuple[list[Tensor | None], Tensor]:
+    """``(list_clipped, global_norm)``: every tensor scaled by ``clip_norm / max(global_norm,
+    clip_norm)``, so that their joint L2 norm is at most ``clip_norm``. None entries stay None.
+
+    ``use_norm`` replaces the computed global norm (e.g. one computed once for several lists). As in
+    TF1, if the norm is inf or NaN every clipped tensor is NaN, so a diverged step is visible.
+
+    >>> import numpy as np
+    >>> import compiler as cc
+    >>> import optim
+    >>> from runtime import Session
+    >>> a, b = cc.constant(np.array([3.0])), cc.constant(np.array([4.0]))
+    >>> (ca, none, cb), norm = optim.clip_by_global_norm([a, None, b], 1.0)
+    >>> with Session(target="reference") as sess:
+    ...     print(none, sess.run([ca, cb, norm]))
+    None [array([0.6]), array([0.8]), array(5.)]
+    """
+    tensors, graph = _tensors(t_list, "clip_by_global_norm", use_norm, clip_norm)
+    if use_norm is None and all(t is None for t in tensors):
+        raise ValueError("clip_by_global_norm: t_list has no tensors (every entry is None) and no "
+                         f"use_norm is given (at {user_location()})")
+    dtype = _widest(tensors)
+    if (all(t is None for t in tensors) and isinstance(use_norm, Tensor)
+            and dtypes.is_floating(use_norm.dtype)):
+        dtype = use_norm.dtype  # nothing to clip: keep the given norm's dtype
+    if use_norm is not None:
+        use_norm = _scalar(use_norm, dtype, graph, "clip_by_global_norm", "use_norm", positive=False)
+    clip = _scalar(clip_norm, dtype, graph, "clip_by_global_norm", "clip_norm")
+    clipped: list[Tensor | None] = []
+    with graph.as_default(), graph.name_scope(name or "clip_by_global_norm"):
+        if use_norm is None:
+            use_norm = global_norm(tensors)
+        scale_for_finite = clip * cc.minimum(1.0 / use_norm, 1.0 / clip)
+        # Zero for a finite norm; NaN for inf or NaN, which then spreads to every output.
+        scale = scale_for_finite + (use_norm - use_norm)
+        for t in tensors:
+            clipped.append(None if t is None else cc.identity(t * cc.cast(scale, t.dtype)))
+    return clipped, use_norm

@@ -1,0 +1,216 @@
+"""Learning-rate schedules (TF1's ``tf.train.exponential_decay``, ``piecewise_constant``,
+``cosine_decay``).
+
+Each returns a scalar Tensor computed from the global step inside the compiled step, so passing it
+as an optimizer's learning rate makes every step use the rate of the step count it starts with::
+
+    step = optim.get_or_create_global_step()
+    lr = optim.exponential_decay(0.1, step, decay_steps=1000, decay_rate=0.96, staircase=True)
+    train = optim.GradientDescentOptimizer(lr).minimize(loss, global_step=step)
+
+As in TF1, the result has the dtype of ``learning_rate`` (float32 for a Python float; pass a
+float64 Tensor or ``np.float64`` for float64).
+"""
+from __future__ import annotations
+
+import math
+from numbers import Real
+from typing import Any, Sequence
+
+import numpy as np
+
+import compiler as cc
+from compiler import dtypes
+from compiler.graph import Graph, Tensor, user_location
+
+
+def _graph_of(*values: Any) -> Graph:
+    """The graph of the first Tensor among ``values``, else the default graph."""
+    graph = next((v.graph for v in values if isinstance(v, Tensor)), None)
+    return cc.get_default_graph() if graph is None else graph
+
+
+def _check_global_step(global_step: Any, function: str) -> None:
+    if global_step is None:
+        raise ValueError(f"{function}: global_step is required (at {user_location()})")
+
+
+def _check_positive(value: Any, function: str, what: str) -> None:
+    """A Python number must be positive (a Tensor is checked by nobody: it is only known at run)."""
+    if isinstance(value, Tensor):
+        return
+    if not isinstance(value, Real) or isinstance(value, bool) or not value > 0:
+        raise ValueError(f"{function}: {what} must be a positive number or a Tensor, got {value!r} "
+                         f"(at {user_location()})")
+
+
+def _float_rate(learning_rate: Any, graph: Graph, function: str) -> Tensor:
+    with graph.as_default():
+        rate = cc.convert_to_tensor(learning_rate)
+    if rate.graph is not graph:
+        raise cc.GraphMismatchError(f"{function}: learning_rate {rate.name!r} and global_step belong "
+                                    f"to different graphs (at {user_location()})")
+    if not dtypes.is_floating(rate.dtype):
+        raise cc.DTypeError(f"{function}: learning_rate must be float32 or float64, got "
+                            f"{rate.dtype.name} (at {user_location()})")
+    return rate
+
+
+def _as(value: Any, dtype: np.dtype, graph: Graph) -> Tensor:
+    """A number as a constant of ``dtype``, a Tensor cast to ``dtype``."""
+    if isinstance(value, Tensor):
+        return cc.cast(value, dtype)
+    with graph.as_default():
+        return cc.constant(np.asarray(value, dtype=dtype))
+
+
+def exponential_decay(learning_rate: Any, global_step: Any, decay_steps: Any, decay_rate: Any,
+                      staircase: bool = False, name: str | None = None) -> Tensor:
+    """``learning_rate * decay_rate ** (global_step / decay_steps)``; with ``staircase`` the
+    exponent is ``floor(global_step / decay_steps)``, so the rate drops every ``decay_steps``.
+
+    ``decay_steps`` must be positive. Raises ValueError if ``global_step`` is None.
+
+    >>> import numpy as np
+    >>> import compiler as cc
+    >>> import optim
+    >>> from runtime import Session
+    >>> step = cc.Variable(np.int64(25), name="step")
+    >>> lr = optim.exponential_decay(np.float64(0.1), step, decay_steps=10, decay_rate=0.5,
+    ...                              staircase=True)
+    >>> with Session(target="reference") as sess:
+    ...     print(sess.run(lr))             # 0.1 * 0.5 ** 2
+    0.025
+    """
+    function = "exponential_decay"
+    _check_global_step(global_step, function)
+    _check_positive(decay_steps, function, "decay_steps")
+    graph = _graph_of(global_step, learning_rate, decay_steps, decay_rate)
+    rate = _float_rate(learning_rate, graph, function)
+    dtype = rate.dtype
+    with graph.as_default(), graph.name_scope(name or "ExponentialDecay"):
+        step = _as(global_step, dtype, graph)
+        exponent = step / _as(decay_steps, dtype, graph)
+        if staircase:
+            exponent = cc.floor(exponent)
+        return cc.multiply(rate, cc.pow(_as(decay_rate, dtype, graph), exponent), name="decayed")
+
+
+def piecewise_constant(x: Any, boundaries: Sequence[Any], values: Sequence[Any],
+                       name: str | None = None) -> Tensor:
+    """``values[0]`` while ``x <= boundaries[0]``, ``values[i]`` while ``boundaries[i-1] < x <=
+    boundaries[i]``, and ``values[-1]`` once ``x > boundaries[-1]``.
+
+    ``x`` is a scalar (usually the global step); number boundaries take its dtype (for an integer
+    ``x`` they must be whole numbers) and must increase strictly. ``len(values)`` must be
+    ``len(boundaries) + 1``; the values share one dtype (numbers take that of the Tensor values,
+    else TF1's defaults: float32 for floats, int32 for ints).
+
+    >>> import numpy as np
+    >>> import compiler as cc
+    >>> import optim
+    >>> from runtime import Session
+    >>> step = cc.placeholder("int64", shape=(), name="step")
+    >>> lr = optim.piecewise_constant(step, [100, 200], [1.0, 0.5, 0.25])
+    >>> with Session(target="reference") as sess:
+    ...     print([float(sess.run(lr, feed_dict={step: s})) for s in (0, 100, 101, 200, 201)])
+    [1.0, 1.0, 0.5, 0.5, 0.25]
+    """
+    function = "piecewise_constant"
+    boundaries, values = list(boundaries), list(values)
+    if len(values) != len(boundaries) + 1:
+        raise ValueError(f"{function}: len(values) must be len(boundaries) + 1, got "
+                         f"{len(values)} values and {len(boundaries)} boundaries (at {user_location()})")
+    graph = _graph_of(x, *boundaries, *values)
+    with graph.as_default():
+        x = cc.convert_to_tensor(x)
+    if x.shape != ():
+        raise ValueError(f"{function}: x must be a scalar, got shape {x.shape} (at {user_location()})")
+    boundary_tensors = [_boundary(b, x, graph, index) for index, b in enumerate(boundaries)]
+    numbers = [float(b) for b in boundaries if not isinstance(b, Tensor)]
+    if len(numbers) == len(boundaries) and any(b >= a for a, b in zip(numbers[1:], numbers)):
+        raise ValueError(f"{function}: boundaries must increase strictly, got {boundaries} "
+                         f"(at {user_location()})")
+    value_tensors = _values(values, graph)
+    with graph.as_default(), graph.name_scope(name or "PiecewiseConstant"):
+        result = cc.identity(value_tensors[-1])
+        for boundary, value in reversed(list(zip(boundary_tensors, value_tensors))):
+            result = cc.where(cc.less_equal(x, boundary), value, result)
+        return result
+
+
+def _boundary(boundary: Any, x: Tensor, graph: Graph, index: int) -> Tensor:
+    function = "piecewise_constant"
+    if isinstance(boundary, Tensor):
+        if boundary.shape != ():
+            raise ValueError(f"{function}: boundaries[{index}] must be a scalar, got shape "
+                             f"{boundary.shape} (at {user_location()})")
+        if boundary.dtype != x.dtype and not (dtypes.is_integer(boundary.dtype)
+                                              and dtypes.is_integer(x.dtype)):
+            raise ValueError(f"{function}: boundaries[{index}] is {boundary.dtype.name} but x is "
+                             f"{x.dtype.name} (at {user_location()})")
+        return cc.cast(boundary, x.dtype)
+    if not isinstance(boundary, Real) or isinstance(boundary, bool):
+        raise ValueError(f"{function}: boundaries[{index}] must be a number or a scalar Tensor, got "
+                         f"{boundary!r} (at {user_location()})")
+    if dtypes.is_integer(x.dtype) and float(boundary) != math.floor(boundary):
+        raise ValueError(f"{function}: boundaries[{index}] = {boundary!r} is not a whole number, but "
+                         f"x is {x.dtype.name} (at {user_location()})")
+    with graph.as_default():
+        return cc.constant(np.asarray(boundary).astype(x.dtype))
+
+
+def _values(values: list[Any], graph: Graph) -> list[Tensor]:
+    function = "piecewise_constant"
+    tensor_dtypes = {v.dtype for v in values if isinstance(v, Tensor)}
+    if len(tensor_dtypes) > 1:
+        raise ValueError(f"{function}: the values must share one dtype, got "
+                         f"{sorted(d.name for d in tensor_dtypes)} (at {user_location()})")
+    if tensor_dtypes:
+        dtype = tensor_dtypes.pop()
+    elif any(isinstance(v, (np.ndarray, np.generic)) for v in values):
+        dtype = np.result_type(*values)
+    else:
+        kind = np.asarray(values).dtype.kind
+        dtype = {"f": dtypes.float32, "i": dtypes.int32, "u": dtypes.int32, "b": dtypes.bool_}.get(kind)
+        if dtype is None:
+            raise ValueError(f"{function}: the values must be numbers or Tensors, got {values!r} "
+                             f"(at {user_location()})")
+    with graph.as_default():
+        return [v if isinstance(v, Tensor) else cc.constant(np.asarray(v).astype(dtype))
+                for v in values]
+
+
+def cosine_decay(learning_rate: Any, global_step: Any, decay_steps: Any, alpha: Any = 0.0,
+                 name: str | None = None) -> Tensor:
+    """Cosine decay (Loshchilov & Hutter's SGDR without restarts), from ``learning_rate`` at step
+    0 to ``alpha * learning_rate`` at ``decay_steps``, constant after::
+
+        fraction = min(global_step, decay_steps) / decay_steps
+        decayed  = (1 - alpha) * 0.5 * (1 + cos(pi * fraction)) + alpha
+        result   = learning_rate * decayed
+
+    ``decay_steps`` must be positive. Raises ValueError if ``global_step`` is None.
+
+    >>> import numpy as np
+    >>> import compiler as cc
+    >>> import optim
+    >>> from runtime import Session
+    >>> step = cc.placeholder("int64", shape=(), name="step")
+    >>> lr = optim.cosine_decay(np.float64(1.0), step, decay_steps=100, alpha=0.1)
+    >>> with Session(target="reference") as sess:
+    ...     print([round(float(sess.run(lr, feed_dict={step: s})), 6) for s in (0, 50, 100, 150)])
+    [1.0, 0.55, 0.1, 0.1]
+    """
+    function = "cosine_decay"
+    _check_global_step(global_step, function)
+    _check_positive(decay_steps, function, "decay_steps")
+    graph = _graph_of(global_step, learning_rate, decay_steps, alpha)
+    rate = _float_rate(learning_rate, graph, function)
+    dtype = rate.dtype
+    with graph.as_default(), graph.name_scope(name or "CosineDecay"):
+        steps = _as(decay_steps, dtype, graph)
+        fraction = cc.minimum(_as(global_step, dtype, graph), steps) / steps
+        cosine = 0.5 * (1.0 + cc.cos(math.pi * fraction))
+        alpha_t = _as(alpha, dtype, graph)
+        return cc.multiply(rate, (1.0 - alpha_t) * cosine + alpha_t, name="decayed")
