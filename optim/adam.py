@@ -69,6 +69,12 @@ class AdamOptimizer(Optimizer):
         self._epsilon_value = _call_if_callable(self._epsilon)
 
     def _apply_dense(self, grad: Tensor, var: cc.Variable) -> Any:
+        step, m_t, v_t = self._adam_step(grad, var)
+        return (cc.assign_sub(var, step), cc.assign(self.get_slot(var, "m"), m_t),
+                cc.assign(self.get_slot(var, "v"), v_t))
+
+    def _adam_step(self, grad: Tensor, var: cc.Variable) -> tuple[Tensor, Tensor, Tensor]:
+        """(the amount to subtract from ``var``, the new m, the new v) from start-of-step values."""
         dtype = var.dtype
         beta1_power, beta2_power = (cc.cast(p, dtype) for p in self._get_beta_accumulators(var.graph))
         lr = self._hyper("learning_rate", self._learning_rate_value, dtype)
@@ -81,8 +87,7 @@ class AdamOptimizer(Optimizer):
         # Reads see start-of-step values, so the update uses the new moments as tensors.
         m_t = beta1 * m + (1.0 - beta1) * grad
         v_t = beta2 * v + (1.0 - beta2) * (grad * grad)
-        var_update = cc.assign_sub(var, lr_t * m_t / (cc.sqrt(v_t) + epsilon))
-        return (var_update, cc.assign(m, m_t), cc.assign(v, v_t))
+        return lr_t * m_t / (cc.sqrt(v_t) + epsilon), m_t, v_t
 
     def _finish(self, update_ops: list[Any], name: str) -> Operation:
         graph = next(u.graph for u in update_ops)

@@ -95,18 +95,9 @@ class AdamWOptimizer(AdamOptimizer):
 
     def _apply_dense(self, grad: Tensor, var: cc.Variable) -> Any:
         dtype = var.dtype
-        beta1_power, beta2_power = (cc.cast(p, dtype) for p in self._get_beta_accumulators(var.graph))
-        lr = self._hyper("learning_rate", self._learning_rate_value, dtype)
-        beta1 = self._hyper("beta1", self._beta1, dtype)
-        beta2 = self._hyper("beta2", self._beta2, dtype)
-        epsilon = self._hyper("epsilon", self._epsilon_value, dtype)
-        m = self.get_slot(var, "m")
-        v = self.get_slot(var, "v")
-        lr_t = lr * cc.sqrt(1.0 - beta2_power) / (1.0 - beta1_power)
-        m_t = beta1 * m + (1.0 - beta1) * grad
-        v_t = beta2 * v + (1.0 - beta2) * (grad * grad)
-        step = lr_t * m_t / (cc.sqrt(v_t) + epsilon)
+        step, m_t, v_t = self._adam_step(grad, var)
         if self._decay_var_list is None or any(var is d for d in self._decay_var_list):
             weight_decay = self._hyper("weight_decay", self._weight_decay_value, dtype)
             step = step + weight_decay * var
-        return (cc.assign_sub(var, step), cc.assign(m, m_t), cc.assign(v, v_t))
+        return (cc.assign_sub(var, step), cc.assign(self.get_slot(var, "m"), m_t),
+                cc.assign(self.get_slot(var, "v"), v_t))
