@@ -46,6 +46,27 @@ def test_train_digits_reference_target_and_report() -> None:
     assert "kernels" in output and "train_digits.py:" in output, output
 
 
+def test_train_cnn_digits_reaches_97_percent() -> None:
+    pytest.importorskip("sklearn")
+    pytest.importorskip("tqdm")
+    output = run_example("train_cnn_digits.py", timeout=120.0)
+    match = re.search(r"^test accuracy: (\d\.\d{3})$", output, re.MULTILINE)
+    assert match, output
+    assert float(match.group(1)) >= 0.97, output
+
+
+def test_embeddings_trains_only_the_rows_it_looked_up() -> None:
+    pytest.importorskip("sklearn")
+    pytest.importorskip("tqdm")
+    output = run_example("embeddings.py", "--epochs", "8", timeout=120.0)
+    rows = re.search(r"^embedding rows changed: (\d+) of (\d+) \((\d+) tokens occur", output, re.MULTILINE)
+    assert rows, output
+    changed, total, seen = (int(g) for g in rows.groups())
+    assert changed == seen < total, output
+    accuracy = re.search(r"^test accuracy: (\d\.\d{3})$", output, re.MULTILINE)
+    assert accuracy and float(accuracy.group(1)) >= 0.85, output
+
+
 def test_linear_regression_recovers_the_true_parameters() -> None:
     output = run_example("linear_regression.py")
     rows = re.findall(r"^(w\[\d+\]|b)\s+(-?\d+\.\d+)\s+(-?\d+\.\d+)$", output, re.MULTILINE)
