@@ -39,10 +39,12 @@ from .ops.sources import (Variable, constant, global_variables, placeholder,  # 
                           trainable_variables)
 from .ops.state import (assign, assign_add, assign_sub, global_variables_initializer, group,  # noqa: F401
                         no_op)
+from .ops.state import tuple_ as tuple  # noqa: F401,A001
 
 
 def control_dependencies(control_inputs: Any) -> Any:
-    """``with cc.control_dependencies([op]):`` records that new nodes run after ``op``."""
+    """``with cc.control_dependencies([op]):`` new nodes run after ``op`` (and what it depends on);
+    a variable they read that ``op`` assigned is read with its assigned value."""
     return get_default_graph().control_dependencies(control_inputs)
 
 

@@ -202,7 +202,8 @@ class Graph:
 
     @contextlib.contextmanager
     def control_dependencies(self, ops: Sequence[Any]) -> Iterator[None]:
-        """Nodes built inside run after ``ops`` (recorded; compiled steps honour data order)."""
+        """Nodes built inside run after ``ops``: their reads of a variable that ``ops`` assigned see
+        the assigned value (``compiler.passes.control``)."""
         frame = [t.op if isinstance(t, Tensor) else t for t in ops]
         self._control_stack.append(frame)
         try:

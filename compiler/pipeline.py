@@ -26,7 +26,7 @@ from .graph import Operation, Tensor
 from .kernel_ir import Program, format_program
 from .passes import memory, simplify
 from .passes.fuse import build_program
-from .passes.specialize import Node, format_nodes, needed_operations, specialize
+from .passes.specialize import Node, format_nodes, needed_operations, ordered_nodes, specialize
 
 STAGES = ("graph", "optimized", "kernels", "llvm", "llvm-opt", "asm", "ptx")
 _FILE_SUFFIX = {"llvm": ".ll", "llvm-opt": ".ll", "asm": ".s", "ptx": ".ptx"}
@@ -56,7 +56,7 @@ def compile_step(fetches: Sequence[Tensor | Operation], feed_shapes: dict[Tensor
     start = time.perf_counter()
     roots = [f.op if isinstance(f, Tensor) else f for f in fetches]
     nodes_by_op = specialize(needed_operations(roots), feed_shapes)
-    nodes: list[Node] = list(nodes_by_op.values())
+    nodes: list[Node] = ordered_nodes(nodes_by_op)
     fetch_nodes: list[Node | None] = [nodes_by_op[f.op] if isinstance(f, Tensor) else None for f in fetches]
     texts = {"graph": format_nodes(nodes, "graph")}
     timings["specialize"] = time.perf_counter() - start

@@ -1,7 +1,8 @@
 """The numpy reference evaluator: the test oracle (``Session(target="reference")``).
 
 It interprets the graph op by op with each op's numpy ``reference``. Same state semantics as the
-compiled step: reads see variables as they were at the start of the step; assignments land at the end.
+compiled step: reads see variables as they were at the start of the step, unless a control
+dependency orders them after an assignment (``compiler.passes.control``); assignments land at the end.
 It is never the product's execution path.
 """
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from compiler.graph import Operation, Tensor
+from compiler.passes.control import control_reads
 from compiler.passes.specialize import needed_operations
 
 
@@ -20,8 +22,10 @@ def evaluate(fetches: Sequence[Tensor | Operation], feeds: dict[Tensor, np.ndarr
     roots = [f.op if isinstance(f, Tensor) else f for f in fetches]
     values: dict[Tensor, np.ndarray] = {}
     updates: dict[Tensor, np.ndarray] = {}
+    operations = needed_operations(roots)
+    reads = control_reads(operations)
     with np.errstate(all="ignore"):
-        for op in needed_operations(roots):
+        for op in operations:
             kind = op.opdef.kind
             if op.type == "Placeholder":
                 values[op.outputs[0]] = feeds[op.outputs[0]]
@@ -31,6 +35,8 @@ def evaluate(fetches: Sequence[Tensor | Operation], feeds: dict[Tensor, np.ndarr
                 continue
             else:
                 inputs = [values[t] for t in op.inputs]
+                for index, assignment in reads.get(op, {}).items():
+                    inputs[index] = values[assignment.outputs[0]]  # a read after that assignment
                 try:
                     result = np.asarray(op.opdef.reference(inputs, op.attrs))
                 except Exception as exc:

@@ -1,7 +1,9 @@
 """State: assignments to variables, grouping, and the host-side variable initialiser.
 
 An assignment's output is the variable's new value. Inside one compiled step every read of a
-variable sees its value from the start of the step; assignments take effect at the end of it.
+variable sees its value from the start of the step, unless the reading op was built inside
+``control_dependencies`` on an assignment to it (then it sees that assignment's value; see
+``compiler.passes.control``); assignments take effect at the end of the step.
 """
 from __future__ import annotations
 
@@ -101,6 +103,23 @@ def group(*inputs: Any, name: str | None = None) -> Operation:
             raise GraphMismatchError(f"group: {op.describe()} belongs to another graph (at {user_location()})")
     with graph.control_dependencies(ops):
         return apply(Group, tensors, {}, name or "group", graph=graph)
+
+
+def tuple_(tensors: Sequence[Any], control_inputs: Sequence[Any] | None = None,
+           name: str | None = None) -> list[Any]:
+    """TF1's ``tf.tuple``: the same tensors, each available only after all of them (and
+    ``control_inputs``) have been computed; None entries stay None.
+
+    >>> import numpy as np, compiler as cc
+    >>> v = cc.Variable(np.zeros(2), name="v")
+    >>> update = cc.assign_add(v, [1.0, 1.0])
+    >>> new_v, = cc.tuple([v], control_inputs=[update])   # reads v after the update
+    """
+    from .array import identity
+    present = [t for t in tensors if t is not None]
+    gate = group(*present, *(control_inputs or []), name=name or "tuple")
+    with gate.graph.control_dependencies([gate]):
+        return [None if t is None else identity(t) for t in tensors]
 
 
 def no_op(name: str | None = None) -> Operation:

@@ -15,6 +15,7 @@ from ..errors import CompileError, DTypeError, ShapeError
 from ..graph import Operation, Tensor
 from ..ops.base import OpDef
 from ..shapes import RuleError, format_shape
+from .control import control_reads
 
 
 @dataclass(eq=False)
@@ -70,6 +71,11 @@ def needed_operations(roots: Iterable[Operation]) -> list[Operation]:
         seen.add(op)
         stack.extend(t.op for t in op.inputs)
         stack.extend(op.control_inputs)
+    # A step that computes a random op also advances its graph's run counter (ops/random.py).
+    from ..ops.random import counter_updates
+    updates = [op for op in counter_updates(seen) if op not in seen]
+    if updates:
+        return needed_operations(list(seen) + updates)
     return sorted(seen, key=lambda o: o.id)
 
 
@@ -77,8 +83,13 @@ def specialize(operations: Sequence[Operation], feed_shapes: dict[Tensor, tuple[
                ) -> dict[Operation, Node]:
     """Build Nodes with concrete shapes; shape errors name the op and the user's line."""
     nodes: dict[Operation, Node] = {}
+    reads = control_reads(operations)
     for op in operations:
         inputs = [nodes[t.op] for t in op.inputs]
+        for index, assignment in reads.get(op, {}).items():
+            if op.opdef.kind == "state" and index == 0:
+                continue  # the target stays the variable; its old value is handled below
+            inputs[index] = nodes[assignment]
         attrs = dict(op.attrs)
         dtype = op.outputs[0].dtype if op.outputs else None
         if op.type == "Placeholder":
@@ -100,8 +111,39 @@ def specialize(operations: Sequence[Operation], feed_shapes: dict[Tensor, tuple[
                     tensor=op.outputs[0] if op.outputs else None,
                     value=attrs.get("value") if op.type == "Const" else None)
         node.control = [nodes[c] for c in op.control_inputs if c in nodes]
+        if op.opdef.kind == "state" and 0 in reads.get(op, {}) and op.type != "Assign":
+            node = _chained_update(node, nodes[reads[op][0]])
         nodes[op] = node
     return nodes
+
+
+def ordered_nodes(nodes_by_op: dict[Operation, Node]) -> list[Node]:
+    """The nodes in topological order, including nodes ``specialize`` made that stand for no op
+    (the combined value of a chained assignment), each placed before its first consumer."""
+    result: list[Node] = []
+    placed: set[int] = set()
+
+    def place(node: Node) -> None:
+        if id(node) in placed:
+            return
+        for inp in node.inputs:
+            place(inp)
+        placed.add(id(node))
+        result.append(node)
+    for node in nodes_by_op.values():
+        place(node)
+    return result
+
+
+def _chained_update(node: Node, earlier: Node) -> Node:
+    """``assign_add/sub(v, x)`` that runs after another assignment to ``v``: ``assign(v, earlier ± x)``."""
+    from ..ops.elementwise import Add, Sub
+    from ..ops.state import Assign
+    variable, value = node.inputs
+    combine = Add if node.opdef.name == "AssignAdd" else Sub
+    combined = Node(combine, [earlier, value], {}, node.shape, node.dtype, origin=node.origin)
+    return Node(Assign, [variable, combined], node.attrs, node.shape, node.dtype, origin=node.origin,
+                tensor=node.tensor, control=node.control)
 
 
 def format_nodes(nodes: Sequence[Node], title: str) -> str:
