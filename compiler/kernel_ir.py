@@ -242,11 +242,17 @@ class Kernel:
     # ``scale`` (a fused ``var -= lr * (a @ b)``); otherwise out = the reduction (scale must be 1).
     accumulate: bool = False
     scale: float = 1.0
+    # A scatter-add: each point adds its body into output element ``scatter`` (an int64 expression,
+    # kept in range by the op) instead of the element its strides give; ``out`` strides are 0. The
+    # output is zeroed by an earlier kernel; the CPU runs it on one thread, the GPU adds atomically.
+    scatter: "ScalarExpr | None" = None
 
     @property
     def kind(self) -> str:
         if self.matmul is not None:
             return "matmul"
+        if self.scatter is not None:
+            return "scatter"
         return "reduce" if self.reduce_axes else "elementwise"
 
     @property
@@ -290,8 +296,9 @@ def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
 # -- text form ------------------------------------------------------------------------------
 
 
-def format_expr(expr: ScalarExpr) -> list[str]:
-    """The body as SSA-like lines, shared subexpressions printed once."""
+def format_expr(expr: ScalarExpr, scatter: ScalarExpr | None = None) -> list[str]:
+    """The body as SSA-like lines, shared subexpressions printed once (with a scatter kernel's
+    output position first)."""
     names: dict[int, str] = {}
     lines: list[str] = []
 
@@ -315,8 +322,9 @@ def format_expr(expr: ScalarExpr) -> list[str]:
         lines.append(f"{name}: {node.dtype.name} = {text}")
         return name
 
+    where = visit(scatter) if scatter is not None else None
     result = visit(expr)
-    lines.append(f"yield {result}")
+    lines.append(f"yield {result}" if where is None else f"add {result} into out[{where}]")
     return lines
 
 
@@ -335,7 +343,7 @@ def format_program(program: Program) -> str:
     for kernel in program.kernels:
         space = "x".join(str(n) for n in kernel.space) or "scalar"
         red = f" reduce {kernel.combiner} over axes {list(kernel.reduce_axes)}" if kernel.reduce_axes else ""
-        if kernel.accumulate:
+        if kernel.accumulate and kernel.scatter is None:
             red += f", added to the output times {kernel.scale!r}"
         out.append(f"\nkernel {kernel.name} ({kernel.kind}) space [{space}]{red} -> "
                    f"b{kernel.out.buffer} strides {list(kernel.out.strides)}")
@@ -344,5 +352,5 @@ def format_program(program: Program) -> str:
         for i, acc in enumerate(kernel.operands):
             off = f" + {acc.offset}" if acc.offset else ""
             out.append(f"  in{i} = b{acc.buffer} strides {list(acc.strides)}{off}")
-        out.extend("  " + line for line in format_expr(kernel.body))
+        out.extend("  " + line for line in format_expr(kernel.body, kernel.scatter))
     return "\n".join(out) + "\n"

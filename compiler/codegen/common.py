@@ -75,7 +75,7 @@ def loop_axes(kernel: Kernel, collapse: bool = True) -> list[LoopAxis]:
     axes = [LoopAxis(n, a in kernel.reduce_axes, kernel.out.strides[a],
                      tuple(acc.strides[a] for acc in kernel.operands), (a,))
             for a, n in enumerate(kernel.space) if n != 1]
-    if not collapse or _uses_axis_index(kernel.body):
+    if not collapse or kernel.scatter is not None or _uses_axis_index(kernel.body):
         return axes
     merged: list[LoopAxis] = []
     for axis in axes:
@@ -225,6 +225,11 @@ class ExprLowering:
         return value
 
     def out_index(self) -> ir.Value:
+        if self.kernel.scatter is not None:
+            index = self.lower(self.kernel.scatter)
+            if self.kernel.out.offset:
+                index = self.builder.add(index, ir.Constant(I64, self.kernel.out.offset), flags=("nsw",))
+            return index
         return linear_index(self.builder, self.axis_values, [a.out_stride for a in self.axes],
                             self.kernel.out.offset)
 

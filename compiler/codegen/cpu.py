@@ -98,7 +98,8 @@ def plan_kernel(kernel: Kernel, threads: int) -> KernelPlan:
         work *= axis.size
     # Split only kernels big enough to pay for waking the pool, and never along a reduced axis
     # (parts must write disjoint outputs).
-    splittable = bool(order) and not axes[order[0]].reduced and work >= PARALLEL_MIN_WORK and outer > 1
+    splittable = (bool(order) and not axes[order[0]].reduced and work >= PARALLEL_MIN_WORK and outer > 1
+                  and kernel.scatter is None)  # points of a scatter may add into one element
     # More parts than threads, so a thread that is descheduled holds up only a small share.
     return KernelPlan(axes, order, outer, min(4 * threads, outer) if splittable and threads > 1 else 1, False)
 
@@ -143,6 +144,8 @@ def emit_kernel(module: ir.Module, kernel: Kernel, plan: KernelPlan) -> tuple[ir
             if reducing:
                 value = combine(lowering, kernel.combiner, dtype,
                                 load_element(b, out_pointer, dtype, index), value)
+            elif kernel.scatter is not None:
+                value = combine(lowering, "sum", dtype, load_element(b, out_pointer, dtype, index), value)
             store_element(b, value, out_pointer, dtype, index)
 
         def level(b: ir.IRBuilder, depth: int) -> None:

@@ -12,8 +12,9 @@ import functools
 import llvmlite.binding as llvm
 from llvmlite import ir
 
+from .. import dtypes
 from ..kernel_ir import Kernel, Program
-from .common import (I32, I64, PTR, ExprLowering, combine, declare_function, emit_loop,
+from .common import (I32, I64, PTR, ExprLowering, combine, declare_function, element_pointer, emit_loop,
                      identity_of, load_element, loop_axes, store_element)
 from .cpu import kernel_buffers
 
@@ -90,7 +91,12 @@ def emit_kernel(module: ir.Module, kernel: Kernel) -> ir.Function:
         if kernel.accumulate:  # added to what the output holds (a fused variable update)
             result = combine(lowering, kernel.combiner, dtype,
                              load_element(builder, out_pointer, dtype, lowering.out_index()), result)
-    store_element(builder, result, out_pointer, dtype, lowering.out_index())
+    if kernel.scatter is not None:  # other threads may add into the same element
+        operation = "fadd" if dtypes.is_floating(dtype) else "add"
+        builder.atomic_rmw(operation, element_pointer(builder, out_pointer, dtype, lowering.out_index()),
+                           result, "monotonic")
+    else:
+        store_element(builder, result, out_pointer, dtype, lowering.out_index())
     builder.branch(done)
     builder.position_at_end(done)
     builder.ret_void()

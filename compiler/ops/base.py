@@ -44,6 +44,9 @@ class LoopNest:
     reduce_axes: tuple[int, ...]
     combiner: str
     body: Callable[[Any, Sequence[Any]], Any]
+    # A scatter-add (``reduce_axes`` empty): ``body`` returns ``(out_index, value)`` per point, the
+    # output element (flat, int64, in range) that ``value`` is added to.
+    scatter: bool = False
 
 
 @dataclass(frozen=True)

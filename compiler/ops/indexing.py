@@ -16,7 +16,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import ShapeError
 from ..graph import Operation, Tensor, user_location
-from ..kernel_ir import IndexedInput
+from ..kernel_ir import IndexedInput, contiguous_strides
 from ..shapes import RuleError, format_shape, normalize_axis
 from . import array as _array
 from . import elementwise as _ew
@@ -536,19 +536,31 @@ Gather = OpDef("GatherV2", "elementwise", _gather_shape, _gather_dtype, referenc
 
 
 def _scatter_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any]) -> LoopNest:
-    # space: out[:axis] + out[axis] (the row written) + indices + out[axis+1:], the indices axes summed:
-    # out[.., v, ..] = sum over index positions r with indices[r] == v of grad[.., r, ..].
+    # One point per gradient element: grad[pre, r, post] is added into out[pre, indices[r], post].
     grad_shape, indices_shape, params_shape = shapes
     axis, rank = attrs["axis"], len(indices_shape)
-    space = tuple(params_shape[:axis]) + (params_shape[axis],) + tuple(indices_shape) + tuple(params_shape[axis + 1:])
-    grad_axes = tuple(range(axis)) + tuple(axis + 1 + d for d in range(rank)) + tuple(
-        axis + 1 + rank + d for d in range(len(params_shape) - axis - 1))
-    indices_axes = tuple(axis + 1 + d for d in range(rank))
+    space = tuple(grad_shape)
+    depth = params_shape[axis]
+    out_strides = contiguous_strides(params_shape)
 
-    def body(sb: Any, args: Sequence[Any]) -> Any:
+    def body(sb: Any, args: Sequence[Any]) -> tuple[Any, Any]:
         grad, index = args[0], sb.cast(args[1], I64)
-        return sb.select(sb.eq(index, sb.axis_index(axis)), grad, sb.literal(0, grad.dtype))
-    return LoopNest(space, (grad_axes, indices_axes, (None,) * len(params_shape)), indices_axes, "sum", body)
+        zero = sb.literal(0, grad.dtype)
+        if depth == 0:
+            return sb.literal(0, I64), zero
+        inside = sb.logical_and(sb.ge(index, 0), sb.lt(index, depth))
+        positions = [sb.axis_index(d) for d in range(axis)] + [_clamp(sb, index, depth)] + [
+            sb.axis_index(axis + rank + d) for d in range(len(params_shape) - axis - 1)]
+        flat = None
+        for position, stride, size in zip(positions, out_strides, params_shape):
+            if size == 1:
+                continue
+            term = position if stride == 1 else sb.mul(position, stride)
+            flat = term if flat is None else sb.add(flat, term)
+        return (flat if flat is not None else sb.literal(0, I64)), sb.select(inside, grad, zero)
+    indices_axes = tuple(axis + d for d in range(rank))
+    return LoopNest(space, (tuple(range(len(space))), indices_axes, (None,) * len(params_shape)), (), "sum",
+                    body, scatter=True)
 
 
 def _scatter_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:

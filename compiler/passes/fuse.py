@@ -253,6 +253,9 @@ class _KernelBuilder:
                     args.append(self._indexed(inp, nest.space, sb, operands))
                     continue
                 args.append(self._expr(inp, tuple(axes), nest.space, sb, operands, memo, covers))
+            if nest.scatter:
+                self._emit_scatter(node, buffer, nest, sb, args, operands, covers)
+                return
             body = nest.body(sb, args)
             kept = [a for a in range(len(nest.space)) if a not in nest.reduce_axes]
             out_strides = [0] * len(nest.space)
@@ -267,6 +270,18 @@ class _KernelBuilder:
                             reduce_axes=tuple(nest.reduce_axes), combiner=nest.combiner,
                             covers=tuple(covers), matmul=matmul)
         self.kernels.append(kernel)
+
+    def _emit_scatter(self, node: Node, buffer: int, nest: LoopNest, sb: ScalarBuilder, args: list,
+                      operands: list[Access], covers: list) -> None:
+        """A zero fill of the output, then one kernel over ``nest.space`` adding into it."""
+        zero = ScalarBuilder()
+        self.kernels.append(Kernel(f"k{len(self.kernels)}_zero", node.shape, (), zero.literal(0, node.dtype),
+                                   Access(buffer, contiguous_strides(node.shape)), node.dtype,
+                                   covers=((node.opdef.name, node.label, node.where),)))
+        where, value = nest.body(sb, args)
+        self.kernels.append(Kernel(f"k{len(self.kernels)}", nest.space, tuple(operands), value,
+                                   Access(buffer, (0,) * len(nest.space)), node.dtype, covers=tuple(covers),
+                                   accumulate=True, scatter=where))
 
     def _state_expr(self, node: Node, space: tuple[int, ...], sb: ScalarBuilder,
                     operands: list[Access], covers: list) -> ScalarExpr:

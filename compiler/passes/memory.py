@@ -26,6 +26,7 @@ ALIGNMENT = 64
 
 def _is_copy(kernel: Kernel) -> bool:
     return (isinstance(kernel.body, Load) and len(kernel.operands) == 1 and not kernel.reduce_axes
+            and kernel.scatter is None
             and kernel.operands[0].strides == kernel.out.strides and kernel.operands[0].offset == 0
             and kernel.out.offset == 0 and kernel.out.strides == contiguous_strides(kernel.space))
 
@@ -49,7 +50,8 @@ def alias_assignments(program: Program) -> Program:
             continue
         producer_index = producers[0]
         producer = kernels[producer_index]
-        if producer.reduce_axes or producer.out.strides != contiguous_strides(producer.space):
+        if producer.reduce_axes or producer.scatter is not None or producer.out.strides != contiguous_strides(
+                producer.space):
             continue
         if any(a.buffer == variable and (a.strides != producer.out.strides or a.offset) for a in producer.operands):
             continue  # it reads the variable somewhere other than where it writes
@@ -97,7 +99,8 @@ def reuse_inputs_in_place(program: Program) -> Program:
     fetched = {f.buffer for f in program.fetches if f is not None}
     for position, kernel in enumerate(kernels):
         out = kernel.out
-        if kernel.reduce_axes or out.offset or out.strides != contiguous_strides(kernel.space):
+        if kernel.reduce_axes or kernel.scatter is not None or out.offset or out.strides != contiguous_strides(
+                kernel.space):
             continue
         target = program.buffers[out.buffer]
         if target.role != "temp":
