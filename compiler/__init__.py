@@ -33,6 +33,7 @@ from .ops.indexing import (concat, gather, getitem, pad, split, stack, strided_s
                            unstack)
 from .ops.indexing import slice_ as slice  # noqa: F401,A001
 from .ops.linalg import matmul  # noqa: F401
+from .ops.random import random_normal, random_uniform, set_random_seed, truncated_normal  # noqa: F401
 from .ops.reduction import (argmax, argmin, cumsum, reduce_logsumexp, reduce_max, reduce_mean,  # noqa: F401
                             reduce_min, reduce_prod, reduce_sum, sum_to)
 from .ops.sources import (Variable, constant, global_variables, placeholder,  # noqa: F401

@@ -75,6 +75,7 @@ PRIMITIVES: dict[str, int] = {
     "logical_and": 2, "logical_or": 2, "logical_not": 1,
     # Integer index arithmetic (truncating, as C): used by ops that compute where to read.
     "index_div": 2, "index_rem": 2,
+    "philox": 4,  # (run count, block, key, lane) -> one Philox-4x32-10 word (codegen/random_bits.py)
 }
 
 

@@ -15,7 +15,7 @@ from llvmlite import ir
 
 from .. import dtypes
 from ..kernel_ir import AxisIndex, Gather, Kernel, Literal, Load, Prim, ScalarExpr
-from . import mathlib
+from . import mathlib, random_bits
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -283,6 +283,8 @@ class ExprLowering:
             return b.sdiv(args[0], args[1])
         if op == "index_rem":
             return b.srem(args[0], args[1])
+        if op == "philox":
+            return random_bits.emit_philox(b, *args)
         raise NotImplementedError(f"primitive {op}")
 
     def max_min(self, op: str, dtype: np.dtype, x: ir.Value, y: ir.Value) -> ir.Value:

@@ -1,0 +1,663 @@
+"""Random ops: uniform, normal and truncated normal numbers computed inside the generated code.
+
+The numbers come from Philox-4x32-10, a counter-based generator (``codegen/random_bits.py``): a
+pure function of a 64-bit key, a 64-bit block number and a 64-bit run count. So an element's value
+depends only on
+
+- the **key**, made from the graph seed and the op seed (TensorFlow 1.x rules, see ``get_seed``),
+- the **run count**: how many steps of this graph have computed a random op before, kept in a
+  hidden int64 variable ``random_counter`` (one per graph, non-trainable, in the global variables
+  collection, so ``optim.Saver`` checkpoints it and ``global_variables_initializer`` resets it),
+- the element's **position** (its row-major index in the op's output).
+
+Each ``Session.run`` that computes any random op adds 1 to the counter (the step also runs the
+counter's ``assign_add``, see ``counter_updates`` and ``passes.specialize.needed_operations``);
+reads of it see the start-of-step value, so every random op of one step uses the same count and the
+next step gets new numbers. Step ``k`` gives the same numbers in every process and on the targets
+"cpu", "reference" and "cuda".
+
+Words to floats (exact integer arithmetic, then a power-of-two scale):
+
+- float32 uniform: ``(w0 >> 8) * 2**-24`` in ``[0, 1)``;
+- float64 uniform: ``((w0 >> 5) * 2**26 + (w1 >> 6)) * 2**-53`` in ``[0, 1)``;
+- normal: Box-Muller, ``sqrt(-2 log u1) * cos(2 pi u2)`` with ``u1`` in ``(0, 1]`` (the integer
+  plus one) and ``u2`` in ``[0, 1)``;
+- truncated normal: a branch-free kernel cannot loop until it succeeds, so each element draws a
+  fixed 8 candidates (4 Box-Muller pairs, both the cosine and the sine value) and keeps the first
+  with ``|z| <= 2``; if all 8 miss (probability ``0.0455**8``, about ``2e-11`` per element) it
+  takes the last candidate clamped to ``[-2, 2]``. The numbers therefore differ from TensorFlow's
+  but have the same distribution up to that clamp.
+
+Uniform numbers are bit-identical on every target. Normal numbers go through ``log``, ``sqrt``,
+``cos`` and ``sin``: the compiled code uses ``codegen.mathlib`` (within 1 ulp) and the numpy
+reference uses numpy's, so the two agree to a few ulp rather than bit for bit (at most 5 ulp in float32 and 3 in float64
+over 2e5 draws). For truncated normal that also means that a candidate within a few ulp of +-2 may
+be kept on one target and replaced on the other (about one element in a million).
+
+Elements use Philox blocks ``index * blocks_per_element + j`` (1 block per element for uniform
+and normal, 2 (float32) or 4 (float64) for truncated normal); every word a value uses is computed
+in the element's own kernel iteration, so fusion and the loop order do not change the numbers.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from .. import dtypes
+from ..codegen.random_bits import MULTIPLIERS, ROUNDS, WEYL
+from ..errors import DTypeError, ShapeError
+from ..graph import Graph, Operation, Tensor, get_default_graph, user_location
+from ..shapes import RuleError, format_shape
+from .base import OpDef, apply, no_gradient
+
+DEFAULT_GRAPH_SEED = 87654321          # the graph seed when none is set (TF1's default)
+RANDOM_COUNTER_NAME = "random_counter"
+RANDOM_COUNTER_COLLECTION = "random_counter"           # [the counter Variable]
+RANDOM_COUNTER_UPDATE_COLLECTION = "random_counter_update"  # [its assign_add(counter, 1) tensor]
+TRUNCATION = 2.0                        # truncated_normal keeps |z| <= 2 standard deviations
+TRUNCATED_PAIRS = 4                     # Box-Muller pairs drawn per truncated element (8 candidates)
+
+_MASK32 = 0xFFFFFFFF
+_MASK64 = (1 << 64) - 1
+
+
+# -- Philox in numpy (the reference twin of codegen/random_bits.py) -------------------------------
+
+def philox4x32(counter: Sequence[Any], key: Sequence[Any]) -> tuple[np.ndarray, ...]:
+    """Philox-4x32-10 of four counter words and two key words (arrays or ints, each < 2**32).
+
+    Returns the four output words as uint64 arrays holding 32-bit values. Arithmetic is in uint64:
+    a 32x32-bit product fits, and its high and low halves are a shift and a mask away.
+
+    >>> [hex(int(w)) for w in philox4x32([0, 0, 0, 0], [0, 0])]
+    ['0x6627e8d5', '0xe169c58d', '0xbc57ac4c', '0x9b00dbd8']
+    """
+    mask, shift = np.uint64(_MASK32), np.uint64(32)
+    c0, c1, c2, c3 = (np.asarray(c, dtype=np.uint64) & mask for c in counter)
+    k0, k1 = (np.asarray(k, dtype=np.uint64) & mask for k in key)
+    m0, m1 = np.uint64(MULTIPLIERS[0]), np.uint64(MULTIPLIERS[1])
+    w0, w1 = np.uint64(WEYL[0]), np.uint64(WEYL[1])
+    for round_number in range(ROUNDS):
+        if round_number:
+            k0 = (k0 + w0) & mask
+            k1 = (k1 + w1) & mask
+        p0 = c0 * m0
+        p1 = c2 * m1
+        c0, c1, c2, c3 = ((p1 >> shift) ^ c1 ^ k0, p1 & mask, (p0 >> shift) ^ c3 ^ k1, p0 & mask)
+    return c0, c1, c2, c3
+
+
+def _mix64(value: int) -> int:
+    """A 64-bit finaliser (splitmix64): nearby seeds give unrelated keys."""
+    z = (value + 0x9E3779B97F4A7C15) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
+
+
+def philox_key(graph_seed: int, op_seed: int) -> int:
+    """The 64-bit Philox key (low word k0, high word k1) of a (graph seed, op seed) pair."""
+    return _mix64(_mix64(graph_seed & _MASK64) ^ (op_seed & _MASK64))
+
+
+# -- seeds (TensorFlow 1.x rules) -----------------------------------------------------------------
+
+def _check_seed(seed: Any, what: str) -> int | None:
+    if seed is None:
+        return None
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"{what}: seed must be an int or None, got {seed!r} (at {user_location()})")
+    return int(seed)
+
+
+def set_random_seed(seed: int | None) -> None:
+    """Set the graph-level seed of the default graph (``Graph.seed``); None unsets it.
+
+    As in TensorFlow 1.x, random ops built afterwards with no op seed get a deterministic op seed
+    of their own, so a script that sets the graph seed draws the same numbers in every run.
+
+    >>> import compiler as cc
+    >>> from runtime import Session
+    >>> g = cc.Graph()
+    >>> with g.as_default():
+    ...     cc.set_random_seed(42)
+    ...     u = cc.random_uniform((2,))
+    >>> g.seed
+    42
+    >>> with Session(g) as sess:
+    ...     sess.run(u).shape
+    (2,)
+    """
+    get_default_graph().seed = _check_seed(seed, "set_random_seed")
+
+
+def get_seed(op_seed: int | None, graph: Graph | None = None) -> tuple[int, int]:
+    """The (graph seed, op seed) pair a random op built now uses (TensorFlow 1.x's ``get_seed``).
+
+    With a graph seed and no op seed, the op seed is the op's creation index in the graph; with an
+    op seed and no graph seed, the graph seed is ``DEFAULT_GRAPH_SEED``. With neither, both
+    defaults apply: the numbers are still deterministic, one stream per op.
+
+    >>> g = Graph()
+    >>> with g.as_default():
+    ...     get_seed(7)
+    (87654321, 7)
+    """
+    graph = graph or get_default_graph()
+    op_seed = _check_seed(op_seed, "random op")
+    graph_seed = graph.seed if graph.seed is not None else DEFAULT_GRAPH_SEED
+    if op_seed is None:
+        op_seed = len(graph.get_operations())
+    return int(graph_seed), int(op_seed)
+
+
+# -- the run counter ------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _at_graph_root(graph: Graph) -> Iterator[None]:
+    """Build nodes in ``graph`` outside the caller's name scopes, control dependencies and
+    gradient overrides (the counter belongs to the whole graph, not to the first random op)."""
+    names = ("_name_stack", "_control_stack", "_gradient_override_map")
+    saved = {name: getattr(graph, name) for name in names if hasattr(graph, name)}
+    for name, value in saved.items():
+        setattr(graph, name, type(value)())
+    try:
+        with graph.as_default():
+            yield
+    finally:
+        for name, value in saved.items():
+            setattr(graph, name, value)
+
+
+def get_random_counter(graph: Graph | None = None) -> Any:
+    """The graph's hidden run counter (an int64 scalar ``Variable``), or None before any random op.
+
+    >>> g = Graph()
+    >>> get_random_counter(g) is None
+    True
+    """
+    graph = graph or get_default_graph()
+    found = graph.get_collection(RANDOM_COUNTER_COLLECTION)
+    return found[0] if found else None
+
+
+def _random_counter(graph: Graph) -> Tensor:
+    """The counter, created with its ``assign_add(counter, 1)`` on the graph's first random op."""
+    counter = get_random_counter(graph)
+    if counter is None:
+        from .sources import Variable
+        from .state import assign_add
+        with _at_graph_root(graph):
+            counter = Variable(np.zeros((), dtypes.int64), name=RANDOM_COUNTER_NAME, trainable=False)
+            update = assign_add(counter, np.ones((), dtypes.int64), name=RANDOM_COUNTER_NAME + "_increment")
+        graph.add_to_collection(RANDOM_COUNTER_COLLECTION, counter)
+        graph.add_to_collection(RANDOM_COUNTER_UPDATE_COLLECTION, update)
+    return counter
+
+
+def counter_updates(operations: Iterable[Operation]) -> list[Operation]:
+    """The counter increments a step must also run when it computes any of ``operations``: one
+    per graph that has a random op among them."""
+    updates: list[Operation] = []
+    for op in operations:
+        if op.type in RANDOM_OP_TYPES:
+            found = op.graph.get_collection(RANDOM_COUNTER_UPDATE_COLLECTION)
+            if found and found[0].op not in updates:
+                updates.append(found[0].op)
+    return updates
+
+
+# -- the shared algorithm: words -> floats ----------------------------------------------------
+#
+# Written once against a small interface so the kernel lowering and the numpy reference do the
+# same operations in the same order (which makes uniform numbers bit-identical).
+
+class _KernelOps:
+    """Builds scalar expressions with a ``ScalarBuilder`` (the lowering)."""
+
+    def __init__(self, sb: Any, counter: Any, dtype: np.dtype, key: int, blocks: int) -> None:
+        self.sb, self.counter, self.dtype = sb, counter, dtype
+        self.key = sb.literal(key - (1 << 64) if key >= 1 << 63 else key, dtypes.int64)
+        shape = sb.output_shape
+        index, stride = None, 1
+        for dim in reversed(range(len(shape))):
+            if shape[dim] != 1:
+                term = sb.index(dim) if stride == 1 else sb.mul(sb.index(dim), stride)
+                index = term if index is None else sb.add(index, term)
+            stride *= max(shape[dim], 1)
+        self.index = index if index is not None else sb.literal(0, dtypes.int64)
+        self.blocks = blocks
+
+    def word(self, block: int, lane: int) -> Any:
+        sb = self.sb
+        number = self.index if self.blocks == 1 else sb.mul(self.index, self.blocks)
+        if block:
+            number = sb.add(number, block)
+        return sb.prim("philox", self.counter, number, self.key, sb.literal(lane, dtypes.int64))
+
+    def idiv(self, a: Any, n: int) -> Any:
+        return self.sb.index_div(a, n)
+
+    def imul(self, a: Any, n: int) -> Any:
+        return self.sb.mul(a, n)
+
+    def iadd(self, a: Any, b: Any) -> Any:
+        return self.sb.add(a, b)
+
+    def to_float(self, a: Any) -> Any:
+        return self.sb.cast(a, self.dtype)
+
+    def fmul(self, a: Any, b: Any) -> Any:
+        return self.sb.mul(a, b)
+
+    def log(self, a: Any) -> Any:
+        return self.sb.log(a)
+
+    def sqrt(self, a: Any) -> Any:
+        return self.sb.sqrt(a)
+
+    def cos(self, a: Any) -> Any:
+        return self.sb.cos(a)
+
+    def sin(self, a: Any) -> Any:
+        return self.sb.sin(a)
+
+    def within(self, a: Any, bound: float) -> Any:
+        return self.sb.le(self.sb.abs(a), bound)
+
+    def clamp(self, a: Any, bound: float) -> Any:
+        return self.sb.maximum(self.sb.minimum(a, bound), -bound)
+
+    def select(self, condition: Any, a: Any, b: Any) -> Any:
+        return self.sb.select(condition, a, b)
+
+
+class _NumpyOps:
+    """The same operations on numpy arrays (the reference)."""
+
+    def __init__(self, count: int, size: int, dtype: np.dtype, key: int, blocks: int) -> None:
+        self.dtype = dtype
+        self.count = np.uint64(count & _MASK64)
+        self.key = key
+        self.index = np.arange(size, dtype=np.uint64)
+        self.blocks = blocks
+        self._words: dict[int, tuple[np.ndarray, ...]] = {}
+
+    def word(self, block: int, lane: int) -> np.ndarray:
+        if block not in self._words:
+            number = self.index * np.uint64(self.blocks) + np.uint64(block)
+            mask, shift = np.uint64(_MASK32), np.uint64(32)
+            count = self.count
+            self._words[block] = philox4x32(
+                (number & mask, number >> shift, count & mask, count >> shift),
+                (self.key & _MASK32, self.key >> 32))
+        return self._words[block][lane]
+
+    def idiv(self, a: np.ndarray, n: int) -> np.ndarray:
+        return a // np.uint64(n)
+
+    def imul(self, a: np.ndarray, n: int) -> np.ndarray:
+        return a * np.uint64(n)
+
+    def iadd(self, a: np.ndarray, b: Any) -> np.ndarray:
+        return a + (np.uint64(b) if isinstance(b, int) else b)
+
+    def to_float(self, a: np.ndarray) -> np.ndarray:
+        return a.astype(self.dtype)
+
+    def fmul(self, a: np.ndarray, b: Any) -> np.ndarray:
+        return a * (self.dtype.type(b) if isinstance(b, float) else b)
+
+    def log(self, a: np.ndarray) -> np.ndarray:
+        return np.log(a)
+
+    def sqrt(self, a: np.ndarray) -> np.ndarray:
+        return np.sqrt(a)
+
+    def cos(self, a: np.ndarray) -> np.ndarray:
+        return np.cos(a)
+
+    def sin(self, a: np.ndarray) -> np.ndarray:
+        return np.sin(a)
+
+    def within(self, a: np.ndarray, bound: float) -> np.ndarray:
+        return np.abs(a) <= self.dtype.type(bound)
+
+    def clamp(self, a: np.ndarray, bound: float) -> np.ndarray:
+        return np.maximum(np.minimum(a, self.dtype.type(bound)), self.dtype.type(-bound))
+
+    def select(self, condition: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.where(condition, a, b)
+
+
+def _unit(ops: Any, dtype: np.dtype, block: int, lane: int, open_at_zero: bool = False) -> Any:
+    """A uniform number from the words of ``block`` starting at ``lane``: in ``[0, 1)``, or in
+    ``(0, 1]`` when ``open_at_zero`` (the integer plus one, for a logarithm)."""
+    if dtype == dtypes.float32:
+        bits, scale = ops.idiv(ops.word(block, lane), 1 << 8), 2.0 ** -24
+    else:
+        high = ops.imul(ops.idiv(ops.word(block, lane), 1 << 5), 1 << 26)
+        bits, scale = ops.iadd(high, ops.idiv(ops.word(block, lane + 1), 1 << 6)), 2.0 ** -53
+    if open_at_zero:
+        bits = ops.iadd(bits, 1)
+    return ops.fmul(ops.to_float(bits), scale)
+
+
+def _box_muller(ops: Any, dtype: np.dtype, pair: int, both: bool) -> list[Any]:
+    """Normal numbers from Box-Muller pair ``pair``: the cosine one, and the sine one if ``both``."""
+    if dtype == dtypes.float32:   # two words per pair, two pairs per block
+        block, lanes = pair // 2, (2 * (pair % 2), 2 * (pair % 2) + 1)
+    else:                         # four words per pair
+        block, lanes = pair, (0, 2)
+    u1 = _unit(ops, dtype, block, lanes[0], open_at_zero=True)
+    u2 = _unit(ops, dtype, block, lanes[1])
+    radius = ops.sqrt(ops.fmul(ops.log(u1), -2.0))
+    angle = ops.fmul(u2, 2.0 * math.pi)
+    values = [ops.fmul(radius, ops.cos(angle))]
+    if both:
+        values.append(ops.fmul(radius, ops.sin(angle)))
+    return values
+
+
+def _uniform(ops: Any, dtype: np.dtype) -> Any:
+    return _unit(ops, dtype, 0, 0)
+
+
+def _normal(ops: Any, dtype: np.dtype) -> Any:
+    return _box_muller(ops, dtype, 0, both=False)[0]
+
+
+def _truncated(ops: Any, dtype: np.dtype) -> Any:
+    candidates = [z for pair in range(TRUNCATED_PAIRS) for z in _box_muller(ops, dtype, pair, both=True)]
+    result = ops.clamp(candidates[-1], TRUNCATION)
+    for candidate in reversed(candidates):
+        result = ops.select(ops.within(candidate, TRUNCATION), candidate, result)
+    return result
+
+
+def _blocks(kind: str, dtype: np.dtype) -> int:
+    if kind != "truncated":
+        return 1
+    return TRUNCATED_PAIRS // 2 if dtype == dtypes.float32 else TRUNCATED_PAIRS
+
+
+_ALGORITHMS: dict[str, Callable[[Any, np.dtype], Any]] = {
+    "uniform": _uniform, "normal": _normal, "truncated": _truncated}
+
+
+# -- op declarations --------------------------------------------------------------------------
+
+def _random_shape(shapes: Sequence[tuple], attrs: Mapping[str, Any]) -> tuple:
+    """``attrs["shape"]``; its None entries take the matching (right-aligned) dims of the optional
+    shape-only second input (dropout draws one number per element of ``x``)."""
+    shape = tuple(attrs["shape"])
+    if len(shapes) > 1:
+        like = tuple(shapes[1])
+        lead = len(like) - len(shape)
+        shape = tuple(like[lead + i] if d is None else d for i, d in enumerate(shape))
+    elif None in shape:
+        raise RuleError(f"shape {format_shape(shape)} has unknown dims and no tensor to take them from")
+    return shape
+
+
+def _random_dtype(types: Sequence[np.dtype], attrs: Mapping[str, Any]) -> np.dtype:
+    if types[0] != dtypes.int64:
+        raise RuleError(f"the run counter must be int64, got {types[0].name}", "dtype")
+    return attrs["dtype"]
+
+
+def _random_dim_map(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any]) -> list[tuple]:
+    return [()] + [(None,) * len(s) for s in shapes[1:]]
+
+
+def _lower(kind: str) -> Callable[[Any, Sequence[Any], Mapping[str, Any]], Any]:
+    def lower_scalar(sb: Any, args: Sequence[Any], attrs: Mapping[str, Any]) -> Any:
+        dtype = attrs["dtype"]
+        ops = _KernelOps(sb, args[0], dtype, attrs["key"], _blocks(kind, dtype))
+        return _ALGORITHMS[kind](ops, dtype)
+    return lower_scalar
+
+
+def _reference(kind: str) -> Callable[[Sequence[np.ndarray], Mapping[str, Any]], np.ndarray]:
+    def reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+        dtype = attrs["dtype"]
+        shape = _random_shape([np.shape(v) for v in values], attrs)
+        count = int(np.asarray(values[0]).reshape(()))
+        ops = _NumpyOps(count, math.prod(shape), dtype, attrs["key"], _blocks(kind, dtype))
+        with np.errstate(all="ignore"):
+            result = _ALGORITHMS[kind](ops, dtype)
+        return np.asarray(result, dtype=dtype).reshape(shape)
+    return reference
+
+
+def _random_op(name: str, kind: str) -> OpDef:
+    return OpDef(name, "elementwise", _random_shape, _random_dtype, reference=_reference(kind),
+                 grad_rule=no_gradient, lower_scalar=_lower(kind), dim_map=_random_dim_map,
+                 shape_only_inputs=(1,))
+
+
+RandomUniform = _random_op("RandomUniform", "uniform")
+RandomStandardNormal = _random_op("RandomStandardNormal", "normal")
+TruncatedNormal = _random_op("TruncatedNormal", "truncated")
+RANDOM_OP_TYPES = frozenset(op.name for op in (RandomUniform, RandomStandardNormal, TruncatedNormal))
+
+
+# -- building ---------------------------------------------------------------------------------
+
+def _float_dtype(dtype: Any, op_type: str) -> np.dtype:
+    try:
+        result = dtypes.as_dtype(dtype)
+    except TypeError:
+        result = None
+    if result is None or not dtypes.is_floating(result):
+        shown = result.name if result is not None else repr(dtype)
+        raise DTypeError(f"{op_type}: dtype must be float32 or float64, got {shown} "
+                         f"(at {user_location()})")
+    return result
+
+
+def _static_shape(shape: Any, op_type: str, allow_unknown: bool = False) -> tuple:
+    if isinstance(shape, Tensor):
+        raise TypeError(f"{op_type}: shape must be a list of ints, not the tensor {shape.name!r} "
+                        f"(at {user_location()})")
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        shape = (shape,)
+    try:
+        items = list(shape)
+    except TypeError:
+        raise ShapeError(f"{op_type}: shape must be a list of ints, got {shape!r} "
+                         f"(at {user_location()})") from None
+    result: list[int | None] = []
+    for d in items:
+        if d is None and allow_unknown:
+            result.append(None)
+        elif isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)) and d >= 0:
+            result.append(int(d))
+        else:
+            raise ShapeError(f"{op_type}: shape {tuple(items)!r} must hold non-negative ints "
+                             f"(at {user_location()})")
+    return tuple(result)
+
+
+def _random_tensor(opdef: OpDef, shape: tuple, dtype: np.dtype, seed: int | None,
+                   like: Tensor | None = None, name: str | None = None) -> Tensor:
+    graph = like.graph if like is not None else get_default_graph()
+    graph_seed, op_seed = get_seed(seed, graph)
+    counter = _random_counter(graph)
+    inputs = [counter] if like is None else [counter, like]
+    attrs = {"shape": shape, "dtype": dtype, "seed": graph_seed, "seed2": op_seed,
+             "key": philox_key(graph_seed, op_seed)}
+    return apply(opdef, inputs, attrs, name, graph=graph)
+
+
+def _affine(standard: Tensor, scale: Any, shift: Any, identity: tuple[float, float]) -> Tensor:
+    """``standard * scale + shift``; Python numbers are rounded to the dtype first (as constants)."""
+    from .base import convert_to_tensor
+    dtype = standard.dtype
+    with standard.graph.as_default():
+        if not isinstance(scale, Tensor) and not isinstance(shift, Tensor) and \
+                (float(scale), float(shift)) == identity:
+            return standard
+        scale = scale if isinstance(scale, Tensor) else convert_to_tensor(np.asarray(scale, dtype), dtype)
+        shift = shift if isinstance(shift, Tensor) else convert_to_tensor(np.asarray(shift, dtype), dtype)
+        return standard * scale + shift
+
+
+def random_uniform(shape: Sequence[int], minval: Any = 0, maxval: Any = 1, dtype: Any = "float32",
+                   seed: int | None = None, name: str | None = None) -> Tensor:
+    """Uniform numbers in ``[minval, maxval)``, new ones at every ``Session.run``.
+
+    ``minval`` and ``maxval`` are Python numbers or tensors of ``dtype`` (float32 or float64);
+    ``seed`` is the op seed (see ``set_random_seed``). The values are ``u * (maxval - minval) +
+    minval`` with ``u`` in ``[0, 1)`` (24 random bits in float32, 53 in float64).
+
+    >>> import compiler as cc
+    >>> from runtime import Session
+    >>> g = cc.Graph()
+    >>> with g.as_default():
+    ...     u = cc.random_uniform((2, 3), minval=-1.0, maxval=1.0, seed=1)
+    >>> with Session(g) as sess:
+    ...     first, second = sess.run(u), sess.run(u)
+    >>> bool(((-1 <= first) & (first < 1)).all()), bool((first != second).any())
+    (True, True)
+    """
+    shape = _static_shape(shape, "RandomUniform")
+    dtype = _float_dtype(dtype, "RandomUniform")
+    seed = _check_seed(seed, "RandomUniform")
+    graph = get_default_graph()
+    with graph.name_scope(name or "random_uniform"):
+        standard = _random_tensor(RandomUniform, shape, dtype, seed, name="RandomUniform")
+        if isinstance(minval, Tensor) or isinstance(maxval, Tensor):
+            with graph.as_default():
+                return _affine(standard, maxval - minval, minval, (1.0, 0.0))
+        scale = np.asarray(maxval, dtype) - np.asarray(minval, dtype)   # rounded to dtype, as TF
+        return _affine(standard, scale, minval, (1.0, 0.0))
+
+
+def random_normal(shape: Sequence[int], mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = "float32",
+                  seed: int | None = None, name: str | None = None) -> Tensor:
+    """Normal numbers ``N(mean, stddev**2)`` (Box-Muller), new ones at every ``Session.run``.
+
+    >>> import numpy as np, compiler as cc
+    >>> from runtime import Session
+    >>> g = cc.Graph()
+    >>> with g.as_default():
+    ...     cc.set_random_seed(0)
+    ...     z = cc.random_normal((100000,), mean=1.0, stddev=2.0, dtype="float64")
+    >>> with Session(g) as sess:
+    ...     values = sess.run(z)
+    >>> bool(abs(values.mean() - 1.0) < 0.05), bool(abs(values.std() - 2.0) < 0.05)
+    (True, True)
+    """
+    shape = _static_shape(shape, "RandomStandardNormal")
+    dtype = _float_dtype(dtype, "RandomStandardNormal")
+    seed = _check_seed(seed, "RandomStandardNormal")
+    with get_default_graph().name_scope(name or "random_normal"):
+        standard = _random_tensor(RandomStandardNormal, shape, dtype, seed, name="RandomStandardNormal")
+        return _affine(standard, stddev, mean, (1.0, 0.0))
+
+
+def truncated_normal(shape: Sequence[int], mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = "float32",
+                     seed: int | None = None, name: str | None = None) -> Tensor:
+    """Normal numbers ``N(mean, stddev**2)`` restricted to ``mean +- 2 * stddev``.
+
+    Values beyond two standard deviations are replaced by the next of a fixed 8 candidates per
+    element (a branch-free resample; see the module docstring), so all values lie within range.
+
+    >>> import numpy as np, compiler as cc
+    >>> from runtime import Session
+    >>> g = cc.Graph()
+    >>> with g.as_default():
+    ...     t = cc.truncated_normal((1000,), stddev=0.1, seed=3)
+    >>> with Session(g) as sess:
+    ...     bool((np.abs(sess.run(t)) <= 0.2).all())
+    True
+    """
+    shape = _static_shape(shape, "TruncatedNormal")
+    dtype = _float_dtype(dtype, "TruncatedNormal")
+    seed = _check_seed(seed, "TruncatedNormal")
+    with get_default_graph().name_scope(name or "truncated_normal"):
+        standard = _random_tensor(TruncatedNormal, shape, dtype, seed, name="TruncatedNormal")
+        return _affine(standard, stddev, mean, (1.0, 0.0))
+
+
+def dropout(x: Any, keep_prob: Any = None, rate: Any = None, noise_shape: Sequence[int | None] | None = None,
+            seed: int | None = None, name: str | None = None) -> Tensor:
+    """TF1 dropout: ``x / keep_prob`` where a uniform number is below ``keep_prob``, else 0.
+
+    Give exactly one of ``keep_prob`` (in ``(0, 1]``) and ``rate = 1 - keep_prob`` (in ``[0, 1)``):
+    a Python number, or a scalar tensor (e.g. a placeholder fed 1.0 at evaluation). ``noise_shape``
+    (broadcastable to ``x``'s shape; None entries stand for ``x``'s dims, an extension) shares one
+    keep/drop decision along its size-1 dims. New decisions are drawn at every ``Session.run``;
+    within a step the gradient uses the same mask as the forward value (it is the same tensor).
+
+    >>> import numpy as np, compiler as cc
+    >>> from runtime import Session
+    >>> g = cc.Graph()
+    >>> with g.as_default():
+    ...     x = cc.placeholder("float32", shape=(None, 4))
+    ...     y = cc.nn.dropout(x, rate=0.5, seed=0)
+    >>> with Session(g) as sess:
+    ...     out = sess.run(y, {x: np.ones((3, 4), "float32")})
+    >>> sorted(set(out.ravel().tolist())) in ([0.0, 2.0], [0.0], [2.0])
+    True
+    """
+    from .base import convert_to_tensor
+    from .elementwise import less, where
+    x = convert_to_tensor(x)
+    where_at = user_location()
+    if not dtypes.is_floating(x.dtype):
+        raise DTypeError(f"dropout: x must be float32 or float64, got {x.dtype.name} (at {where_at})")
+    if (keep_prob is None) == (rate is None):
+        raise ValueError(f"dropout: give exactly one of keep_prob and rate (at {where_at})")
+    shape = _noise_shape(noise_shape, x, where_at)
+    seed = _check_seed(seed, "dropout")
+    probability = rate if rate is not None else keep_prob
+    what = "rate" if rate is not None else "keep_prob"
+    if isinstance(probability, Tensor):
+        if probability.dtype != x.dtype:
+            raise DTypeError(f"dropout: {what} is {probability.dtype.name} but x is {x.dtype.name} "
+                             f"(at {where_at})")
+        if probability.shape not in ((), (1,)):
+            raise ShapeError(f"dropout: {what} must be a scalar, got shape "
+                             f"{format_shape(probability.shape)} (at {where_at})")
+    else:
+        try:
+            value = float(probability)
+        except (TypeError, ValueError):
+            raise TypeError(f"dropout: {what} must be a number or a scalar tensor, got {probability!r} "
+                            f"(at {where_at})") from None
+        inside = 0.0 <= value < 1.0 if rate is not None else 0.0 < value <= 1.0
+        if not inside:
+            bounds = "[0, 1)" if rate is not None else "(0, 1]"
+            raise ValueError(f"dropout: {what} must be in {bounds}, got {probability!r} (at {where_at})")
+        if value == (0.0 if rate is not None else 1.0):
+            return x  # nothing is dropped (as TF1 does when keep_prob is known to be 1)
+    graph = x.graph
+    with graph.as_default(), graph.name_scope(name or "dropout"):
+        if isinstance(probability, Tensor):
+            keep = 1.0 - probability if rate is not None else probability
+        else:
+            keep_value = 1.0 - value if rate is not None else value
+            keep = convert_to_tensor(np.asarray(keep_value, x.dtype), x.dtype)
+        uniform = _random_tensor(RandomUniform, shape, x.dtype, seed, like=x, name="RandomUniform")
+        return where(less(uniform, keep), x / keep, 0.0)
+
+
+def _noise_shape(noise_shape: Any, x: Tensor, where_at: Any) -> tuple:
+    """The shape of the keep/drop decisions: None entries are taken from ``x`` when compiled."""
+    if noise_shape is None:
+        return (None,) * len(x.shape)
+    shape = _static_shape(noise_shape, "dropout", allow_unknown=True)
+    if len(shape) > len(x.shape):
+        raise ShapeError(f"dropout: noise_shape {format_shape(shape)} has more dims than x "
+                         f"{format_shape(x.shape)} (at {where_at})")
+    lead = len(x.shape) - len(shape)
+    for d, full in zip(shape, x.shape[lead:]):
+        if d is not None and d != 1 and full is not None and d != full:
+            raise ShapeError(f"dropout: noise_shape {format_shape(shape)} does not broadcast to x's "
+                             f"shape {format_shape(x.shape)} (at {where_at})")
+    return shape

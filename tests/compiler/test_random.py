@@ -1,0 +1,564 @@
+"""Random ops (Philox-4x32-10 in the generated code): known-answer vectors, reproducibility across
+sessions and processes, seeds, the per-graph run counter, cpu == reference, distributions, dropout
+and its gradient, PTX, checkpoints, and errors."""
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import subprocess
+import sys
+import textwrap
+
+import llvmlite.binding as llvm
+import numpy as np
+import pytest
+from llvmlite import ir
+
+import compiler as cc
+import optim
+from compiler.codegen import random_bits
+from compiler.codegen.cpu import new_host_target_machine
+from compiler.ops.random import (DEFAULT_GRAPH_SEED, get_random_counter, get_seed, philox4x32,
+                                 philox_key)
+from optim.saver import Saver
+from runtime import Session
+
+from ..conftest import PTXAS
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+THIS_FILE = os.path.basename(__file__)
+
+# Random123's published known answers for Philox-4x32-10: counter words, key words, output words.
+KNOWN_ANSWERS = [
+    ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+    ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+    ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
+     (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1)),
+]
+
+
+def _run_times(sess: Session, fetch, times: int, feeds=None) -> list:
+    return [sess.run(fetch, feeds) for _ in range(times)]
+
+
+# -- the generator itself ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("counter, key, expected", KNOWN_ANSWERS)
+def test_numpy_philox_known_answers(counter, key, expected) -> None:
+    assert tuple(int(w) for w in philox4x32(counter, key)) == expected
+
+
+def _jit_philox(constant_lane: bool):
+    """``void f(i64 run, i64 block, i64 key, i64 lane, i64* out)`` writing the four words."""
+    i64 = ir.IntType(64)
+    module = ir.Module(name="philox_kat")
+    module.triple = new_host_target_machine().triple
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), [i64] * 4 + [ir.PointerType()]),
+                           name="philox_kat")
+    run, block, key, lane, out = function.args
+    builder = ir.IRBuilder(function.append_basic_block("entry"))
+    for position in range(4):
+        which = ir.Constant(i64, position) if constant_lane else builder.add(lane, ir.Constant(i64, position))
+        word = random_bits.emit_philox(builder, run, block, key, which)
+        builder.store(word, builder.gep(out, [ir.Constant(i64, position)], source_etype=i64))
+    builder.ret_void()
+    parsed = llvm.parse_assembly(str(module))
+    parsed.verify()
+    engine = llvm.create_mcjit_compiler(parsed, new_host_target_machine())
+    engine.finalize_object()
+    prototype = ctypes.CFUNCTYPE(None, *[ctypes.c_uint64] * 4, ctypes.c_void_p)
+    return engine, prototype(engine.get_function_address("philox_kat"))
+
+
+@pytest.mark.parametrize("constant_lane", [True, False])
+def test_llvm_philox_known_answers(constant_lane: bool) -> None:
+    engine, function = _jit_philox(constant_lane)
+    for counter, key, expected in KNOWN_ANSWERS:
+        out = np.zeros(4, np.uint64)
+        function(counter[2] | counter[3] << 32, counter[0] | counter[1] << 32, key[0] | key[1] << 32,
+                 0, out.ctypes.data)
+        assert tuple(int(w) for w in out) == expected
+    del engine
+
+
+# -- reproducibility and seeds ------------------------------------------------------------------
+
+def _seeded_graph(graph_seed=None, op_seed=None, dtype="float32"):
+    g = cc.Graph()
+    with g.as_default():
+        if graph_seed is not None:
+            cc.set_random_seed(graph_seed)
+        u = cc.random_uniform((4, 5), dtype=dtype, seed=op_seed)
+        n = cc.random_normal((7,), dtype=dtype, seed=op_seed)
+    return g, [u, n]
+
+
+def test_same_seeds_same_numbers_across_sessions_and_graphs() -> None:
+    g1, f1 = _seeded_graph(5, 9)
+    g2, f2 = _seeded_graph(5, 9)
+    with Session(g1) as a, Session(g2) as b:
+        first = _run_times(a, f1, 3)
+        second = _run_times(b, f2, 3)
+    for x, y in zip(first, second):
+        for p, q in zip(x, y):
+            np.testing.assert_array_equal(p, q)
+
+
+def test_same_numbers_in_a_new_process() -> None:
+    script = textwrap.dedent("""
+        import numpy as np, compiler as cc
+        from runtime import Session
+        cc.set_random_seed(5)
+        u = cc.random_uniform((4, 5), seed=9)
+        n = cc.random_normal((7,), dtype="float64", seed=9)
+        t = cc.truncated_normal((6,), seed=9)
+        with Session() as sess:
+            for _ in range(2):
+                for value in sess.run([u, n, t]):
+                    print(value.tobytes().hex())
+    """)
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": REPO}, timeout=300)
+    assert result.returncode == 0, result.stderr
+    g = cc.Graph()
+    with g.as_default():
+        cc.set_random_seed(5)
+        fetches = [cc.random_uniform((4, 5), seed=9), cc.random_normal((7,), dtype="float64", seed=9),
+                   cc.truncated_normal((6,), seed=9)]
+    with Session(g) as sess:
+        here = [v.tobytes().hex() for _ in range(2) for v in sess.run(fetches)]
+    assert result.stdout.split() == here
+
+
+@pytest.mark.parametrize("other", [dict(graph_seed=5, op_seed=10), dict(graph_seed=6, op_seed=9),
+                                   dict(graph_seed=None, op_seed=9), dict(graph_seed=5, op_seed=None)])
+def test_different_seeds_give_different_numbers(other) -> None:
+    g1, f1 = _seeded_graph(5, 9)
+    g2, f2 = _seeded_graph(**other)
+    with Session(g1) as a, Session(g2) as b:
+        u1, u2 = a.run(f1[0]), b.run(f2[0])
+    assert not np.array_equal(u1, u2)
+    assert np.mean(u1 == u2) < 0.1
+
+
+def test_tf1_seed_rules(graph) -> None:
+    assert graph.seed is None
+    assert get_seed(3) == (DEFAULT_GRAPH_SEED, 3)
+    cc.set_random_seed(11)
+    assert graph.seed == 11
+    first = cc.random_uniform((2,))
+    second = cc.random_uniform((2,))
+    assert first.op.attrs["seed"] == second.op.attrs["seed"] == 11
+    assert first.op.attrs["seed2"] != second.op.attrs["seed2"]       # per-op creation index
+    explicit = cc.random_uniform((2,), seed=4)
+    assert (explicit.op.attrs["seed"], explicit.op.attrs["seed2"]) == (11, 4)
+    assert explicit.op.attrs["key"] == philox_key(11, 4)
+    cc.set_random_seed(None)
+    assert graph.seed is None
+
+
+def test_unseeded_ops_are_deterministic_and_distinct() -> None:
+    def build():
+        g = cc.Graph()
+        with g.as_default():
+            return g, [cc.random_uniform((50,)), cc.random_uniform((50,))]
+    g1, (a1, b1) = build()
+    g2, (a2, b2) = build()
+    with Session(g1) as s1, Session(g2) as s2:
+        x1, y1 = s1.run([a1, b1])
+        x2, y2 = s2.run([a2, b2])
+    np.testing.assert_array_equal(x1, x2)
+    np.testing.assert_array_equal(y1, y2)
+    assert not np.array_equal(x1, y1)
+
+
+def test_consecutive_runs_differ_and_the_counter_counts_steps(graph) -> None:
+    u = cc.random_uniform((100,), seed=1)
+    n = cc.random_normal((100,), seed=2)
+    plain = cc.Variable(np.float32(1.0), name="plain") * 2.0
+    counter = get_random_counter(graph)
+    assert counter is not None and counter.dtype == np.int64 and counter.shape == ()
+    assert counter.op.name == "random_counter" and not counter.trainable
+    assert counter in cc.global_variables() and counter not in cc.trainable_variables()
+    assert get_random_counter(graph) is counter                       # one per graph
+    with Session(graph) as sess:
+        first = sess.run(u)
+        second = sess.run(u)
+        assert not np.array_equal(first, second)
+        assert int(sess.run(counter)) == 2
+        sess.run([u, n])                                              # two random ops, one step
+        assert int(sess.run(counter)) == 3
+        sess.run(plain)                                               # no random op: no step counted
+        assert int(sess.run(counter)) == 3
+
+
+def test_step_k_depends_only_on_the_count(graph) -> None:
+    u = cc.random_uniform((3, 4), seed=3)
+    counter = get_random_counter(graph)
+    with Session(graph) as straight:
+        runs = _run_times(straight, u, 4)
+    with Session(graph) as jump:
+        jump.load_variable(counter, 3)
+        np.testing.assert_array_equal(jump.run(u), runs[3])
+    with Session(graph, target="reference") as ref:
+        np.testing.assert_array_equal(_run_times(ref, u, 4)[3], runs[3])
+
+
+def test_one_step_uses_one_count_for_every_random_op(graph) -> None:
+    a = cc.random_uniform((10,), seed=7)
+    b = cc.random_uniform((10,), seed=7)     # same seeds: the same stream, also within a step
+    c = cc.random_uniform((10,), seed=8)
+    with Session(graph) as sess:
+        x, y, z = sess.run([a, b, c])
+        np.testing.assert_array_equal(x, y)
+        assert not np.array_equal(x, z)
+        np.testing.assert_array_equal(sess.run(c), _value_at_count(graph, c, 1))
+
+
+def _value_at_count(graph, tensor, count: int) -> np.ndarray:
+    with Session(graph, target="reference") as ref:
+        ref.load_variable(get_random_counter(graph), count)
+        return ref.run(tensor)
+
+
+def test_counter_is_built_outside_scopes_and_control_dependencies(graph) -> None:
+    gate = cc.no_op(name="gate")
+    with cc.name_scope("layer"), cc.control_dependencies([gate]):
+        u = cc.random_uniform((2,), name="noise")
+    counter = get_random_counter(graph)
+    assert counter.op.name == "random_counter" and counter.op.control_inputs == ()
+    assert u.op.name.startswith("layer/noise/")
+
+
+# -- cpu == reference ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_uniform_cpu_matches_reference_exactly(dtype: str) -> None:
+    g = cc.Graph()
+    with g.as_default():
+        cc.set_random_seed(123)
+        plain = cc.random_uniform((3, 1, 17), dtype=dtype)
+        shifted = cc.random_uniform((33,), minval=-3.0, maxval=5.5, dtype=dtype)
+        lo = cc.placeholder(dtype, ())
+        ranged = cc.random_uniform((5, 2), minval=lo, maxval=lo + 2.0, dtype=dtype)
+    feeds = {lo: np.asarray(-1.0, dtype)}
+    with Session(g) as sess, Session(g, target="reference") as ref:
+        for _ in range(3):
+            actual = sess.run([plain, shifted, ranged], feeds)
+            expected = ref.run([plain, shifted, ranged], feeds)
+            for a, e in zip(actual, expected):
+                assert a.dtype == np.dtype(dtype)
+                np.testing.assert_array_equal(a, e)
+    assert ((actual[1] >= -3.0) & (actual[1] < 5.5)).all()
+    assert ((actual[2] >= -1.0) & (actual[2] < 1.0)).all()
+
+
+@pytest.mark.parametrize("dtype, rtol", [("float32", 2e-5), ("float64", 1e-6)])
+def test_normal_cpu_matches_reference(dtype: str, rtol: float) -> None:
+    # log, sqrt, sin and cos come from codegen.mathlib in compiled code and from numpy in the
+    # reference: equal to a few ulp; atol covers values that are (nearly) zero.
+    g = cc.Graph()
+    with g.as_default():
+        cc.set_random_seed(7)
+        normal = cc.random_normal((4000,), mean=0.5, stddev=3.0, dtype=dtype)
+        truncated = cc.truncated_normal((40, 100), dtype=dtype)
+    with Session(g) as sess, Session(g, target="reference") as ref:
+        for _ in range(2):
+            actual = sess.run([normal, truncated])
+            expected = ref.run([normal, truncated])
+            for a, e in zip(actual, expected):
+                np.testing.assert_allclose(a, e, rtol=rtol, atol=rtol * 1e-2)
+
+
+def test_fused_random_ops_match_reference(graph) -> None:
+    # Random ops folded into reductions, broadcasts and transposes index by their own output.
+    u = cc.random_uniform((6, 7), seed=1, dtype="float64")
+    total = cc.reduce_sum(u, axis=0)
+    n = cc.random_normal((5, 1), seed=2, dtype="float64")
+    spread = cc.transpose(n + np.zeros((5, 3)))
+    x = cc.placeholder("float64", (None, 3))
+    mixed = x * cc.random_uniform((1, 3), seed=3, dtype="float64")
+    feeds = {x: np.ones((4, 3))}
+    with Session(graph) as sess, Session(graph, target="reference") as ref:
+        for _ in range(2):
+            for a, e in zip(sess.run([total, spread, mixed], feeds), ref.run([total, spread, mixed], feeds)):
+                np.testing.assert_allclose(a, e, rtol=1e-12, atol=1e-12)
+
+
+def test_random_ops_have_no_gradient(graph) -> None:
+    w = cc.Variable(np.ones(4, "float32"))
+    u = cc.random_uniform((4,), seed=1)
+    gw, gu = cc.gradients(cc.reduce_sum(u * w), [w, u])
+    assert get_random_counter(graph) is not None
+    assert cc.gradients(cc.reduce_sum(u), [get_random_counter(graph)]) == [None]
+    with Session(graph) as sess:
+        value_u, value_gw = sess.run([u, gw])
+    np.testing.assert_array_equal(value_gw, value_u)
+
+
+# -- distributions ----------------------------------------------------------------------------
+
+N_DRAWS = 100_000
+
+
+def _assert_moments(values: np.ndarray, mean: float, var: float, fourth: float) -> None:
+    """Sample mean and variance within 5 sigma of their expected values."""
+    values = values.astype(np.float64).ravel()
+    n = values.size
+    assert abs(values.mean() - mean) < 5 * math.sqrt(var / n), values.mean()
+    assert abs(values.var() - var) < 5 * math.sqrt((fourth - var ** 2) / n), values.var()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_uniform_statistics(dtype: str) -> None:
+    g = cc.Graph()
+    with g.as_default():
+        u = cc.random_uniform((N_DRAWS,), minval=2.0, maxval=4.0, dtype=dtype, seed=1)
+    with Session(g) as sess:
+        for values in _run_times(sess, u, 2):
+            assert ((values >= 2.0) & (values < 4.0)).all()
+            _assert_moments(values, 3.0, 4.0 / 12.0, 16.0 / 80.0)
+            counts = np.histogram(values, bins=10, range=(2.0, 4.0))[0]
+            assert np.all(np.abs(counts - N_DRAWS / 10) < 5 * math.sqrt(N_DRAWS * 0.1 * 0.9))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_normal_statistics(dtype: str) -> None:
+    g = cc.Graph()
+    with g.as_default():
+        z = cc.random_normal((N_DRAWS,), mean=-1.0, stddev=2.0, dtype=dtype, seed=2)
+    with Session(g) as sess:
+        values = sess.run(z)
+    assert np.isfinite(values).all()
+    _assert_moments(values, -1.0, 4.0, 3 * 16.0)
+    standard = (values.astype(np.float64) + 1.0) / 2.0
+    inside = np.mean(np.abs(standard) < 1.0)
+    assert abs(inside - 0.6826894921) < 5 * math.sqrt(0.68 * 0.32 / N_DRAWS)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_truncated_normal_statistics(dtype: str) -> None:
+    g = cc.Graph()
+    with g.as_default():
+        t = cc.truncated_normal((N_DRAWS,), mean=1.0, stddev=0.5, dtype=dtype, seed=3)
+    with Session(g) as sess:
+        values = sess.run(t)
+    assert (np.abs(values.astype(np.float64) - 1.0) <= 2 * 0.5 * (1 + 1e-6)).all()
+    # The standard normal truncated to [-2, 2]: variance 1 - 4 phi(2) / (Phi(2) - Phi(-2)).
+    phi2 = math.exp(-2.0) / math.sqrt(2 * math.pi)
+    mass = math.erf(2 / math.sqrt(2))
+    var = 1 - 4 * phi2 / mass
+    fourth = 3 - (2 * 2 ** 3 + 3 * 2 * 2) * phi2 / mass    # E[z^4] of the truncated normal
+    standard = (values.astype(np.float64) - 1.0) / 0.5
+    _assert_moments(standard, 0.0, var, fourth)
+
+
+# -- dropout ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_dropout_masks_scales_and_gradient(dtype: str) -> None:
+    g = cc.Graph()
+    with g.as_default():
+        x = cc.placeholder(dtype, (None, 50))
+        w = cc.Variable(np.linspace(0.5, 1.5, 50).astype(dtype), name="w")
+        y = cc.nn.dropout(x * w, rate=0.3, seed=4)
+        weights = np.random.default_rng(0).normal(size=(200, 50)).astype(dtype)
+        loss = cc.reduce_sum(y * weights)
+        gx, gw = cc.gradients(loss, [x, w])
+    rng = np.random.default_rng(1)
+    xb = rng.uniform(0.5, 1.5, (200, 50)).astype(dtype)
+    keep = np.asarray(1.0 - 0.3, dtype)
+    w0 = np.linspace(0.5, 1.5, 50).astype(dtype)
+    with Session(g) as sess, Session(g, target="reference") as ref:
+        masks = []
+        for _ in range(2):
+            out, grad_x, grad_w = sess.run([y, gx, gw], {x: xb})
+            mask = out != 0
+            masks.append(mask)
+            zeros = 1.0 - mask.mean()
+            assert abs(zeros - 0.3) < 5 * math.sqrt(0.3 * 0.7 / mask.size)
+            np.testing.assert_array_equal(out[mask], ((xb * w0) / keep)[mask])
+            # The gradient uses the very mask of the forward value: mask / keep_prob (times the
+            # loss weights and the other factor of x * w).
+            expected_gx = np.where(mask, weights / keep, 0).astype(dtype) * w0
+            np.testing.assert_allclose(grad_x, expected_gx, rtol=1e-6)
+            np.testing.assert_allclose(grad_w, (np.where(mask, weights / keep, 0) * xb).sum(0), rtol=1e-5)
+            expected = ref.run([y, gx, gw], {x: xb})
+            np.testing.assert_array_equal(out, expected[0])
+            np.testing.assert_allclose(grad_x, expected[1], rtol=1e-6)
+        assert not np.array_equal(masks[0], masks[1])
+
+
+def test_dropout_noise_shape_broadcasts(graph) -> None:
+    x = cc.placeholder("float32", (None, 6, 4))
+    rows = cc.nn.dropout(x, keep_prob=0.5, noise_shape=[None, 1, 1], seed=1)
+    columns = cc.nn.dropout(x, keep_prob=0.5, noise_shape=[4], seed=2)
+    fixed = cc.nn.dropout(x, keep_prob=0.5, noise_shape=[300, 6, 1], seed=3)
+    xb = np.ones((300, 6, 4), "float32")
+    with Session(graph) as sess, Session(graph, target="reference") as ref:
+        r, c, f = sess.run([rows, columns, fixed], {x: xb})
+        for a, e in zip((r, c, f), ref.run([rows, columns, fixed], {x: xb})):
+            np.testing.assert_array_equal(a, e)
+    assert set(np.unique(r)) <= {0.0, 2.0}
+    assert (r == r[:, :1, :1]).all() and 0.4 < (r[:, 0, 0] == 0).mean() < 0.6
+    assert (c == c[:1, :1, :]).all()
+    assert (f == f[:, :, :1]).all() and not (f == f[:, :1, :1]).all()
+
+
+def test_dropout_with_a_fed_keep_prob(graph) -> None:
+    x = cc.placeholder("float32", (8, 16))
+    keep = cc.placeholder("float32", ())
+    y = cc.nn.dropout(x, keep_prob=keep, seed=5)
+    z = cc.nn.dropout(x, rate=1.0 - keep, seed=5)
+    xb = np.random.default_rng(0).uniform(1, 2, (8, 16)).astype("float32")
+    with Session(graph) as sess:
+        np.testing.assert_array_equal(sess.run(y, {x: xb, keep: np.float32(1.0)}), xb)
+        half, same = sess.run([y, z], {x: xb, keep: np.float32(0.5)})
+    assert set(np.unique(half[half != 0] / xb[half != 0])) == {np.float32(2.0)}
+    np.testing.assert_array_equal(half, same)
+
+
+def test_dropout_that_drops_nothing_is_the_identity(graph) -> None:
+    x = cc.placeholder("float32", (3,))
+    assert cc.nn.dropout(x, rate=0.0) is x
+    assert cc.nn.dropout(x, keep_prob=1) is x
+
+
+def test_training_with_dropout_is_the_same_on_cpu_and_reference() -> None:
+    g = cc.Graph()
+    with g.as_default():
+        cc.set_random_seed(0)
+        x = cc.placeholder("float64", (None, 5))
+        w = cc.Variable(np.ones((5, 1)), name="w")
+        hidden = cc.nn.dropout(x, keep_prob=0.8) @ w
+        loss = cc.reduce_mean(cc.square(hidden - 1.0))
+        train = optim.GradientDescentOptimizer(0.1).minimize(loss)
+    xb = np.random.default_rng(3).normal(size=(16, 5))
+    trajectories = []
+    for target in ("cpu", "reference"):
+        with Session(g, target=target) as sess:
+            losses = [sess.run([train, loss], {x: xb})[1] for _ in range(5)]
+            trajectories.append((np.array(losses), sess.run(w), int(sess.run(get_random_counter(g)))))
+    np.testing.assert_allclose(trajectories[0][0], trajectories[1][0], rtol=1e-12)
+    np.testing.assert_allclose(trajectories[0][1], trajectories[1][1], rtol=1e-12)
+    assert trajectories[0][2] == trajectories[1][2] == 5
+
+
+# -- PTX, checkpoints, other targets -----------------------------------------------------------
+
+@pytest.mark.skipif(PTXAS is None, reason="ptxas (CUDA toolkit) is not on PATH")
+def test_ptx_assembles(graph, tmp_path) -> None:
+    x = cc.placeholder("float32", (None, 8))
+    w = cc.Variable(np.ones(8, "float32"))
+    y = cc.nn.dropout(x * w, rate=0.25, noise_shape=[None, 1])
+    (gw,) = cc.gradients(cc.reduce_sum(y), [w])
+    fetches = [y, gw, cc.random_uniform((3,), dtype="float64"), cc.random_normal((5,)),
+               cc.truncated_normal((2, 3), dtype="float64"), cc.truncated_normal((4,))]
+    with Session(graph) as sess:
+        ptx = sess.compile(fetches, {x: np.ones((4, 8), "float32")}).dump("ptx")
+    path = tmp_path / "random.ptx"
+    path.write_text(ptx)
+    result = subprocess.run([PTXAS, "-arch=sm_80", str(path), "-o", str(tmp_path / "random.cubin")],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_cuda_matches_cpu(graph) -> None:
+    from runtime.cuda import gpu_available
+    if not gpu_available():
+        pytest.skip("no NVIDIA GPU and driver")
+    u = cc.random_uniform((1000,), seed=1)
+    n = cc.random_normal((1000,), dtype="float64", seed=2)
+    with Session(graph) as cpu, Session(graph, target="cuda") as gpu:
+        for _ in range(2):
+            (a, b), (c, d) = cpu.run([u, n]), gpu.run([u, n])
+            np.testing.assert_array_equal(a, c)
+            np.testing.assert_allclose(b, d, rtol=1e-12, atol=1e-14)
+
+
+def test_saver_round_trip_restores_the_counter(graph, tmp_path) -> None:
+    u = cc.random_uniform((10,), seed=1)
+    v = cc.Variable(np.zeros(10, "float32"), name="v")
+    step = v.assign(u)
+    saver = Saver()
+    assert "random_counter" in saver._var_list
+    with Session(graph) as sess:
+        _run_times(sess, step, 3)
+        path = saver.save(sess, str(tmp_path / "model"))
+        uninterrupted = _run_times(sess, u, 2)
+    with Session(graph) as restored:
+        saver.restore(restored, path)
+        assert int(restored.run(get_random_counter(graph))) == 3
+        resumed = _run_times(restored, u, 2)
+    for a, b in zip(uninterrupted, resumed):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_variables_initializer_resets_the_counter(graph) -> None:
+    u = cc.random_uniform((4,), seed=1)
+    init = cc.global_variables_initializer()
+    with Session(graph) as sess:
+        first = sess.run(u)
+        sess.run(u)
+        sess.run(init)
+        np.testing.assert_array_equal(sess.run(u), first)
+
+
+# -- errors -----------------------------------------------------------------------------------
+
+def _raises_here(error, match, build):
+    with pytest.raises(error, match=match) as info:
+        build()
+    assert THIS_FILE in str(info.value), str(info.value)
+    return info
+
+
+@pytest.mark.parametrize("rate", [1.0, -0.1, 1.5, float("nan")])
+def test_dropout_rate_out_of_range(graph, rate) -> None:
+    x = cc.placeholder("float32", (3,))
+    _raises_here(ValueError, r"dropout: rate must be in \[0, 1\)", lambda: cc.nn.dropout(x, rate=rate))
+
+
+@pytest.mark.parametrize("keep_prob", [0.0, 1.01, -1])
+def test_dropout_keep_prob_out_of_range(graph, keep_prob) -> None:
+    x = cc.placeholder("float32", (3,))
+    _raises_here(ValueError, r"dropout: keep_prob must be in \(0, 1\]",
+                 lambda: cc.nn.dropout(x, keep_prob=keep_prob))
+
+
+def test_dropout_argument_errors(graph) -> None:
+    x = cc.placeholder("float32", (None, 4))
+    _raises_here(ValueError, "exactly one of keep_prob and rate", lambda: cc.nn.dropout(x))
+    _raises_here(ValueError, "exactly one of keep_prob and rate",
+                 lambda: cc.nn.dropout(x, keep_prob=0.5, rate=0.5))
+    _raises_here(cc.DTypeError, "dropout: x must be float32 or float64, got int32",
+                 lambda: cc.nn.dropout(cc.placeholder("int32", (4,)), rate=0.5))
+    _raises_here(cc.ShapeError, "does not broadcast", lambda: cc.nn.dropout(x, rate=0.5, noise_shape=[1, 3]))
+    _raises_here(cc.ShapeError, "more dims", lambda: cc.nn.dropout(x, rate=0.5, noise_shape=[1, 1, 4]))
+    _raises_here(cc.DTypeError, "rate is float64 but x is float32",
+                 lambda: cc.nn.dropout(x, rate=cc.placeholder("float64", ())))
+    _raises_here(cc.ShapeError, "keep_prob must be a scalar",
+                 lambda: cc.nn.dropout(x, keep_prob=cc.placeholder("float32", (4,))))
+    _raises_here(TypeError, "rate must be a number", lambda: cc.nn.dropout(x, rate="half"))
+    _raises_here(TypeError, "seed must be an int", lambda: cc.nn.dropout(x, rate=0.5, seed=1.5))
+
+
+@pytest.mark.parametrize("function, op_type", [(cc.random_uniform, "RandomUniform"),
+                                               (cc.random_normal, "RandomStandardNormal"),
+                                               (cc.truncated_normal, "TruncatedNormal")])
+@pytest.mark.parametrize("dtype", ["int32", "bool", "float16", "nonsense"])
+def test_random_ops_reject_non_float_dtypes(graph, function, op_type, dtype) -> None:
+    _raises_here(cc.DTypeError, f"{op_type}: dtype must be float32 or float64",
+                 lambda: function((3,), dtype=dtype))
+
+
+def test_random_op_argument_errors(graph) -> None:
+    _raises_here(cc.ShapeError, "RandomUniform: shape", lambda: cc.random_uniform((3, -1)))
+    _raises_here(cc.ShapeError, "RandomStandardNormal: shape", lambda: cc.random_normal((None, 2)))
+    _raises_here(TypeError, "RandomUniform: shape must be a list of ints, not the tensor",
+                 lambda: cc.random_uniform(cc.placeholder("float32", (2,))))
+    _raises_here(TypeError, "TruncatedNormal: seed must be an int",
+                 lambda: cc.truncated_normal((2,), seed="1"))
+    _raises_here(TypeError, "set_random_seed: seed must be an int", lambda: cc.set_random_seed(2.5))
+    assert get_random_counter(graph) is None      # nothing was built by the failed calls
