@@ -247,6 +247,9 @@ class Kernel:
     # kept in range by the op) instead of the element its strides give; ``out`` strides are 0. The
     # output is zeroed by an earlier kernel; the CPU runs it on one thread, the GPU adds atomically.
     scatter: "ScalarExpr | None" = None
+    # A scan (one reduced axis): every prefix of the reduction is stored, so ``out`` walks the
+    # reduced axis too (a running sum, e.g. cumsum); the reduced axis is visited in order.
+    scan: bool = False
 
     @property
     def kind(self) -> str:
@@ -254,6 +257,8 @@ class Kernel:
             return "matmul"
         if self.scatter is not None:
             return "scatter"
+        if self.scan:
+            return "scan"
         return "reduce" if self.reduce_axes else "elementwise"
 
     @property
@@ -344,6 +349,8 @@ def format_program(program: Program) -> str:
     for kernel in program.kernels:
         space = "x".join(str(n) for n in kernel.space) or "scalar"
         red = f" reduce {kernel.combiner} over axes {list(kernel.reduce_axes)}" if kernel.reduce_axes else ""
+        if kernel.scan:
+            red = f" running {kernel.combiner} along axis {kernel.reduce_axes[0]}"
         if kernel.accumulate and kernel.scatter is None:
             red += f", added to the output times {kernel.scale!r}"
         out.append(f"\nkernel {kernel.name} ({kernel.kind}) space [{space}]{red} -> "

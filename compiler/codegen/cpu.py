@@ -122,7 +122,7 @@ def emit_kernel(module: ir.Module, kernel: Kernel, plan: KernelPlan) -> tuple[ir
     dtype = kernel.out_dtype
     reducing = bool(kernel.reduce_axes)
     init_function = None
-    if reducing and not plan.gemm and not kernel.accumulate:
+    if reducing and not plan.gemm and not kernel.accumulate and not kernel.scan:
         init_function = _emit_init(module, kernel, len(buffers))
 
     if plan.gemm:
@@ -141,7 +141,10 @@ def emit_kernel(module: ir.Module, kernel: Kernel, plan: KernelPlan) -> tuple[ir
             lowering = ExprLowering(b, kernel, operand_pointers, axes, values)
             value = body_value(b, lowering)
             index = lowering.out_index()
-            if reducing:
+            if kernel.scan:  # the scanned axis is not innermost: add to the previous prefix
+                value = combine(lowering, kernel.combiner, dtype, _previous_prefix(b, kernel, axes, values,
+                                                                                   out_pointer, index), value)
+            elif reducing:
                 value = combine(lowering, kernel.combiner, dtype,
                                 load_element(b, out_pointer, dtype, index), value)
             elif kernel.scatter is not None:
@@ -162,9 +165,15 @@ def emit_kernel(module: ir.Module, kernel: Kernel, plan: KernelPlan) -> tuple[ir
                 def accumulate(b2: ir.IRBuilder, index: ir.Value, carried: list) -> list:
                     values[k] = position(b2, index)
                     lowering = ExprLowering(b2, kernel, operand_pointers, axes, values)
-                    return [combine(lowering, kernel.combiner, dtype, carried[0],
-                                    body_value(b2, lowering), reassociate=True)]
+                    total = combine(lowering, kernel.combiner, dtype, carried[0], body_value(b2, lowering),
+                                    reassociate=not kernel.scan)
+                    if kernel.scan:
+                        store_element(b2, total, out_pointer, dtype, lowering.out_index())
+                    return [total]
                 (total,) = emit_loop(b, count, accumulate, [identity_of(kernel.combiner, dtype)], name=f"r{k}")
+                if kernel.scan:
+                    values[k] = ir.Constant(i64, 0)
+                    return
                 values[k] = ir.Constant(i64, 0)
                 lowering = ExprLowering(b, kernel, operand_pointers, axes, values)
                 index = lowering.out_index()
@@ -182,6 +191,19 @@ def emit_kernel(module: ir.Module, kernel: Kernel, plan: KernelPlan) -> tuple[ir
         level(builder, 0)
     builder.ret_void()
     return function, init_function
+
+
+def _previous_prefix(b: ir.IRBuilder, kernel: Kernel, axes: Sequence[LoopAxis], values: list[ir.Value],
+                     out_pointer: ir.Value, index: ir.Value) -> ir.Value:
+    """A scan's value one step back along its axis (the combiner's identity at the first step)."""
+    scanned = [k for k, axis in enumerate(axes) if axis.reduced]
+    if not scanned:  # a scan over an axis of size 1
+        return identity_of(kernel.combiner, kernel.out_dtype)
+    k = scanned[0]
+    first = b.icmp_signed("==", values[k], ir.Constant(ir.IntType(64), 0))
+    back = b.select(first, ir.Constant(ir.IntType(64), 0), ir.Constant(ir.IntType(64), axes[k].out_stride))
+    previous = load_element(b, out_pointer, kernel.out_dtype, b.sub(index, back))
+    return b.select(first, identity_of(kernel.combiner, kernel.out_dtype), previous)
 
 
 def _emit_init(module: ir.Module, kernel: Kernel, buffer_count: int) -> ir.Function:

@@ -78,13 +78,21 @@ def emit_kernel(module: ir.Module, kernel: Kernel) -> ir.Function:
                 value = low.lower(kernel.body)
                 if kernel.scale != 1.0:
                     value = b.fmul(value, ir.Constant(value.type, kernel.scale))
-                return combine(low, kernel.combiner, dtype, total, value)
+                total = combine(low, kernel.combiner, dtype, total, value)
+                if kernel.scan:  # every prefix is an output element
+                    store_element(b, total, out_pointer, dtype, low.out_index())
+                return total
             k = inner[depth]
             def body(b2: ir.IRBuilder, index: ir.Value, carried: list) -> list:
                 values[k] = index
                 return [nest(b2, depth + 1, carried[0])]
             return emit_loop(b, axes[k].size, body, [total], name=f"r{k}")[0]
         result = nest(builder, 0, identity_of(kernel.combiner, dtype))
+        if kernel.scan:
+            builder.branch(done)
+            builder.position_at_end(done)
+            builder.ret_void()
+            return function
         for k in inner:
             values[k] = ir.Constant(I64, 0)
         lowering = ExprLowering(builder, kernel, operand_pointers, axes, values)

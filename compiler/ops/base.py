@@ -47,6 +47,8 @@ class LoopNest:
     # A scatter-add (``reduce_axes`` empty): ``body`` returns ``(out_index, value)`` per point, the
     # output element (flat, int64, in range) that ``value`` is added to.
     scatter: bool = False
+    # A scan (one reduced axis): the output has the whole space's shape and holds every prefix.
+    scan: bool = False
 
 
 @dataclass(frozen=True)

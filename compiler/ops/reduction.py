@@ -316,47 +316,51 @@ def argmin(x: Any, axis: int | None = None, output_type: Any = "int64", name: st
 
 # -- cumsum ------------------------------------------------------------------------------------
 
-def _cumsum_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any]) -> LoopNest:
-    # out[.., i, ..] = sum over k of x[.., k, ..] where k <= i (k < i when exclusive; >= when reverse).
+def _running_sum_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any]) -> LoopNest:
     shape = tuple(shapes[0])
     axis = normalize_axis(attrs["axis"], len(shape))
-    space = shape + (shape[axis],)
-    input_axes = tuple(len(shape) if d == axis else d for d in range(len(shape)))
-    compare = {(False, False): "le", (True, False): "lt", (False, True): "ge", (True, True): "gt"}[
-        (attrs["exclusive"], attrs["reverse"])]
-
-    def body(sb: Any, args: Sequence[Any]) -> Any:
-        keep = sb.prim(compare, sb.axis_index(len(shape)), sb.axis_index(axis))
-        return sb.select(keep, args[0], sb.literal(0, args[0].dtype))
-    return LoopNest(space, (input_axes,), (len(shape),), "sum", body)
+    return LoopNest(shape, (tuple(range(len(shape))),), (axis,), "sum", lambda sb, args: args[0], scan=True)
 
 
-def _cumsum_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+def _running_sum_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
     x = np.asarray(values[0])
-    axis = normalize_axis(attrs["axis"], x.ndim)
-    if attrs["reverse"]:
-        x = np.flip(x, axis)
-    result = np.cumsum(x, axis=axis, dtype=x.dtype)
-    if attrs["exclusive"]:
-        result = np.concatenate([np.zeros_like(np.take(result, [0], axis=axis)), np.delete(result, -1, axis=axis)],
-                                axis=axis) if x.shape[axis] else result
-    return np.flip(result, axis) if attrs["reverse"] else result
+    return np.cumsum(x, axis=normalize_axis(attrs["axis"], x.ndim), dtype=x.dtype)
 
 
-Cumsum = OpDef("Cumsum", "reduce", lambda shapes, attrs: (normalize_axis(attrs["axis"], len(shapes[0])),
-                                                         tuple(shapes[0]))[1],
-               numeric_dtype, reference=_cumsum_reference,
-               grad_rule=lambda op, g: [Cumsum(g, axis=op.attrs["axis"], exclusive=op.attrs["exclusive"],
-                                               reverse=not op.attrs["reverse"])],
-               loop_nest=_cumsum_nest)
+def _running_sum_grad(op: Operation, g: Tensor) -> list[Tensor]:
+    return [cumsum(g, op.attrs["axis"], reverse=True)]
+
+
+RunningSum = OpDef("Cumsum", "reduce", lambda shapes, attrs: (normalize_axis(attrs["axis"], len(shapes[0])),
+                                                            tuple(shapes[0]))[1],
+                   numeric_dtype, reference=_running_sum_reference, grad_rule=_running_sum_grad,
+                   loop_nest=_running_sum_nest)
+
+
+def _flip(x: Tensor, axis: int) -> Tensor:
+    from .indexing import StridedSlice
+    spec = tuple((None, None, -1) if d == axis else (None, None, 1) for d in range(len(x.shape)))
+    return StridedSlice(x, spec=spec)
 
 
 def cumsum(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = False,
            name: str | None = None) -> Tensor:
-    """Running sums along ``axis`` (TF1 semantics for ``exclusive`` and ``reverse``). Each output
-    element is its own sum, so the cost is the axis length squared per row: meant for short axes.
+    """Running sums along ``axis`` (TF1 semantics): ``exclusive`` leaves each element out of its
+    own sum, ``reverse`` sums from the end. One pass along the axis per row.
 
     >>> cumsum(constant([1.0, 2.0, 3.0])).shape
     (3,)
     """
-    return Cumsum(x, axis=int(axis), exclusive=bool(exclusive), reverse=bool(reverse), name=name)
+    from .indexing import Pad, StridedSlice
+    x = convert_to_tensor(x)
+    rank = len(x.shape)
+    axis = normalize_axis(int(axis), rank) if rank else 0
+    if rank == 0:
+        raise ShapeError(f"cumsum needs at least one dimension, got the scalar {x.name!r} (at {user_location()})")
+    if reverse:
+        x = _flip(x, axis)
+    if exclusive:  # shift by one along the axis: [0, x0, x1, …, x(n-2)]
+        padded = Pad(x, paddings=tuple((1, 0) if d == axis else (0, 0) for d in range(rank)), constant_values=0)
+        x = StridedSlice(padded, spec=tuple((None, -1, 1) if d == axis else (None, None, 1) for d in range(rank)))
+    result = RunningSum(x, axis=axis, name=name)
+    return _flip(result, axis) if reverse else result

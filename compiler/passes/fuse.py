@@ -257,7 +257,7 @@ class _KernelBuilder:
                 self._emit_scatter(node, buffer, nest, sb, args, operands, covers)
                 return
             body = nest.body(sb, args)
-            kept = [a for a in range(len(nest.space)) if a not in nest.reduce_axes]
+            kept = [a for a in range(len(nest.space)) if a not in nest.reduce_axes or nest.scan]
             out_strides = [0] * len(nest.space)
             for axis, stride in zip(kept, contiguous_strides([nest.space[a] for a in kept])):
                 out_strides[axis] = stride
@@ -268,7 +268,7 @@ class _KernelBuilder:
             kernel = Kernel(f"k{len(self.kernels)}", nest.space, tuple(operands), body,
                             Access(buffer, tuple(out_strides)), node.dtype,
                             reduce_axes=tuple(nest.reduce_axes), combiner=nest.combiner,
-                            covers=tuple(covers), matmul=matmul)
+                            covers=tuple(covers), matmul=matmul, scan=nest.scan)
         self.kernels.append(kernel)
 
     def _emit_scatter(self, node: Node, buffer: int, nest: LoopNest, sb: ScalarBuilder, args: list,

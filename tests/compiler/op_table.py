@@ -256,6 +256,10 @@ ROWS: list[Row] = [
         (Input((2, 5)),)),
     Row("cumsum-size0", lambda x: cc.cumsum(x, axis=1), (Input((2, 0)),)),
     Row("cumsum-wide", lambda x: cc.cumsum(x, axis=1), (Input((7, 131)),)),
+    Row("cumsum-axis0-wide", lambda x: cc.cumsum(x, axis=0), (Input((131, 7)),)),
+    Row("cumsum-middle-axis", lambda x: cc.cumsum(x, axis=1, reverse=True), (Input((2, 5, 3)),)),
+    Row("cumsum-size1-axis", lambda x: cc.cumsum(x, axis=1, exclusive=True), (Input((3, 1)),)),
+    Row("cumsum-split-across-threads", lambda x: cc.cumsum(x, axis=1), (Input((600, 300)),), grad=()),
     # convolution and pooling (NHWC)
     Row("conv2d-valid", lambda x, w: cc.nn.conv2d(x, w), (Input((2, 5, 6, 3)), Input((3, 2, 3, 4))), grad=(0, 1),
         second_order=True),
