@@ -218,8 +218,105 @@ def _prod_of_others_reference(values: Sequence[np.ndarray], attrs: Mapping[str, 
 
 
 def _prod_of_others_grad(op: Operation, g: Tensor) -> list[Tensor]:
-    raise NoGradientError(f"the second derivative of reduce_prod is not implemented (reduce_prod "
-                          f"{op.inputs[0].name!r} at {op.location})")
+    # d P_i / d x_j = product of the factors other than i and j (i != j): sum those against g_i.
+    x = op.inputs[0]
+    pairs = ProdOfOthersPairs(x, axis=op.attrs["axis"])
+    return [SumOverOthers(pairs, g, axis=op.attrs["axis"])]
+
+
+def _pair_layout(shape: tuple, attrs: Mapping[str, Any]) -> tuple[tuple[int, ...], dict[int, int]]:
+    """(reduced axes, reduced axis -> the extra axis holding the second position)."""
+    axes = normalize_axes(attrs["axis"], len(shape))
+    return axes, {a: len(shape) + k for k, a in enumerate(axes)}
+
+
+def _same_position(sb: Any, axes: Sequence[int], first: Mapping[int, int] | None, second: Mapping[int, int]) -> Any:
+    same = None
+    for a in axes:
+        check = sb.eq(sb.axis_index(a if first is None else first[a]), sb.axis_index(second[a]))
+        same = check if same is None else sb.logical_and(same, check)
+    return same
+
+
+def _pairs_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any]) -> LoopNest:
+    # out[j, i] = product over k of x[k], skipping k == i and k == j (positions along the reduced axes).
+    shape = tuple(shapes[0])
+    axes, second = _pair_layout(shape, attrs)
+    third = {a: len(shape) + len(axes) + k for k, a in enumerate(axes)}
+    space = shape + tuple(shape[a] for a in axes) * 2
+
+    def body(sb: Any, args: Sequence[Any]) -> Any:
+        one = sb.literal(1, args[0].dtype)
+        if not axes:
+            return one
+        skip = sb.logical_or(_same_position(sb, axes, None, third), _same_position(sb, axes, second, third))
+        return sb.select(skip, one, args[0])
+    return LoopNest(space, (tuple(third.get(d, d) for d in range(len(shape))),), tuple(third.values()), "prod", body)
+
+
+def _pairs_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    x = np.asarray(values[0])
+    axes, _ = _pair_layout(x.shape, attrs)
+    reduced = [x.shape[a] for a in axes]
+    result = np.empty(x.shape + tuple(reduced), x.dtype)
+    for j in np.ndindex(*x.shape):
+        for i in np.ndindex(*reduced):
+            factors = x.copy()
+            own = list(j)
+            for a, position in zip(axes, i):
+                own[a] = position
+            mask = np.ones(x.shape, bool)
+            mask[tuple(j)] = False
+            mask[tuple(own)] = False
+            keep = [slice(None) if d in axes else j[d] for d in range(x.ndim)]
+            result[j + i] = np.prod(factors[tuple(keep)][mask[tuple(keep)]], dtype=x.dtype)
+    return result
+
+
+def _third_order(op: Operation, g: Tensor) -> list[Tensor]:
+    raise NoGradientError(f"the third derivative of reduce_prod is not implemented ({op.describe()} "
+                          f"at {op.location})")
+
+
+ProdOfOthersPairs = OpDef("ProdOfOthersPairs", "reduce",
+                          lambda shapes, attrs: tuple(shapes[0]) + tuple(
+                              shapes[0][a] for a in normalize_axes(attrs["axis"], len(shapes[0]))),
+                          numeric_dtype, reference=_pairs_reference, grad_rule=_third_order, loop_nest=_pairs_nest)
+
+
+def _sum_over_others_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any]) -> LoopNest:
+    # out[j] = sum over reduced positions i != j of pairs[j, i] * g[i] (g's other dims follow j).
+    shape = tuple(shapes[1])
+    axes, second = _pair_layout(shape, attrs)
+    space = shape + tuple(shape[a] for a in axes)
+
+    def body(sb: Any, args: Sequence[Any]) -> Any:
+        pairs, g = args[0], args[1]
+        same = _same_position(sb, axes, None, second) if axes else None
+        product = sb.mul(pairs, g)
+        return product if same is None else sb.select(same, sb.literal(0, g.dtype), product)
+    return LoopNest(space, (tuple(range(len(space))), tuple(second.get(d, d) for d in range(len(shape)))),
+                    tuple(second.values()), "sum", body)
+
+
+def _sum_over_others_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    pairs, g = np.asarray(values[0]), np.asarray(values[1])
+    axes, _ = _pair_layout(g.shape, attrs)
+    result = np.zeros(g.shape, g.dtype)
+    reduced = [g.shape[a] for a in axes]
+    for j in np.ndindex(*g.shape):
+        for i in np.ndindex(*reduced):
+            own = list(j)
+            for a, position in zip(axes, i):
+                own[a] = position
+            if tuple(own) != j:
+                result[j] += pairs[j + i] * g[tuple(own)]
+    return result
+
+
+SumOverOthers = OpDef("SumOverOthers", "reduce", lambda shapes, attrs: tuple(shapes[1]), numeric_dtype,
+                      reference=_sum_over_others_reference, grad_rule=_third_order,
+                      loop_nest=_sum_over_others_nest)
 
 
 ProdOfOthers = OpDef("ProdOfOthers", "reduce", lambda shapes, attrs: tuple(shapes[0]), numeric_dtype,
@@ -235,8 +332,8 @@ def reduce_min(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool =
 
 def reduce_prod(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False,
                 name: str | None = None) -> Tensor:
-    """Product over ``axis`` (1 for an empty reduction). Its gradient is exact with zeros in ``x``;
-    it costs the reduced size squared per output element.
+    """Product over ``axis`` (1 for an empty reduction). Its gradient is exact with zeros in ``x``
+    (no division); it costs the reduced size squared per element, its second derivative the cube.
 
     >>> reduce_prod(constant([[1.0, 2.0], [3.0, 4.0]]), axis=0).shape
     (2,)
