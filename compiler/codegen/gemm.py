@@ -254,6 +254,16 @@ def _emit_micro_kernel(module: ir.Module, dtype: np.dtype, shape: GemmShape) -> 
     b = ir.IRBuilder(function.append_basic_block("entry"))
     zero = ir.Constant(vector_type, [0.0] * shape.vector)
     initial = [zero] * (shape.mr * lanes)
+    # Fetch the C tile (for writing) while the k loop runs: its rows are far apart and usually
+    # no longer in cache, and waiting for them after the loop would stall every tile.
+    i32 = ir.IntType(32)
+    prefetch = declare_function(module, "llvm.prefetch.p0", ir.VoidType(), [PTR, i32, i32, i32])
+    full_rows = _min(b, mr, _const(shape.mr))
+    for r in range(shape.mr):
+        row = _gep(b, c_tile, scalar, b.mul(_min(b, _const(r), b.sub(full_rows, _const(1))), rsc))
+        for line in range(0, shape.nr * dtype.itemsize, 64):
+            b.call(prefetch, [_gep(b, row, ir.IntType(8), _const(line)) if line else row,
+                              ir.Constant(i32, 1), ir.Constant(i32, 3), ir.Constant(i32, 1)])
 
     def step(b1: ir.IRBuilder, kk: ir.Value, acc: list) -> list:
         b_row = _gep(b1, b_panel, scalar, b1.mul(kk, _const(shape.nr)))
@@ -284,15 +294,20 @@ def _emit_micro_kernel(module: ir.Module, dtype: np.dtype, shape: GemmShape) -> 
     b.cbranch(full, full_block, edge_block)
 
     b.position_at_end(full_block)
-    for r in range(shape.mr):
-        row = _gep(b, c_tile, scalar, b.mul(_const(r), rsc))
-        for v in range(lanes):
-            pointer = _gep(b, row, scalar, _const(v * shape.vector))
-            value = acc[r * lanes + v]
-            old = b.load(pointer, typ=vector_type, align=dtype.itemsize)
-            value = b.select(accumulate, b.fadd(old, value), value)
-            b.store(value, pointer, align=dtype.itemsize)
-    b.branch(done)
+    add_block = b.append_basic_block("add")
+    store_block = b.append_basic_block("store")
+    b.cbranch(accumulate, add_block, store_block)
+    for block, adding in ((add_block, True), (store_block, False)):
+        b.position_at_end(block)  # C is only read when the product is added to it
+        for r in range(shape.mr):
+            row = _gep(b, c_tile, scalar, b.mul(_const(r), rsc))
+            for v in range(lanes):
+                pointer = _gep(b, row, scalar, _const(v * shape.vector))
+                value = acc[r * lanes + v]
+                if adding:
+                    value = b.fadd(b.load(pointer, typ=vector_type, align=dtype.itemsize), value)
+                b.store(value, pointer, align=dtype.itemsize)
+        b.branch(done)
 
     b.position_at_end(edge_block)
     for r in range(shape.mr):
