@@ -6,7 +6,8 @@ registers and streams both panels from cache with one broadcast and ``NR / VL`` 
 multiply-add step. Blocking sizes keep a B panel in L1, the packed A block in L2 and the packed B
 block in L3. Any strides work (transposes are just strides); C's rows are contiguous.
 
-``emit_gemm(module, dtype)`` adds ``void gemm(M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, Ap, Bp)``
+``emit_gemm(module, dtype)`` adds ``void gemm(M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, csc, Ap, Bp,
+alpha, beta)``
 (``Ap``/``Bp`` are packing workspaces of ``packing_sizes`` elements) and returns it.
 """
 from __future__ import annotations
@@ -56,6 +57,10 @@ def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     return b.select(b.icmp_signed("<", x, y), x, y)
 
 
+def _maximum(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.select(b.icmp_signed(">", x, y), x, y)
+
+
 def _gep(b: ir.IRBuilder, base: ir.Value, element: ir.Type, index: ir.Value) -> ir.Value:
     return b.gep(base, [index], inbounds=True, source_etype=element)
 
@@ -73,10 +78,10 @@ def emit_gemm(module: ir.Module, dtype: np.dtype) -> ir.Function:
     pack_a = _emit_pack(module, dtype, "pack_a", shape.mr)
     pack_b = _emit_pack(module, dtype, "pack_b", shape.nr)
 
-    params = [I64, I64, I64, PTR, I64, I64, PTR, I64, I64, PTR, I64, PTR, PTR, I64, I64]
+    params = [I64, I64, I64, PTR, I64, I64, PTR, I64, I64, PTR, I64, I64, PTR, PTR, I64, I64]
     function = ir.Function(module, ir.FunctionType(ir.VoidType(), params), name=name)
     function.linkage = "internal"
-    m, n, k, a, rsa, csa, bm, rsb, csb, c, rsc, ap, bp, alpha_bits, beta = function.args
+    m, n, k, a, rsa, csa, bm, rsb, csb, c, rsc, csc, ap, bp, alpha_bits, beta = function.args
     b = ir.IRBuilder(function.append_basic_block("entry"))
     # C = alpha * A @ B, or C += alpha * A @ B when beta is 1. alpha travels as a double's bits.
     alpha = b.bitcast(alpha_bits, ir.DoubleType())
@@ -95,7 +100,7 @@ def emit_gemm(module: ir.Module, dtype: np.dtype) -> ir.Function:
 
     def zero_row(b2: ir.IRBuilder, i: ir.Value, _: list) -> list:
         def zero_col(b3: ir.IRBuilder, j: ir.Value, __: list) -> list:
-            b3.store(ir.Constant(scalar, 0.0), _gep(b3, c, scalar, b3.add(b3.mul(i, rsc), j)))
+            b3.store(ir.Constant(scalar, 0.0), _gep(b3, c, scalar, b3.add(b3.mul(i, rsc), b3.mul(j, csc))))
             return []
         emit_loop(b2, n, zero_col, name="zj")
         return []
@@ -115,8 +120,8 @@ def emit_gemm(module: ir.Module, dtype: np.dtype) -> ir.Function:
         nc = _min(b1, _const(shape.nc), b1.sub(n, jc))
 
         def over_pc(b2: ir.IRBuilder, pc_index: ir.Value, __: list) -> list:
-            pc = b2.mul(pc_index, _const(shape.kc))
-            kc = _min(b2, _const(shape.kc), b2.sub(k, pc))
+            pc = b2.mul(pc_index, depth_step)
+            kc = _min(b2, depth_step, b2.sub(k, pc))
             accumulate = b2.or_(b2.icmp_signed("!=", pc_index, _const(0)), keep_c)
             b_source = _gep(b2, bm, scalar, b2.add(b2.mul(pc, rsb), b2.mul(jc, csb)))
             # B block (kc x nc): rows walk k (stride rsb), columns walk n (stride csb).
@@ -139,8 +144,10 @@ def emit_gemm(module: ir.Module, dtype: np.dtype) -> ir.Function:
                         row = b5.mul(ir_index, _const(shape.mr))
                         mr = _min(b5, _const(shape.mr), b5.sub(mc, row))
                         a_panel = _gep(b5, ap, scalar, b5.mul(row, kc))
-                        c_tile = _gep(b5, c, scalar, b5.add(b5.mul(b5.add(ic, row), rsc), b5.add(jc, jr)))
-                        b5.call(micro, [kc, a_panel, b_panel, c_tile, rsc, mr, nr, accumulate, scratch, alpha])
+                        c_tile = _gep(b5, c, scalar, b5.add(b5.mul(b5.add(ic, row), rsc),
+                                                            b5.mul(b5.add(jc, jr), csc)))
+                        b5.call(micro, [kc, a_panel, b_panel, c_tile, rsc, csc, mr, nr, accumulate, scratch,
+                                        alpha])
                         return []
                     emit_loop(b4, m_panels, over_ir, name="ir")
                     return []
@@ -153,6 +160,9 @@ def emit_gemm(module: ir.Module, dtype: np.dtype) -> ir.Function:
 
     blocks_m = blocks(m, shape.mc)
     blocks_k = blocks(k, shape.kc)
+    # Equal depth blocks (784 = 4 x 196, not 3 x 256 + 16): a thin last block would spend its
+    # micro-kernel calls loading and storing C rather than multiplying.
+    depth_step = b.udiv(b.add(k, b.sub(blocks_k, _const(1))), _maximum(b, blocks_k, _const(1)))
     emit_loop(b, blocks(n, shape.nc), over_jc, name="jc")
     b.ret_void()
     return function
@@ -243,10 +253,10 @@ def _emit_micro_kernel(module: ir.Module, dtype: np.dtype, shape: GemmShape) -> 
     scalar = register_type(dtype)
     vector_type = ir.VectorType(scalar, shape.vector)
     lanes = shape.nr // shape.vector
-    params = [I64, PTR, PTR, PTR, I64, I64, I64, ir.IntType(1), PTR, scalar]
+    params = [I64, PTR, PTR, PTR, I64, I64, I64, I64, ir.IntType(1), PTR, scalar]
     function = ir.Function(module, ir.FunctionType(ir.VoidType(), params), name=f"micro_{dtype.name}")
     function.linkage = "internal"
-    kc, a_panel, b_panel, c_tile, rsc, mr, nr, accumulate, tile, alpha = function.args
+    kc, a_panel, b_panel, c_tile, rsc, csc, mr, nr, accumulate, tile, alpha = function.args
     for arg in (a_panel, b_panel, c_tile):
         arg.add_attribute("noalias")
     fma = declare_function(module, f"llvm.fma.v{shape.vector}{'f32' if dtype == dtypes.float32 else 'f64'}",
@@ -259,11 +269,18 @@ def _emit_micro_kernel(module: ir.Module, dtype: np.dtype, shape: GemmShape) -> 
     i32 = ir.IntType(32)
     prefetch = declare_function(module, "llvm.prefetch.p0", ir.VoidType(), [PTR, i32, i32, i32])
     full_rows = _min(b, mr, _const(shape.mr))
+    rows_contiguous = b.icmp_signed("==", csc, _const(1))
+    prefetch_block = b.append_basic_block("prefetch")
+    loop_block = b.append_basic_block("loop")
+    b.cbranch(rows_contiguous, prefetch_block, loop_block)
+    b.position_at_end(prefetch_block)
     for r in range(shape.mr):
         row = _gep(b, c_tile, scalar, b.mul(_min(b, _const(r), b.sub(full_rows, _const(1))), rsc))
         for line in range(0, shape.nr * dtype.itemsize, 64):
             b.call(prefetch, [_gep(b, row, ir.IntType(8), _const(line)) if line else row,
                               ir.Constant(i32, 1), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+    b.branch(loop_block)
+    b.position_at_end(loop_block)
 
     def step(b1: ir.IRBuilder, kk: ir.Value, acc: list) -> list:
         b_row = _gep(b1, b_panel, scalar, b1.mul(kk, _const(shape.nr)))
@@ -287,7 +304,8 @@ def _emit_micro_kernel(module: ir.Module, dtype: np.dtype, shape: GemmShape) -> 
                              ir.Constant(ir.VectorType(ir.IntType(32), shape.vector), [0] * shape.vector))
     acc = [b.fmul(value, splat) for value in acc]
 
-    full = b.and_(b.icmp_signed("==", mr, _const(shape.mr)), b.icmp_signed("==", nr, _const(shape.nr)))
+    full = b.and_(b.and_(b.icmp_signed("==", mr, _const(shape.mr)), b.icmp_signed("==", nr, _const(shape.nr))),
+                  rows_contiguous)
     full_block = b.append_basic_block("full")
     edge_block = b.append_basic_block("edge")
     done = b.append_basic_block("done")
@@ -318,7 +336,7 @@ def _emit_micro_kernel(module: ir.Module, dtype: np.dtype, shape: GemmShape) -> 
     def edge_row(b1: ir.IRBuilder, r: ir.Value, _: list) -> list:
         def edge_col(b2: ir.IRBuilder, j: ir.Value, __: list) -> list:
             value = b2.load(_gep(b2, tile, scalar, b2.add(b2.mul(r, _const(shape.nr)), j)), typ=scalar)
-            pointer = _gep(b2, c_tile, scalar, b2.add(b2.mul(r, rsc), j))
+            pointer = _gep(b2, c_tile, scalar, b2.add(b2.mul(r, rsc), b2.mul(j, csc)))
             old = b2.load(pointer, typ=scalar)
             b2.store(b2.select(accumulate, b2.fadd(old, value), value), pointer)
             return []
@@ -333,7 +351,7 @@ def _emit_micro_kernel(module: ir.Module, dtype: np.dtype, shape: GemmShape) -> 
 
 # -- the process-wide GEMM library ---------------------------------------------------------------
 
-_GEMM_ARGS = 15  # M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, Ap, Bp, alpha (double bits), beta
+_GEMM_ARGS = 16  # M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, csc, Ap, Bp, alpha (double bits), beta
 LIBRARY_SYMBOL = "graphgrad_gemm_{dtype}"
 # Multiply-adds below which one GEMM is not split across threads (thread start-up would dominate).
 MIN_PARALLEL_WORK = 1 << 21
@@ -369,8 +387,8 @@ def _workspace_table(module: ir.Module, dtype: np.dtype, max_threads: int) -> tu
 
 
 def _emit_task(module: ir.Module, dtype: np.dtype, gemm: ir.Function) -> ir.Function:
-    """``void task(ptr slots, i64 part)``: run the GEMM whose 15 arguments (as i64) are at
-    ``slots[part * 15]`` — one part of a split GEMM, run by the worker pool."""
+    """``void task(ptr slots, i64 part)``: run the GEMM whose 16 arguments (as i64) are at
+    ``slots[part * 16]`` — one part of a split GEMM, run by the worker pool."""
     function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64]), name=f"gemm_task_{dtype.name}")
     function.linkage = "internal"
     slots, part = function.args
@@ -400,6 +418,14 @@ def emit_library_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> i
     def workspace(b1: ir.IRBuilder, table: ir.Value, t: ir.Value) -> ir.Value:
         return b1.load(b1.gep(table, [ir.Constant(ir.IntType(32), 0), t]), typ=PTR)
 
+    # A product narrower than the register tile (e.g. N = 10 classes) is computed transposed,
+    # C^T = B^T A^T, so that its long side runs along the tile's wide NR columns.
+    swap = b.and_(b.icmp_signed("<", n, _const(shape.nr)), b.icmp_signed(">", m, n))
+    m, n = b.select(swap, n, m), b.select(swap, m, n)
+    a, bm = b.select(swap, bm, a), b.select(swap, a, bm)
+    rsa, csa, rsb, csb = (b.select(swap, csb, rsa), b.select(swap, rsb, csa),
+                          b.select(swap, csa, rsb), b.select(swap, rsa, csb))
+    rsc, csc = b.select(swap, _const(1), rsc), b.select(swap, rsc, _const(1))
     wanted = _min(b, b.select(b.icmp_signed("<", threads, _const(1)), _const(1), threads), _const(max_threads))
     small = b.icmp_signed("<", b.mul(b.mul(m, n), k), _const(MIN_PARALLEL_WORK))
     parts = b.select(small, _const(1), wanted)
@@ -417,7 +443,7 @@ def emit_library_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> i
         arguments = [b1.select(by_rows, count, m), b1.select(by_rows, n, count), k,
                      _gep(b1, a, scalar, b1.select(by_rows, b1.mul(start, rsa), _const(0))), rsa, csa,
                      _gep(b1, bm, scalar, b1.select(by_rows, _const(0), b1.mul(start, csb))), rsb, csb,
-                     _gep(b1, c, scalar, b1.select(by_rows, b1.mul(start, rsc), start)), rsc,
+                     _gep(b1, c, scalar, b1.mul(start, b1.select(by_rows, rsc, csc))), rsc, csc,
                      workspace(b1, table_a, t), workspace(b1, table_b, t), b1.bitcast(alpha, I64), beta]
         base = b1.mul(t, _const(_GEMM_ARGS))
         for i, value in enumerate(arguments):

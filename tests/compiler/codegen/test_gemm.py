@@ -15,6 +15,10 @@ SHAPES = [  # (batch, m, n, k)
     (None, 16, 16, 16), (None, _TILE.mr, _TILE.nr, 64), (None, _TILE.mr + 1, _TILE.nr + 1, 65),
     (None, _TILE.mc + 5, 70, _TILE.kc + 3), (None, 1, 300, 40), (None, 300, 1, 40), (None, 40, 40, 1),
     (None, 129, 67, 2 * _TILE.kc + 1), (3, 17, 33, 20), (2, 64, 8, 64),
+    # narrower than the tile: computed transposed (C^T = B^T A^T), also split across threads
+    (None, 1000, 10, 300), (None, 200, 7, 2 * _TILE.kc + 5), (None, 9, 5, 700),
+    # depth just over a block: split into equal blocks
+    (None, 50, 64, _TILE.kc * 3 + 16),
 ]
 
 
