@@ -17,9 +17,8 @@ def _describe(placeholder: Tensor) -> str:
             f"{placeholder.dtype.name} (defined at {placeholder.op.location})")
 
 
-def convert_feed(placeholder: Tensor, value: Any) -> np.ndarray:
-    """The fed value as an array of the placeholder's dtype, or a FeedError naming it."""
-    target = placeholder.dtype
+def convert_losslessly(value: Any, target: np.dtype) -> np.ndarray | None:
+    """``value`` as an array of dtype ``target``, or None if that would lose information."""
     if not isinstance(value, (np.ndarray, np.generic)):
         # Python numbers and (nested) lists are literals: they take the placeholder's dtype when
         # their kind allows it (floats into float, ints into int or float, bools anywhere), as in TF1.
@@ -34,9 +33,18 @@ def convert_feed(placeholder: Tensor, value: Any) -> np.ndarray:
             info = np.iinfo(target)
             lossless = array.size == 0 or (array.min() >= info.min and array.max() <= info.max)
         if not lossless:
-            raise FeedError(f"cannot feed {array.dtype.name} data to {_describe(placeholder)} without "
-                            f"losing information; convert it first (e.g. .astype({target.name!r}))")
+            return None
         array = array.astype(target)
+    return array
+
+
+def convert_feed(placeholder: Tensor, value: Any) -> np.ndarray:
+    """The fed value as an array of the placeholder's dtype, or a FeedError naming it."""
+    array = convert_losslessly(value, placeholder.dtype)
+    if array is None:
+        given = np.asarray(value).dtype.name
+        raise FeedError(f"cannot feed {given} data to {_describe(placeholder)} without losing information; "
+                        f"convert it first (e.g. .astype({placeholder.dtype.name!r}))")
     if array.ndim != len(placeholder.shape) or any(
             d is not None and d != n for d, n in zip(placeholder.shape, array.shape)):
         raise FeedError(f"fed value of shape {array.shape} does not match {_describe(placeholder)}")

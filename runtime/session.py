@@ -6,7 +6,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-from compiler import dtypes
 from compiler.errors import DTypeError, GraphMismatchError, ShapeError
 from compiler.graph import Graph, Operation, Tensor, get_default_graph
 from compiler.ops.sources import Variable
@@ -15,7 +14,7 @@ from compiler.pipeline import compile_step
 
 from . import reference
 from .executable import Executable
-from .feeds import check_feeds
+from .feeds import check_feeds, convert_losslessly
 
 TARGETS = ("cpu", "reference", "cuda")
 
@@ -148,19 +147,10 @@ class Session:
             raise GraphMismatchError(f"cannot load {variable.op.name!r}: it belongs to another graph "
                                      "than this session's")
         target = variable.dtype
-        if not isinstance(value, (np.ndarray, np.generic)):
-            literal = np.asarray(value)
-            if literal.dtype.kind in "biu" or (literal.dtype.kind == "f" and target.kind == "f"):
-                value = literal.astype(target)
-        array = np.asarray(value)
-        if array.dtype != target:
-            lossless = dtypes.can_convert_losslessly(array.dtype, target)
-            if not lossless and array.dtype.kind in "iub" and target.kind in "iu":
-                info = np.iinfo(target)
-                lossless = array.size == 0 or (array.min() >= info.min and array.max() <= info.max)
-            if not lossless:
-                raise DTypeError(f"cannot load {array.dtype.name} data into the {target.name} variable "
-                                 f"{variable.op.name!r} without losing information; convert it first")
+        array = convert_losslessly(value, target)
+        if array is None:
+            raise DTypeError(f"cannot load {np.asarray(value).dtype.name} data into the {target.name} variable "
+                             f"{variable.op.name!r} without losing information; convert it first")
         if array.shape != variable.shape:
             raise ShapeError(f"cannot load a value of shape {array.shape} into variable "
                              f"{variable.op.name!r} of shape {variable.shape}")

@@ -78,6 +78,14 @@ def _clamp(sb: Any, index: Any, size: int) -> Any:
     return sb.maximum(sb.minimum(index, size - 1), 0)
 
 
+def _tap(sb: Any, x: IndexedInput, rows: Window, cols: Window, n: Any, oh: Any, kh: Any, ow: Any, kw: Any,
+         c: Any) -> tuple[Any, Any]:
+    """(whether it lies inside the image, the pixel) that output (oh, ow) reads at tap (kh, kw)."""
+    ih, iw = rows.source(sb, oh, kh), cols.source(sb, ow, kw)
+    inside = sb.logical_and(_inside(sb, ih, rows.size), _inside(sb, iw, cols.size))
+    return inside, x.at(sb, [n, _clamp(sb, ih, rows.size), _clamp(sb, iw, cols.size), c])
+
+
 def _pair(value: Any, name: str) -> tuple[int, int]:
     """TF's 4-element NHWC form ``[1, h, w, 1]``, a pair, or one int."""
     values = [int(v) for v in np.atleast_1d(np.asarray(value))]
@@ -134,10 +142,8 @@ def _conv_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any]) ->
         zero = sb.literal(0, x.dtype)
         if 0 in image:
             return zero
-        ih = rows.source(sb, sb.axis_index(1), sb.axis_index(4))
-        iw = cols.source(sb, sb.axis_index(2), sb.axis_index(5))
-        inside = sb.logical_and(_inside(sb, ih, rows.size), _inside(sb, iw, cols.size))
-        pixel = x.at(sb, [sb.axis_index(0), _clamp(sb, ih, rows.size), _clamp(sb, iw, cols.size), sb.axis_index(6)])
+        n, oh, ow, _, kh, kw, c = (sb.axis_index(a) for a in range(7))
+        inside, pixel = _tap(sb, x, rows, cols, n, oh, kh, ow, kw, c)
         return sb.mul(sb.select(inside, pixel, zero), args[1])
     return LoopNest(space, ((None,) * 4, (4, 5, 6, 3)), (4, 5, 6), "sum", body)
 
@@ -171,10 +177,8 @@ def _backprop_filter_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[st
         zero = sb.literal(0, x.dtype)
         if 0 in image:
             return zero
-        ih = rows.source(sb, sb.axis_index(5), sb.axis_index(0))
-        iw = cols.source(sb, sb.axis_index(6), sb.axis_index(1))
-        inside = sb.logical_and(_inside(sb, ih, rows.size), _inside(sb, iw, cols.size))
-        pixel = x.at(sb, [sb.axis_index(4), _clamp(sb, ih, rows.size), _clamp(sb, iw, cols.size), sb.axis_index(2)])
+        kh, kw, c, _, n, oh, ow = (sb.axis_index(a) for a in range(7))
+        inside, pixel = _tap(sb, x, rows, cols, n, oh, kh, ow, kw, c)
         return sb.mul(sb.select(inside, pixel, zero), args[1])
     return LoopNest(space, ((None,) * 4, (4, 5, 6, 3), (None,) * 4), (4, 5, 6), "sum", body)
 
@@ -313,11 +317,8 @@ def _pool_nest(kind: str):
             empty = sb.literal(-np.inf if kind == "max" else 0, x.dtype)
             if 0 in image:
                 return sb.literal(rows.kernel * cols.kernel, I64) if kind == "argmax" else empty
-            ih = rows.source(sb, sb.axis_index(1), sb.axis_index(4))
-            iw = cols.source(sb, sb.axis_index(2), sb.axis_index(5))
-            inside = sb.logical_and(_inside(sb, ih, rows.size), _inside(sb, iw, cols.size))
-            pixel = x.at(sb, [sb.axis_index(0), _clamp(sb, ih, rows.size), _clamp(sb, iw, cols.size),
-                              sb.axis_index(3)])
+            n, oh, ow, c, kh, kw = (sb.axis_index(a) for a in range(6))
+            inside, pixel = _tap(sb, x, rows, cols, n, oh, kh, ow, kw, c)
             if kind == "max":
                 return sb.select(inside, pixel, empty)
             if kind == "argmax":  # the first tap (row-major) that holds the max, or the first NaN
