@@ -12,13 +12,12 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from . import dtypes
-from .custom_gradient import CustomGradientCall, custom_calls, op_gradient_rule
-from .errors import DTypeError, GraphMismatchError, ShapeError
+from .custom_gradient import CustomGradientCall, check_gradient_like, custom_calls, op_gradient_rule
+from .errors import GraphMismatchError
 from .graph import Operation, Tensor, user_location
 from .ops.array import ones_like, zeros_like
 from .ops.base import convert_to_tensor
 from .ops.elementwise import add
-from .shapes import format_shape
 
 
 def _as_list(value: Any) -> tuple[list[Any], bool]:
@@ -119,14 +118,7 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients",
             if gy is None:
                 gy = ones_like(y)
             else:
-                gy = convert_to_tensor(gy, y.dtype)
-                if gy.dtype != y.dtype:
-                    raise DTypeError(f"gradients: grad_ys {gy.name!r} is {gy.dtype.name} but y "
-                                     f"{y.name!r} is {y.dtype.name} (at {location})")
-                if len(gy.shape) != len(y.shape) or any(
-                        a is not None and b is not None and a != b for a, b in zip(gy.shape, y.shape)):
-                    raise ShapeError(f"gradients: grad_ys {format_shape(gy.shape)} does not match y "
-                                     f"{y.name!r} {format_shape(y.shape)} (at {location})")
+                gy = check_gradient_like(gy, y, "gradients (grad_ys)", f"at {location}")
             pending.setdefault(y, []).append(gy)
 
         done: dict[Tensor, Tensor] = {}

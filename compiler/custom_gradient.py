@@ -101,7 +101,7 @@ def get_gradient_function(name: str) -> GradientFunction | None:
     return opdef.grad_rule if opdef is not None else None
 
 
-def _check_gradient(grad: Any, target: Tensor, what: str, where: str) -> Tensor | None:
+def check_gradient_like(grad: Any, target: Tensor, what: str, where: str) -> Tensor | None:
     """``grad`` as a tensor of ``target``'s dtype and shape, or an error naming ``what``."""
     if grad is None:
         return None
@@ -157,7 +157,7 @@ def op_gradient_rule(op: Operation, where: SourceLocation) -> Callable[[Operatio
             if index in op.opdef.shape_only_inputs or not dtypes.is_differentiable(inp.dtype):
                 checked.append(None)
             else:
-                checked.append(_check_gradient(g, inp, what, place))
+                checked.append(check_gradient_like(g, inp, what, place))
         return checked
     return rule
 
@@ -213,7 +213,7 @@ class CustomGradientCall:
             if not dtypes.is_differentiable(target.dtype):
                 checked.append(None)
             else:
-                checked.append(_check_gradient(grad, target, what, where))
+                checked.append(check_gradient_like(grad, target, what, where))
         return checked
 
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from compiler import dtypes
 from compiler.errors import FeedError, GraphMismatchError
-from compiler.graph import Graph, Operation, Tensor
+from compiler.graph import Graph, Tensor
 from compiler.shapes import format_shape
 
 

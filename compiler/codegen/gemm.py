@@ -72,8 +72,6 @@ def emit_gemm(module: ir.Module, dtype: np.dtype) -> ir.Function:
         return existing
     shape = gemm_shape(dtype)
     scalar = register_type(dtype)
-    vector_type = ir.VectorType(scalar, shape.vector)
-    lanes = shape.nr // shape.vector
     micro = _emit_micro_kernel(module, dtype, shape)
     pack_a = _emit_pack(module, dtype, "pack_a", shape.mr)
     pack_b = _emit_pack(module, dtype, "pack_b", shape.nr)

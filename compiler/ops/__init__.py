@@ -1,3 +1,4 @@
 """Op declarations. Importing this package registers every op in ``REGISTRY``."""
-from . import base, sources, elementwise, reduction, array, linalg, state, nn  # noqa: F401
+from . import (array, base, conv, elementwise, indexing, linalg, nn, random, reduction, sources,  # noqa: F401
+               state)
 from .base import REGISTRY, LoopNest, OpDef  # noqa: F401

@@ -8,7 +8,6 @@ Split and stack are compositions of these.
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -19,7 +18,6 @@ from ..graph import Operation, Tensor, user_location
 from ..kernel_ir import IndexedInput, contiguous_strides
 from ..shapes import RuleError, format_shape, normalize_axis
 from . import array as _array
-from . import elementwise as _ew
 from .base import LoopNest, OpDef, convert_to_tensor, same_dtype
 
 I64 = dtypes.int64
