@@ -254,6 +254,22 @@ def test_uniform_cpu_matches_reference_exactly(dtype: str) -> None:
     assert ((actual[2] >= -1.0) & (actual[2] < 1.0)).all()
 
 
+@pytest.mark.parametrize("shape", [(0, 3), (1,), (), (1, 1, 5)])
+def test_random_ops_and_dropout_with_size_0_and_size_1_shapes(shape: tuple[int, ...]) -> None:
+    g = cc.Graph()
+    with g.as_default():
+        cc.set_random_seed(7)
+        x = cc.placeholder("float64", shape)
+        outputs = [cc.random_uniform(shape, dtype="float64"), cc.random_normal(shape, dtype="float64"),
+                   cc.truncated_normal(shape, dtype="float64"), cc.nn.dropout(x, rate=0.5, seed=3)]
+    feeds = {x: np.ones(shape)}
+    with Session(g) as sess, Session(g, target="reference") as ref:
+        actual, expected = sess.run(outputs, feeds), ref.run(outputs, feeds)
+    for a, e in zip(actual, expected):
+        assert a.shape == shape
+        np.testing.assert_allclose(a, e, rtol=1e-6)
+
+
 @pytest.mark.parametrize("dtype, rtol", [("float32", 2e-5), ("float64", 1e-6)])
 def test_normal_cpu_matches_reference(dtype: str, rtol: float) -> None:
     # log, sqrt, sin and cos come from codegen.mathlib in compiled code and from numpy in the
