@@ -72,8 +72,7 @@ def emit_gemm(module: ir.Module, dtype: np.dtype) -> ir.Function:
         return existing
     shape = gemm_shape(dtype)
     scalar = register_type(dtype)
-    micro = _emit_micro_kernel(module, dtype, shape)
-    pack_a = _emit_pack(module, dtype, "pack_a", shape.mr)
+    macro = _emit_macro(module, dtype, shape)
     pack_b = _emit_pack(module, dtype, "pack_b", shape.nr)
 
     params = [I64, I64, I64, PTR, I64, I64, PTR, I64, I64, PTR, I64, I64, PTR, PTR, I64, I64]
@@ -108,10 +107,8 @@ def emit_gemm(module: ir.Module, dtype: np.dtype) -> ir.Function:
     b.ret_void()
 
     b.position_at_end(main_block)
-    scratch = _gep(b, ap, scalar, _const(shape.mc * shape.kc))  # an MR x NR tile for edges
-
-    def blocks(count: ir.Value, size: int) -> ir.Value:
-        return b.udiv(b.add(count, _const(size - 1)), _const(size))
+    blocks_k = _blocks(b, k, shape.kc)
+    depth_step = _depth_step(b, k, blocks_k)
 
     def over_jc(b1: ir.IRBuilder, jc_index: ir.Value, _: list) -> list:
         jc = b1.mul(jc_index, _const(shape.nc))
@@ -124,44 +121,70 @@ def emit_gemm(module: ir.Module, dtype: np.dtype) -> ir.Function:
             b_source = _gep(b2, bm, scalar, b2.add(b2.mul(pc, rsb), b2.mul(jc, csb)))
             # B block (kc x nc): rows walk k (stride rsb), columns walk n (stride csb).
             b2.call(pack_b, [b_source, csb, rsb, nc, kc, bp])
-
-            def over_ic(b3: ir.IRBuilder, ic_index: ir.Value, ___: list) -> list:
-                ic = b3.mul(ic_index, _const(shape.mc))
-                mc = _min(b3, _const(shape.mc), b3.sub(m, ic))
-                a_source = _gep(b3, a, scalar, b3.add(b3.mul(ic, rsa), b3.mul(pc, csa)))
-                b3.call(pack_a, [a_source, rsa, csa, mc, kc, ap])
-                n_panels = b3.udiv(b3.add(nc, _const(shape.nr - 1)), _const(shape.nr))
-                m_panels = b3.udiv(b3.add(mc, _const(shape.mr - 1)), _const(shape.mr))
-
-                def over_jr(b4: ir.IRBuilder, jr_index: ir.Value, ____: list) -> list:
-                    jr = b4.mul(jr_index, _const(shape.nr))
-                    nr = _min(b4, _const(shape.nr), b4.sub(nc, jr))
-                    b_panel = _gep(b4, bp, scalar, b4.mul(jr, kc))
-
-                    def over_ir(b5: ir.IRBuilder, ir_index: ir.Value, _____: list) -> list:
-                        row = b5.mul(ir_index, _const(shape.mr))
-                        mr = _min(b5, _const(shape.mr), b5.sub(mc, row))
-                        a_panel = _gep(b5, ap, scalar, b5.mul(row, kc))
-                        c_tile = _gep(b5, c, scalar, b5.add(b5.mul(b5.add(ic, row), rsc),
-                                                            b5.mul(b5.add(jc, jr), csc)))
-                        b5.call(micro, [kc, a_panel, b_panel, c_tile, rsc, csc, mr, nr, accumulate, scratch,
-                                        alpha])
-                        return []
-                    emit_loop(b4, m_panels, over_ir, name="ir")
-                    return []
-                emit_loop(b3, n_panels, over_jr, name="jr")
-                return []
-            emit_loop(b2, blocks_m, over_ic, name="ic")
+            b2.call(macro, [_const(0), m, jc, nc, pc, kc, a, rsa, csa, c, rsc, csc, ap, bp, accumulate, alpha])
             return []
         emit_loop(b1, blocks_k, over_pc, name="pc")
         return []
 
-    blocks_m = blocks(m, shape.mc)
-    blocks_k = blocks(k, shape.kc)
-    # Equal depth blocks (784 = 4 x 196, not 3 x 256 + 16): a thin last block would spend its
-    # micro-kernel calls loading and storing C rather than multiplying.
-    depth_step = b.udiv(b.add(k, b.sub(blocks_k, _const(1))), _maximum(b, blocks_k, _const(1)))
-    emit_loop(b, blocks(n, shape.nc), over_jc, name="jc")
+    emit_loop(b, _blocks(b, n, shape.nc), over_jc, name="jc")
+    b.ret_void()
+    return function
+
+
+def _blocks(b: ir.IRBuilder, count: ir.Value, size: int) -> ir.Value:
+    return b.udiv(b.add(count, _const(size - 1)), _const(size))
+
+
+def _depth_step(b: ir.IRBuilder, k: ir.Value, blocks_k: ir.Value) -> ir.Value:
+    """Equal depth blocks (784 = 4 x 196, not 3 x 256 + 16): a thin last block would spend its
+    micro-kernel calls loading and storing C rather than multiplying."""
+    return b.udiv(b.add(k, b.sub(blocks_k, _const(1))), _maximum(b, blocks_k, _const(1)))
+
+
+def _emit_macro(module: ir.Module, dtype: np.dtype, shape: GemmShape) -> ir.Function:
+    """``macro(m_start, m_count, jc, nc, pc, kc, A, rsa, csa, C, rsc, csc, Ap, Bp, accumulate, alpha)``:
+    rows ``[m_start, m_start + m_count)`` of the C block at columns ``jc..jc+nc``, from depth ``pc..pc+kc``
+    of A and the already packed B block ``Bp``: A blocks are packed into ``Ap`` and multiplied tile by tile."""
+    name = f"macro_{dtype.name}"
+    existing = module.globals.get(name)
+    if existing is not None:
+        return existing
+    scalar = register_type(dtype)
+    micro = _emit_micro_kernel(module, dtype, shape)
+    pack_a = _emit_pack(module, dtype, "pack_a", shape.mr)
+    params = [I64, I64, I64, I64, I64, I64, PTR, I64, I64, PTR, I64, I64, PTR, PTR, ir.IntType(1), scalar]
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), params), name=name)
+    function.linkage = "internal"
+    m_start, m_count, jc, nc, pc, kc, a, rsa, csa, c, rsc, csc, ap, bp, accumulate, alpha = function.args
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    scratch = _gep(b, ap, scalar, _const(shape.mc * shape.kc))  # an MR x NR tile for edges
+    m_end = b.add(m_start, m_count)
+
+    def over_ic(b3: ir.IRBuilder, ic_index: ir.Value, ___: list) -> list:
+        ic = b3.add(m_start, b3.mul(ic_index, _const(shape.mc)))
+        mc = _min(b3, _const(shape.mc), b3.sub(m_end, ic))
+        a_source = _gep(b3, a, scalar, b3.add(b3.mul(ic, rsa), b3.mul(pc, csa)))
+        b3.call(pack_a, [a_source, rsa, csa, mc, kc, ap])
+        n_panels = b3.udiv(b3.add(nc, _const(shape.nr - 1)), _const(shape.nr))
+        m_panels = b3.udiv(b3.add(mc, _const(shape.mr - 1)), _const(shape.mr))
+
+        def over_jr(b4: ir.IRBuilder, jr_index: ir.Value, ____: list) -> list:
+            jr = b4.mul(jr_index, _const(shape.nr))
+            nr = _min(b4, _const(shape.nr), b4.sub(nc, jr))
+            b_panel = _gep(b4, bp, scalar, b4.mul(jr, kc))
+
+            def over_ir(b5: ir.IRBuilder, ir_index: ir.Value, _____: list) -> list:
+                row = b5.mul(ir_index, _const(shape.mr))
+                mr = _min(b5, _const(shape.mr), b5.sub(mc, row))
+                a_panel = _gep(b5, ap, scalar, b5.mul(row, kc))
+                c_tile = _gep(b5, c, scalar, b5.add(b5.mul(b5.add(ic, row), rsc), b5.mul(b5.add(jc, jr), csc)))
+                b5.call(micro, [kc, a_panel, b_panel, c_tile, rsc, csc, mr, nr, accumulate, scratch, alpha])
+                return []
+            emit_loop(b4, m_panels, over_ir, name="ir")
+            return []
+        emit_loop(b3, n_panels, over_jr, name="jr")
+        return []
+    emit_loop(b, _blocks(b, m_count, shape.mc), over_ic, name="ic")
     b.ret_void()
     return function
 
@@ -399,9 +422,10 @@ def _emit_task(module: ir.Module, dtype: np.dtype, gemm: ir.Function) -> ir.Func
 
 
 def emit_library_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> ir.Function:
-    """The exported GEMM: N (or M, for tall matrices) is split into ``threads`` parts (each a multiple
-    of the register tile, each with its own packing buffers) run by the worker pool
-    (``graphgrad_parallel``, see threads.py)."""
+    """The exported GEMM, run by the worker pool (``graphgrad_parallel``, see threads.py) in
+    ``threads`` parts. When every part gets at least one A block of rows, the parts first pack one
+    shared B block together, then each multiplies its own rows (per K and N block: two pool calls).
+    Otherwise N (or M, for tall matrices) is split into independent GEMMs with their own buffers."""
     gemm = emit_gemm(module, dtype)
     shape = gemm_shape(dtype)
     scalar = register_type(dtype)
@@ -449,10 +473,112 @@ def emit_library_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> i
                      _gep(b1, slots, I64, b1.add(base, _const(i))))
         return []
 
+    # Tall enough for every part to own whole A blocks: the parts share one packed B block
+    # (each packs a slice of it) and split the rows, so nothing is packed twice.
+    shared = b.and_(b.icmp_signed(">", parts, _const(1)),
+                    b.and_(b.icmp_signed(">=", m, b.mul(parts, _const(shape.mc))), b.icmp_signed(">", k, _const(0))))
+    shared_block = b.append_basic_block("shared_b")
+    split_block = b.append_basic_block("split")
+    b.cbranch(shared, shared_block, split_block)
+
+    b.position_at_end(shared_block)
+    pack_task, macro_task = _emit_shared_tasks(module, dtype, shape, table_a)
+    context = b.alloca(I64, size=len(_SHARED_FIELDS))
+
+    def put(b1: ir.IRBuilder, field: str, value: ir.Value) -> None:
+        value = value if value.type == I64 else (b1.ptrtoint(value, I64) if value.type == PTR else b1.zext(value, I64))
+        b1.store(value, _gep(b1, context, I64, _const(_SHARED_FIELDS.index(field))))
+
+    for field, value in (("a", a), ("rsa", rsa), ("csa", csa), ("b", bm), ("rsb", rsb), ("csb", csb), ("c", c),
+                         ("rsc", rsc), ("csc", csc), ("m", m), ("bp", workspace(b, table_b, _const(0))),
+                         ("alpha", b.bitcast(alpha, I64)), ("parts", parts)):
+        put(b, field, value)
+    blocks_k = _blocks(b, k, shape.kc)
+    depth_step = _depth_step(b, k, blocks_k)
+
+    def over_jc(b1: ir.IRBuilder, jc_index: ir.Value, _: list) -> list:
+        jc = b1.mul(jc_index, _const(shape.nc))
+        put(b1, "jc", jc)
+        put(b1, "nc", _min(b1, _const(shape.nc), b1.sub(n, jc)))
+
+        def over_pc(b2: ir.IRBuilder, pc_index: ir.Value, __: list) -> list:
+            pc = b2.mul(pc_index, depth_step)
+            put(b2, "pc", pc)
+            put(b2, "kc", _min(b2, depth_step, b2.sub(k, pc)))
+            put(b2, "accumulate", b2.or_(b2.icmp_signed("!=", pc_index, _const(0)),
+                                         b2.icmp_signed("!=", beta, _const(0))))
+            b2.call(parallel, [pack_task, context, parts])     # returns when every slice is packed
+            b2.call(parallel, [macro_task, context, parts])
+            return []
+        emit_loop(b1, blocks_k, over_pc, name="pc")
+        return []
+    emit_loop(b, _blocks(b, n, shape.nc), over_jc, name="jc")
+    b.ret_void()
+
+    b.position_at_end(split_block)
     emit_loop(b, parts, fill, name="part")
     b.call(parallel, [task, slots, parts])
     b.ret_void()
     return function
+
+
+_SHARED_FIELDS = ("a", "rsa", "csa", "b", "rsb", "csb", "c", "rsc", "csc", "m", "jc", "nc", "pc", "kc", "bp",
+                  "accumulate", "alpha", "parts")
+
+
+def _emit_shared_tasks(module: ir.Module, dtype: np.dtype, shape: GemmShape, table_a: ir.Value
+                       ) -> tuple[ir.Function, ir.Function]:
+    """The two pool tasks of a GEMM whose parts share one packed B block: ``pack(context, part)``
+    packs part's slice of the block's panels; ``macro(context, part)`` multiplies part's rows."""
+    scalar = register_type(dtype)
+    macro = _emit_macro(module, dtype, shape)
+    pack_b = module.globals[f"pack_b_{dtype.name}"]
+    functions = []
+    for role in ("pack", "macro"):
+        function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64]),
+                               name=f"gemm_shared_{role}_{dtype.name}")
+        function.linkage = "internal"
+        context, part = function.args
+        b = ir.IRBuilder(function.append_basic_block("entry"))
+
+        def get(field: str, as_pointer: bool = False) -> ir.Value:
+            value = b.load(_gep(b, context, I64, _const(_SHARED_FIELDS.index(field))), typ=I64)
+            return b.inttoptr(value, PTR) if as_pointer else value
+
+        parts, nc, kc, bp = get("parts"), get("nc"), get("kc"), get("bp", True)
+        work = b.append_basic_block("work")
+        done = b.append_basic_block("done")
+        if role == "pack":
+            panels = _blocks(b, nc, shape.nr)
+            per_part = b.udiv(b.add(panels, b.sub(parts, _const(1))), parts)
+            first = b.mul(part, per_part)
+            b.cbranch(b.icmp_signed("<", first, panels), work, done)
+            b.position_at_end(work)
+            column = b.mul(first, _const(shape.nr))
+            columns = _min(b, b.mul(per_part, _const(shape.nr)), b.sub(nc, column))
+            rsb, csb = get("rsb"), get("csb")
+            source = _gep(b, get("b", True), scalar,
+                          b.add(b.mul(get("pc"), rsb), b.mul(b.add(get("jc"), column), csb)))
+            b.call(pack_b, [source, csb, rsb, columns, kc, _gep(b, bp, scalar, b.mul(column, kc))])
+        else:
+            m = get("m")
+            per_part = b.udiv(b.add(m, b.sub(parts, _const(1))), parts)
+            per_part = b.mul(_blocks(b, per_part, shape.mr), _const(shape.mr))
+            start = b.mul(part, per_part)
+            b.cbranch(b.icmp_signed("<", start, m), work, done)
+            b.position_at_end(work)
+            count = _min(b, per_part, b.sub(m, start))
+            alpha = b.bitcast(get("alpha"), ir.DoubleType())
+            alpha = alpha if scalar == ir.DoubleType() else b.fptrunc(alpha, scalar)
+            ap = b.load(b.gep(table_a, [ir.Constant(ir.IntType(32), 0), part]), typ=PTR)
+            accumulate = b.icmp_signed("!=", get("accumulate"), _const(0))
+            b.call(macro, [start, count, get("jc"), nc, get("pc"), kc, get("a", True), get("rsa"), get("csa"),
+                           get("c", True), get("rsc"), get("csc"), ap, bp, accumulate, alpha])
+        b.branch(done)
+        b.position_at_end(done)
+        b.ret_void()
+        functions.append(function)
+    return functions[0], functions[1]
 
 
 def build_library(dtype_name: str, max_threads: int) -> ir.Module:

@@ -19,6 +19,8 @@ SHAPES = [  # (batch, m, n, k)
     (None, 1000, 10, 300), (None, 200, 7, 2 * _TILE.kc + 5), (None, 9, 5, 700),
     # depth just over a block: split into equal blocks
     (None, 50, 64, _TILE.kc * 3 + 16),
+    # tall enough for two threads to share one packed B block (partial panels and A blocks)
+    (None, 2 * _TILE.mc + 17, 300, 2 * _TILE.kc + 9), (None, 4 * _TILE.mc + 3, 33, 200),
 ]
 
 
@@ -61,3 +63,25 @@ def test_gemm_with_empty_depth_gives_zeros() -> None:
     with Session(graph) as sess:
         got = sess.run(c, {a: np.zeros((300, 0), "float32"), b: np.zeros((0, 200), "float32")})
     np.testing.assert_array_equal(got, np.zeros((300, 200), "float32"))
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_fused_update_through_the_shared_panel_path(threads, monkeypatch) -> None:
+    # var -= 0.5 * (a @ b) with a GEMM big enough to be split across threads (accumulating into C).
+    monkeypatch.setenv("GRAPHGRAD_THREADS", threads)
+    rng = np.random.default_rng(5)
+    m, n, k = 3 * _TILE.mc + 7, 2 * _TILE.nr + 5, _TILE.kc + 40
+    a_value, b_value = rng.normal(size=(m, k)), rng.normal(size=(k, n))
+    start = rng.normal(size=(m, n))
+    graph = cc.Graph()
+    with graph.as_default():
+        a = cc.placeholder("float64", (m, k))
+        b = cc.placeholder("float64", (k, n))
+        var = cc.Variable(start)
+        update = cc.assign_sub(var, 0.5 * (a @ b))
+    with Session(graph) as sess:
+        exe = sess.compile(update.op, {a: a_value, b: b_value})
+        assert any(kernel.accumulate for kernel in exe.program.kernels)
+        sess.run(update.op, {a: a_value, b: b_value})
+        got = sess.run(var)
+    np.testing.assert_allclose(got, start - 0.5 * (a_value @ b_value), rtol=1e-11, atol=1e-11)
