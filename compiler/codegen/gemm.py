@@ -205,6 +205,8 @@ def _emit_pack(module: ir.Module, dtype: np.dtype, name: str, width: int) -> ir.
         arg.add_attribute("noalias")
     b = ir.IRBuilder(function.append_basic_block("entry"))
     full_panels = b.udiv(rows, _const(width))
+    lanes = gemm_shape(dtype).vector
+    vector_type = ir.VectorType(scalar, lanes)
 
     def copy(b3: ir.IRBuilder, panel_src: ir.Value, panel_dst: ir.Value, r: ir.Value, d: ir.Value) -> None:
         value = b3.load(_gep(b3, panel_src, scalar, b3.add(b3.mul(r, rs), b3.mul(d, ds))), typ=scalar)
@@ -218,7 +220,29 @@ def _emit_pack(module: ir.Module, dtype: np.dtype, name: str, width: int) -> ir.
         joined = b1.append_basic_block("joined")
         b1.cbranch(b1.icmp_signed("==", ds, _const(1)), depth_major, row_major)
         b1.position_at_end(depth_major)
-        _emit_copy_loops(b1, width, depth, lambda b3, r, d: copy(b3, panel_src, panel_dst, r, d), rows_outer=True)
+        # Rows are contiguous along depth: transpose width x lanes blocks in registers, then copy
+        # the last depth % lanes columns one by one.
+        chunks = b1.udiv(depth, _const(lanes))
+
+        def over_chunk(b2: ir.IRBuilder, chunk: ir.Value, __: list) -> list:
+            first = b2.mul(chunk, _const(lanes))
+            rows_in = [b2.load(_gep(b2, panel_src, scalar, b2.add(b2.mul(_const(r), rs), first)), typ=vector_type,
+                               align=dtype.itemsize) for r in range(width)]
+            whole = _concatenate(b2, rows_in)
+            mask = [r * lanes + d for d in range(lanes) for r in range(width)]
+            transposed = b2.shuffle_vector(whole, ir.Constant(whole.type, ir.Undefined),
+                                           ir.Constant(ir.VectorType(ir.IntType(32), len(mask)), mask))
+            b2.store(transposed, _gep(b2, panel_dst, scalar, b2.mul(first, _const(width))), align=dtype.itemsize)
+            return []
+        emit_loop(b1, chunks, over_chunk, name="chunk")
+        done_depth = b1.mul(chunks, _const(lanes))
+
+        def tail_column(b2: ir.IRBuilder, d: ir.Value, __: list) -> list:
+            column = b2.add(done_depth, d)
+            for r in range(width):
+                copy(b2, panel_src, panel_dst, _const(r), column)
+            return []
+        emit_loop(b1, b1.sub(depth, done_depth), tail_column, name="tail_d")
         b1.branch(joined)
         b1.position_at_end(row_major)
         _emit_copy_loops(b1, width, depth, lambda b3, r, d: copy(b3, panel_src, panel_dst, r, d), rows_outer=False)
@@ -253,6 +277,24 @@ def _emit_pack(module: ir.Module, dtype: np.dtype, name: str, width: int) -> ir.
     b.position_at_end(done)
     b.ret_void()
     return function
+
+
+def _concatenate(b: ir.IRBuilder, parts: list[ir.Value]) -> ir.Value:
+    """One vector holding ``parts`` (equal-length vectors) end to end."""
+    while len(parts) > 1:
+        joined = []
+        for i in range(0, len(parts) - 1, 2):
+            size = parts[i].type.count
+            joined.append(b.shuffle_vector(parts[i], parts[i + 1],
+                                           ir.Constant(ir.VectorType(ir.IntType(32), 2 * size), list(range(2 * size)))))
+        if len(parts) % 2:  # widen the odd one out with undefined lanes so the sizes stay equal
+            last = parts[-1]
+            size = last.type.count
+            joined.append(b.shuffle_vector(last, ir.Constant(last.type, ir.Undefined),
+                                           ir.Constant(ir.VectorType(ir.IntType(32), 2 * size),
+                                                       list(range(size)) + [size] * size)))
+        parts = joined
+    return parts[0]
 
 
 def _emit_copy_loops(b: ir.IRBuilder, width: int, depth: ir.Value, copy: "object", rows_outer: bool) -> None:
