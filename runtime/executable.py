@@ -70,8 +70,12 @@ class Executable:
                 array = host_array(program, buffer, variable_arrays)
             self._arrays.append(array)
         self._table = (ctypes.c_void_p * max(len(self._arrays), 1))()
-        for index, array in enumerate(self._arrays):
-            self._table[index] = array.ctypes.data
+        self._own_addresses = [array.ctypes.data for array in self._arrays]
+        for index, address in enumerate(self._own_addresses):
+            self._table[index] = address
+        # The last user array bound to each buffer and its address: a loop that feeds (or writes
+        # into) the same arrays skips numpy's slow address lookup. Holds one reference per buffer.
+        self._bound: dict[int, tuple[np.ndarray, int]] = {}
         self._feed_slots = [(tensor, index) for tensor, index in program.feeds.items()]
 
     @property
@@ -135,21 +139,21 @@ class Executable:
                         and target.dtype == buffer.dtype and target.flags.c_contiguous
                         and spec.buffer not in direct):
                     current[spec.buffer] = target
-                    self._table[spec.buffer] = target.ctypes.data
+                    self._table[spec.buffer] = self._address(spec.buffer, target)
                     direct.append(spec.buffer)
         for tensor, index in self._feed_slots:
             value = feeds[tensor]
             if value.flags.c_contiguous and value.dtype == arrays[index].dtype:
                 current[index] = value           # read in place: no copy
-                self._table[index] = value.ctypes.data
+                self._table[index] = self._address(index, value)
             else:
                 np.copyto(arrays[index], value)
-                self._table[index] = arrays[index].ctypes.data
+                self._table[index] = self._own_addresses[index]
         try:
             self._native(self._table)
         finally:
             for index in direct:
-                self._table[index] = arrays[index].ctypes.data
+                self._table[index] = self._own_addresses[index]
         if outputs is None:
             return [None if spec is None else read_fetch(current, spec) for spec in program.fetches]
         results: list[np.ndarray | None] = []
@@ -163,6 +167,14 @@ class Executable:
                     np.copyto(target, read_fetch(current, spec))
                 results.append(target)
         return results
+
+    def _address(self, index: int, array: np.ndarray) -> int:
+        bound = self._bound.get(index)
+        if bound is not None and bound[0] is array:
+            return bound[1]
+        address = array.ctypes.data
+        self._bound[index] = (array, address)
+        return address
 
     def dump(self, stage: str) -> str:
         """The text of one compiler stage for this step (see ``compiler.pipeline.STAGES``)."""
