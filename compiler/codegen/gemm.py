@@ -159,10 +159,15 @@ def _emit_macro(module: ir.Module, dtype: np.dtype, shape: GemmShape) -> ir.Func
     b = ir.IRBuilder(function.append_basic_block("entry"))
     scratch = _gep(b, ap, scalar, _const(shape.mc * shape.kc))  # an MR x NR tile for edges
     m_end = b.add(m_start, m_count)
+    # Rows split into equal blocks of whole tiles (396 = 84 x 4 + 60, not 96 x 4 + 12): a thin
+    # last block would walk all of B for a few rows.
+    blocks_m = _blocks(b, m_count, shape.mc)
+    row_step = b.mul(_blocks(b, b.udiv(b.add(m_count, b.sub(blocks_m, _const(1))), _maximum(b, blocks_m, _const(1))),
+                             shape.mr), _const(shape.mr))
 
     def over_ic(b3: ir.IRBuilder, ic_index: ir.Value, ___: list) -> list:
-        ic = b3.add(m_start, b3.mul(ic_index, _const(shape.mc)))
-        mc = _min(b3, _const(shape.mc), b3.sub(m_end, ic))
+        ic = b3.add(m_start, b3.mul(ic_index, row_step))
+        mc = _min(b3, row_step, b3.sub(m_end, ic))
         a_source = _gep(b3, a, scalar, b3.add(b3.mul(ic, rsa), b3.mul(pc, csa)))
         b3.call(pack_a, [a_source, rsa, csa, mc, kc, ap])
         n_panels = b3.udiv(b3.add(nc, _const(shape.nr - 1)), _const(shape.nr))
@@ -184,7 +189,8 @@ def _emit_macro(module: ir.Module, dtype: np.dtype, shape: GemmShape) -> ir.Func
             return []
         emit_loop(b3, n_panels, over_jr, name="jr")
         return []
-    emit_loop(b, _blocks(b, m_count, shape.mc), over_ic, name="ic")
+    emit_loop(b, b.udiv(b.add(m_count, b.sub(row_step, _const(1))), _maximum(b, row_step, _const(1))), over_ic,
+              name="ic")
     b.ret_void()
     return function
 
