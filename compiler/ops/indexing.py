@@ -8,6 +8,7 @@ Split and stack are compositions of these.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -595,3 +596,75 @@ def gather(params: Any, indices: Any, axis: int = 0, name: str | None = None) ->
     """
     indices = convert_to_tensor(indices)
     return Gather(params, indices, axis=int(axis), _indices_rank=len(indices.shape), name=name)
+
+
+# -- unsorted_segment_sum: a scatter-add with a given number of segments ---------------------------
+
+def _segment_shape(shapes: Sequence[tuple], attrs: Mapping[str, Any]) -> tuple:
+    data, ids = shapes
+    if len(ids) > len(data) or any(a is not None and b is not None and a != b for a, b in zip(ids, data)):
+        raise RuleError(f"segment_ids of shape {format_shape(ids)} must be a prefix of the data's shape "
+                        f"{format_shape(data)}")
+    return (attrs["num_segments"],) + tuple(data[len(ids):])
+
+
+def _segment_dtype(types: Sequence[np.dtype], attrs: Mapping[str, Any]) -> np.dtype:
+    if not dtypes.is_integer(types[1]):
+        raise RuleError(f"segment_ids must be int32 or int64, got {types[1].name}", "dtype")
+    if types[0] == dtypes.bool_:
+        raise RuleError("needs numeric data, got bool", "dtype")
+    return types[0]
+
+
+def _segment_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any]) -> LoopNest:
+    # One point per data element: data[r, rest] is added into out[ids[r], rest] (skipped when out of range).
+    data, ids = shapes
+    rank, depth = len(ids), attrs["num_segments"]
+    inner = math.prod(data[rank:])
+
+    def body(sb: Any, args: Sequence[Any]) -> tuple[Any, Any]:
+        value, segment = args[0], sb.cast(args[1], I64)
+        if depth == 0:
+            return sb.literal(0, I64), sb.literal(0, value.dtype)
+        inside = sb.logical_and(sb.ge(segment, 0), sb.lt(segment, depth))
+        flat = sb.mul(_clamp(sb, segment, depth), inner) if inner != 1 else _clamp(sb, segment, depth)
+        rest_strides = contiguous_strides(data[rank:])
+        for d, (stride, size) in enumerate(zip(rest_strides, data[rank:])):
+            if size != 1:
+                position = sb.axis_index(rank + d)
+                flat = sb.add(flat, position if stride == 1 else sb.mul(position, stride))
+        return flat, sb.select(inside, value, sb.literal(0, value.dtype))
+    return LoopNest(tuple(data), (tuple(range(len(data))), tuple(range(rank))), (), "sum", body, scatter=True)
+
+
+def _segment_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    data, ids = np.asarray(values[0]), np.asarray(values[1]).astype(np.int64)
+    depth = attrs["num_segments"]
+    result = np.zeros((depth,) + data.shape[ids.ndim:], data.dtype)
+    rows = data.reshape((-1,) + data.shape[ids.ndim:])
+    for r, segment in enumerate(ids.reshape(-1)):
+        if 0 <= segment < depth:
+            result[segment] += rows[r]
+    return result
+
+
+UnsortedSegmentSum = OpDef(
+    "UnsortedSegmentSum", "reduce", _segment_shape, _segment_dtype, reference=_segment_reference,
+    grad_rule=lambda op, g: [Gather(g, op.inputs[1], axis=0, _indices_rank=len(op.inputs[1].shape)), None],
+    loop_nest=_segment_nest)
+
+
+def unsorted_segment_sum(data: Any, segment_ids: Any, num_segments: int, name: str | None = None) -> Tensor:
+    """Sums of the rows of ``data`` that share a segment id: ``out[s] = sum of data[r] where
+    segment_ids[r] == s`` (``segment_ids``' shape is a prefix of ``data``'s). Ids outside
+    ``[0, num_segments)`` are dropped; empty segments are 0. The gradient gathers.
+
+    >>> import numpy as np, compiler as cc
+    >>> cc.unsorted_segment_sum(cc.constant(np.ones((4, 2))), cc.constant(np.array([0, 2, 0, 1])), 3).shape
+    (3, 2)
+    """
+    segment_ids = convert_to_tensor(segment_ids)
+    if int(num_segments) < 0:
+        raise ValueError(f"unsorted_segment_sum: num_segments must be >= 0, got {num_segments} "
+                         f"(at {user_location()})")
+    return UnsortedSegmentSum(data, segment_ids, num_segments=int(num_segments), name=name)
