@@ -29,8 +29,8 @@ from .ops.elementwise import (abs, add, cast, clip_by_value, cos, divide, equal,
                               log1p, logical_and, logical_not, logical_or, maximum, minimum, multiply,
                               negative, not_equal, pow, relu, rsqrt, sigmoid, sign, sin, sqrt, square,
                               subtract, tanh, where)
-from .ops.indexing import (concat, gather, getitem, pad, split, stack, strided_slice, tile,  # noqa: F401
-                           unsorted_segment_sum, unstack)
+from .ops.indexing import (concat, gather, getitem, pad, reverse, split, stack, strided_slice,  # noqa: F401
+                           tile, unsorted_segment_sum, unstack)
 from .ops.indexing import slice_ as slice  # noqa: F401,A001
 from .ops.linalg import matmul  # noqa: F401
 from .ops.random import random_normal, random_uniform, set_random_seed, truncated_normal  # noqa: F401

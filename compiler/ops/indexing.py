@@ -142,6 +142,21 @@ def strided_slice(x: Any, spec: Sequence[slice | tuple], name: str | None = None
     return StridedSlice(x, spec=triples, name=name)
 
 
+def reverse(x: Any, axis: int | Sequence[int], name: str | None = None) -> Tensor:
+    """The elements of ``x`` in reverse order along each dimension in ``axis`` (TF1's ``tf.reverse``).
+
+    >>> import compiler as cc
+    >>> cc.reverse(cc.constant(np.arange(6.0).reshape(2, 3)), axis=[1]).shape
+    (2, 3)
+    """
+    x = convert_to_tensor(x)
+    axes = {normalize_axis(int(a), len(x.shape)) for a in ([axis] if isinstance(axis, (int, np.integer)) else axis)}
+    if not axes:
+        return _array.identity(x, name=name)
+    spec = tuple((None, None, -1) if d in axes else (None, None, 1) for d in range(len(x.shape)))
+    return StridedSlice(x, spec=spec, name=name)
+
+
 def slice_(x: Any, begin: Sequence[int], size: Sequence[int], name: str | None = None) -> Tensor:
     """TF1's ``tf.slice``: ``size[d]`` elements from ``begin[d]`` along each dimension (-1: to the end)."""
     spec = [(int(b), None if int(n) == -1 else int(b) + int(n), 1) for b, n in zip(begin, size)]

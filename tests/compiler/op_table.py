@@ -201,6 +201,7 @@ ROWS: list[Row] = [
     Row("getitem-size0", lambda x: x[:, 1:], (Input((0, 4)),)),
     Row("getitem-wide", lambda x: x[:, 3:-2], (Input((7, 131)),)),
     Row("slice", lambda x: cc.slice(x, [1, 0], [2, -1]), (Input((3, 4)),)),
+    Row("reverse", lambda x: cc.reverse(x, [0, -1]) * x, (Input((3, 4)),), second_order=True),
     Row("strided_slice-of-expression", lambda x, y: cc.strided_slice(x * y, [(0, None, 2), (None, None, 1)]),
         (Input((5, 3)), Input((3,))), grad=(0, 1)),
     Row("pad", lambda x: cc.sin(cc.pad(x, [[1, 2], [0, 3]])), (Input((3, 4)),), second_order=True),
