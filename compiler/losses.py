@@ -15,13 +15,17 @@ from .errors import DTypeError, ShapeError
 from .graph import Tensor, user_location
 from .ops.array import ones_like
 from .ops.base import convert_to_tensor
-from .ops.elementwise import cast, equal, not_equal, square, where
+from .ops import nn as _nn
+from .ops.elementwise import abs as abs_
+from .ops.elementwise import cast, equal, log, minimum, not_equal, square, where
 from .ops.reduction import reduce_sum
 from .shapes import RuleError, broadcast_shapes, format_shape
 
 LOSSES = "losses"  # the collection the losses are added to (TF's GraphKeys.LOSSES)
 
-__all__ = ["Reduction", "compute_weighted_loss", "get_losses", "mean_squared_error", "LOSSES"]
+__all__ = ["Reduction", "compute_weighted_loss", "get_losses", "mean_squared_error", "absolute_difference",
+           "huber_loss", "log_loss", "sigmoid_cross_entropy", "softmax_cross_entropy",
+           "sparse_softmax_cross_entropy", "LOSSES"]
 
 
 class Reduction:
@@ -96,16 +100,10 @@ def compute_weighted_loss(losses: Any, weights: Any = 1.0, scope: str | None = N
     return loss
 
 
-def mean_squared_error(labels: Any, predictions: Any, weights: Any = 1.0, scope: str | None = None,
-                       loss_collection: str | None = LOSSES,
-                       reduction: str = Reduction.SUM_BY_NONZERO_WEIGHTS) -> Tensor:
-    """``(predictions - labels)**2`` weighted and reduced; by default the mean over all elements.
-
-    ``labels`` take the dtype of ``predictions`` (integer predictions become float32, as TF1's
-    ``to_float``) and must have a compatible shape. The gradient reaches both.
-    """
+def _pair(function: str, labels: Any, predictions: Any) -> tuple[Tensor, Tensor]:
+    """(labels, predictions) as float tensors of one dtype and one shape, or an error naming ``function``."""
     if labels is None or predictions is None:
-        raise ValueError("mean_squared_error needs labels and predictions")
+        raise ValueError(f"{function} needs labels and predictions")
     predictions = convert_to_tensor(predictions)
     if not dtypes.is_floating(predictions.dtype):
         predictions = cast(predictions, dtypes.float32)
@@ -114,10 +112,95 @@ def mean_squared_error(labels: Any, predictions: Any, weights: Any = 1.0, scope:
         labels = cast(labels, predictions.dtype)
     a, b = predictions.shape, labels.shape
     if len(a) != len(b) or any(x is not None and y is not None and x != y for x, y in zip(a, b)):
-        raise ShapeError(f"mean_squared_error: predictions {format_shape(a)} and labels "
+        raise ShapeError(f"{function}: predictions {format_shape(a)} and labels "
                          f"{format_shape(b)} must have the same shape (at {user_location()})")
+    return labels, predictions
+
+
+def mean_squared_error(labels: Any, predictions: Any, weights: Any = 1.0, scope: str | None = None,
+                       loss_collection: str | None = LOSSES,
+                       reduction: str = Reduction.SUM_BY_NONZERO_WEIGHTS) -> Tensor:
+    """``(predictions - labels)**2`` weighted and reduced; by default the mean over all elements.
+
+    ``labels`` take the dtype of ``predictions`` (integer predictions become float32, as TF1's
+    ``to_float``) and must have a compatible shape. The gradient reaches both.
+    """
+    labels, predictions = _pair("mean_squared_error", labels, predictions)
     return compute_weighted_loss(square(predictions - labels), weights, scope=scope,
                                  loss_collection=loss_collection, reduction=reduction)
+
+
+def absolute_difference(labels: Any, predictions: Any, weights: Any = 1.0, scope: str | None = None,
+                        loss_collection: str | None = LOSSES,
+                        reduction: str = Reduction.SUM_BY_NONZERO_WEIGHTS) -> Tensor:
+    """``|predictions - labels|``, weighted and reduced (TF1's L1 loss)."""
+    labels, predictions = _pair("absolute_difference", labels, predictions)
+    return compute_weighted_loss(abs_(predictions - labels), weights, scope=scope,
+                                 loss_collection=loss_collection, reduction=reduction)
+
+
+def huber_loss(labels: Any, predictions: Any, weights: Any = 1.0, delta: float = 1.0, scope: str | None = None,
+               loss_collection: str | None = LOSSES, reduction: str = Reduction.SUM_BY_NONZERO_WEIGHTS) -> Tensor:
+    """``0.5 e**2`` where ``|e| <= delta``, ``delta * (|e| - 0.5 delta)`` beyond (``e`` the error)."""
+    labels, predictions = _pair("huber_loss", labels, predictions)
+    error = abs_(predictions - labels)
+    quadratic = minimum(error, delta)
+    losses = 0.5 * square(quadratic) + delta * (error - quadratic)
+    return compute_weighted_loss(losses, weights, scope=scope, loss_collection=loss_collection,
+                                 reduction=reduction)
+
+
+def log_loss(labels: Any, predictions: Any, weights: Any = 1.0, epsilon: float = 1e-7, scope: str | None = None,
+             loss_collection: str | None = LOSSES, reduction: str = Reduction.SUM_BY_NONZERO_WEIGHTS) -> Tensor:
+    """Binary cross-entropy of probabilities: ``-y log(p + eps) - (1 - y) log(1 - p + eps)``."""
+    labels, predictions = _pair("log_loss", labels, predictions)
+    losses = -labels * log(predictions + epsilon) - (1.0 - labels) * log(1.0 - predictions + epsilon)
+    return compute_weighted_loss(losses, weights, scope=scope, loss_collection=loss_collection,
+                                 reduction=reduction)
+
+
+def sigmoid_cross_entropy(multi_class_labels: Any, logits: Any, weights: Any = 1.0, label_smoothing: float = 0.0,
+                          scope: str | None = None, loss_collection: str | None = LOSSES,
+                          reduction: str = Reduction.SUM_BY_NONZERO_WEIGHTS) -> Tensor:
+    """``nn.sigmoid_cross_entropy_with_logits``, weighted and reduced; labels smoothed towards 1/2."""
+    labels, logits = _pair("sigmoid_cross_entropy", multi_class_labels, logits)
+    if label_smoothing:
+        labels = labels * (1.0 - label_smoothing) + 0.5 * label_smoothing
+    losses = _nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
+    return compute_weighted_loss(losses, weights, scope=scope, loss_collection=loss_collection,
+                                 reduction=reduction)
+
+
+def softmax_cross_entropy(onehot_labels: Any, logits: Any, weights: Any = 1.0, label_smoothing: float = 0.0,
+                          scope: str | None = None, loss_collection: str | None = LOSSES,
+                          reduction: str = Reduction.SUM_BY_NONZERO_WEIGHTS) -> Tensor:
+    """``nn.softmax_cross_entropy_with_logits`` per example, weighted and reduced; labels smoothed
+    towards uniform (``labels * (1 - s) + s / classes``). ``weights`` broadcast to ``[batch]``."""
+    labels, logits = _pair("softmax_cross_entropy", onehot_labels, logits)
+    if label_smoothing:
+        classes = logits.shape[-1]
+        if classes is None:
+            raise ShapeError(f"softmax_cross_entropy: label smoothing needs the number of classes of "
+                             f"{logits.name!r} {format_shape(logits.shape)} (at {user_location()})")
+        labels = labels * (1.0 - label_smoothing) + label_smoothing / classes
+    losses = _nn.softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    return compute_weighted_loss(losses, weights, scope=scope, loss_collection=loss_collection,
+                                 reduction=reduction)
+
+
+def sparse_softmax_cross_entropy(labels: Any, logits: Any, weights: Any = 1.0, scope: str | None = None,
+                                 loss_collection: str | None = LOSSES,
+                                 reduction: str = Reduction.SUM_BY_NONZERO_WEIGHTS) -> Tensor:
+    """``nn.sparse_softmax_cross_entropy_with_logits`` per example, weighted and reduced.
+
+    >>> import compiler as cc
+    >>> logits = cc.placeholder("float32", (None, 10))
+    >>> labels = cc.placeholder("int32", (None,))
+    >>> loss = cc.losses.sparse_softmax_cross_entropy(labels, logits)
+    """
+    losses = _nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    return compute_weighted_loss(losses, weights, scope=scope, loss_collection=loss_collection,
+                                 reduction=reduction)
 
 
 def get_losses(scope: str | None = None, loss_collection: str = LOSSES, graph: Any = None) -> list[Tensor]:

@@ -10,12 +10,13 @@ from .. import dtypes
 from ..errors import DTypeError, ShapeError
 from ..graph import Tensor, user_location
 from ..shapes import format_shape
-from .array import one_hot, stop_gradient
+from .array import one_hot, squeeze, stop_gradient
 from .base import convert_to_tensor
 from .elementwise import relu, sigmoid, tanh  # noqa: F401  (re-exported as cc.nn.*)
-from .elementwise import (cast, clip_by_value, erf, exp, expm1, greater, greater_equal, log1p,
-                          minimum, negative, where)
-from .reduction import reduce_logsumexp, reduce_sum
+from .elementwise import abs as abs_
+from .elementwise import (cast, clip_by_value, erf, exp, expm1, greater, greater_equal, less, log1p,
+                          logical_and, maximum, minimum, negative, rsqrt, square, where)
+from .reduction import reduce_logsumexp, reduce_mean, reduce_sum
 
 
 def log_softmax(logits: Any, axis: int = -1, name: str | None = None) -> Tensor:
@@ -138,3 +139,72 @@ def sigmoid_cross_entropy_with_logits(labels: Any = None, logits: Any = None,
     relu_logits = where(positive, logits, 0.0)
     neg_abs_logits = where(positive, negative(logits), logits)
     return relu_logits - logits * labels + log1p(exp(neg_abs_logits))
+
+
+# -- layers' building blocks ------------------------------------------------------------------
+
+def bias_add(value: Any, bias: Any, name: str | None = None) -> Tensor:
+    """``value + bias`` with ``bias`` (1-D) added along the last dimension, as TF1's NHWC bias_add."""
+    value = convert_to_tensor(value)
+    bias = convert_to_tensor(bias, value.dtype)
+    if len(bias.shape) != 1 or not value.shape or (
+            bias.shape[0] is not None and value.shape[-1] is not None and bias.shape[0] != value.shape[-1]):
+        raise ShapeError(f"bias_add: bias {format_shape(bias.shape)} must be 1-D with the size of the last "
+                         f"dimension of {value.name!r} {format_shape(value.shape)} (at {user_location()})")
+    return value + bias
+
+
+def l2_loss(t: Any, name: str | None = None) -> Tensor:
+    """``sum(t ** 2) / 2``, as TF1 (a weight-decay term)."""
+    t = _float_features("l2_loss", t)
+    return reduce_sum(t * t) * 0.5
+
+
+def l2_normalize(x: Any, axis: int | None = None, epsilon: float = 1e-12, name: str | None = None) -> Tensor:
+    """``x / sqrt(max(sum(x**2, axis), epsilon))``: unit L2 norm along ``axis`` (all axes when None)."""
+    x = _float_features("l2_normalize", x)
+    squared = reduce_sum(x * x, axis, keepdims=True)
+    return x * rsqrt(maximum(squared, epsilon))
+
+
+def moments(x: Any, axes: Any, keepdims: bool = False, name: str | None = None) -> tuple[Tensor, Tensor]:
+    """(mean, variance) of ``x`` over ``axes``, as TF1 (the variance is the mean squared deviation)."""
+    x = _float_features("moments", x)
+    mean = reduce_mean(x, axes, keepdims=True)
+    variance = reduce_mean(square(x - mean), axes, keepdims=True)  # differentiable to every order
+    if not keepdims:
+        mean, variance = squeeze(mean, _axes_list(axes, len(x.shape))), squeeze(variance, _axes_list(axes, len(x.shape)))
+    return mean, variance
+
+
+def batch_normalization(x: Any, mean: Any, variance: Any, offset: Any, scale: Any, variance_epsilon: float,
+                        name: str | None = None) -> Tensor:
+    """``scale * (x - mean) / sqrt(variance + epsilon) + offset`` (offset and scale may be None)."""
+    x = _float_features("batch_normalization", x)
+    inverse = rsqrt(convert_to_tensor(variance, x.dtype) + variance_epsilon)
+    if scale is not None:
+        inverse = inverse * convert_to_tensor(scale, x.dtype)
+    result = (x - convert_to_tensor(mean, x.dtype)) * inverse
+    return result + convert_to_tensor(offset, x.dtype) if offset is not None else result
+
+
+def in_top_k(predictions: Any, targets: Any, k: int, name: str | None = None) -> Tensor:
+    """Whether each row's target class is among its ``k`` largest predictions (bool, per row).
+
+    As TF1: a target whose prediction ties the k-th largest counts as in the top k; a row with a
+    non-finite prediction at the target is False."""
+    predictions = _float_features("in_top_k", predictions)
+    targets = convert_to_tensor(targets)
+    if len(predictions.shape) != 2 or len(targets.shape) != 1:
+        raise ShapeError(f"in_top_k: predictions must be [batch, classes] and targets [batch], got "
+                         f"{format_shape(predictions.shape)} and {format_shape(targets.shape)} (at {user_location()})")
+    chosen = one_hot(targets, predictions.shape[-1], dtype=predictions.dtype)
+    target_value = reduce_sum(where(greater(chosen, 0.0), predictions, 0.0), axis=1, keepdims=True)
+    above = reduce_sum(cast(greater(predictions, target_value), dtypes.int32), axis=1)
+    finite = less(abs_(target_value), float("inf"))
+    return logical_and(less(above, int(k)), squeeze(finite, [1]))
+
+
+def _axes_list(axes: Any, rank: int) -> list[int]:
+    from ..shapes import normalize_axes
+    return list(normalize_axes(axes if axes is None or isinstance(axes, int) else tuple(axes), rank))

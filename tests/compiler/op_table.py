@@ -302,4 +302,36 @@ ROWS: list[Row] = [
     Row("avg_pool-same", lambda x: cc.sin(cc.nn.avg_pool(x, ksize=3, strides=2, padding="SAME")),
         (Input((2, 5, 6, 2)),), second_order=True),
     Row("avg_pool-size1", lambda x: cc.nn.avg_pool(x, 1, 1), (Input((1, 1, 1, 1)),)),
+    # nn building blocks (compositions)
+    Row("bias_add", lambda x, b: cc.nn.bias_add(x, b), (Input((2, 3, 4)), Input((4,))), grad=(0, 1)),
+    Row("l2_loss", lambda x: cc.nn.l2_loss(x), (Input((3, 4)),), second_order=True),
+    Row("l2_normalize", lambda x: cc.nn.l2_normalize(x, axis=1), (Input((3, 4)),), second_order=True),
+    Row("l2_normalize-all", lambda x: cc.nn.l2_normalize(x), (Input((2, 5)),)),
+    Row("moments-mean", lambda x: cc.nn.moments(x, axes=[0])[0], (Input((5, 3)),)),
+    Row("moments-variance", lambda x: cc.nn.moments(x, axes=[0, 2])[1], (Input((3, 2, 4)),), second_order=True),
+    Row("moments-keepdims", lambda x: cc.nn.moments(x, axes=1, keepdims=True)[1], (Input((3, 4)),)),
+    Row("batch_normalization", lambda x, s, o: cc.nn.batch_normalization(
+        x, *cc.nn.moments(x, axes=[0]), offset=o, scale=s, variance_epsilon=1e-3),
+        (Input((6, 4)), Input((4,), "positive"), Input((4,))), grad=(0, 1, 2)),
+    Row("batch_normalization-second-order", lambda x: cc.sin(cc.nn.batch_normalization(
+        x, *cc.nn.moments(x, axes=[0]), offset=0.5, scale=2.0, variance_epsilon=1e-3)),
+        (Input((6, 4)),), second_order=True),
+    Row("batch_normalization-no-affine", lambda x: cc.nn.batch_normalization(
+        x, *cc.nn.moments(x, axes=[0, 1, 2]), offset=None, scale=None, variance_epsilon=1e-3),
+        (Input((2, 3, 3, 2)),)),
+    Row("in_top_k", lambda p, k: cc.cast(cc.nn.in_top_k(p, k, 2), p.dtype),
+        (Input((6, 5), "distinct"), Input((6,), "labels:5", "int32")), grad=()),
+    # losses
+    Row("losses-absolute_difference", lambda y, p: cc.losses.absolute_difference(y, p),
+        (Input((4, 3), "distinct"), Input((4, 3))), grad=(1,)),
+    Row("losses-huber", lambda y, p: cc.losses.huber_loss(y, p * 2.0, delta=1.0),
+        (Input((4, 3), "distinct"), Input((4, 3))), grad=(0, 1)),
+    Row("losses-log_loss", lambda y, p: cc.losses.log_loss(cc.sigmoid(y), cc.sigmoid(p)),
+        (Input((4, 3)), Input((4, 3))), grad=(0, 1), second_order=True),
+    Row("losses-sigmoid_cross_entropy", lambda y, p: cc.losses.sigmoid_cross_entropy(cc.sigmoid(y), p),
+        (Input((4, 3)), Input((4, 3))), grad=(0, 1)),
+    Row("losses-softmax_cross_entropy", lambda y, p: cc.losses.softmax_cross_entropy(
+        cc.nn.softmax(y), p, label_smoothing=0.1), (Input((4, 3)), Input((4, 3))), grad=(1,)),
+    Row("losses-sparse_softmax_cross_entropy", lambda k, p, w: cc.losses.sparse_softmax_cross_entropy(k, p, weights=w),
+        (Input((4,), "labels:3", "int32"), Input((4, 3)), Input((4,), "positive")), grad=(1, 2)),
 ]
