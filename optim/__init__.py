@@ -19,11 +19,11 @@ from .learning_rate_decay import cosine_decay, exponential_decay, piecewise_cons
 from .momentum import MomentumOptimizer
 from .optimizer import Optimizer
 from .rmsprop import RMSPropOptimizer
-from .saver import Saver, latest_checkpoint
+from .saver import CheckpointError, Saver, latest_checkpoint
 from .training_util import get_global_step, get_or_create_global_step
 
 __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdamOptimizer",
            "AdagradOptimizer", "AdadeltaOptimizer", "RMSPropOptimizer", "AdamWOptimizer",
            "FtrlOptimizer", "clip_by_norm", "clip_by_global_norm", "global_norm",
            "exponential_decay", "piecewise_constant", "cosine_decay",
-           "get_or_create_global_step", "get_global_step", "Saver", "latest_checkpoint"]
+           "get_or_create_global_step", "get_global_step", "Saver", "latest_checkpoint", "CheckpointError"]

@@ -128,6 +128,11 @@ class Variable(Tensor):
         from .array import identity
         return identity(self)
 
+    def load(self, value: Any, session: Any) -> None:
+        """Set the variable to ``value`` in ``session`` now, without running an op (TF1's
+        ``Variable.load``; the same as ``session.load_variable(variable, value)``)."""
+        session.load_variable(self, value)
+
 
 def global_variables(graph: Any = None) -> list[Variable]:
     return (graph or get_default_graph()).get_collection(GraphKeys.GLOBAL_VARIABLES)

@@ -152,6 +152,8 @@ def test_load_variable_is_seen_by_the_next_run(graph, target) -> None:
         assert int(sess.run(n)) == 42
         sess.load_variable(v, [1, 2, 3])       # literals take the variable's dtype
         assert sess.run(v).dtype == np.float32
+        n.load(7, sess)                        # TF1's Variable.load
+        assert int(sess.run(n)) == 7
         with pytest.raises(cc.ShapeError, match="'v'.*shape"):
             sess.load_variable(v, np.zeros(4, "float32"))
         with pytest.raises(cc.DTypeError, match="'v'"):
