@@ -24,6 +24,7 @@ from .. import dtypes
 from ..graph import Operation, Tensor, user_location
 from ..kernel_ir import IndexedInput
 from ..shapes import RuleError, format_shape
+from . import array as _array
 from .base import LoopNest, OpDef, floating_dtype
 
 I64 = dtypes.int64
@@ -149,9 +150,11 @@ def _conv_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any]) ->
 
 
 def _backprop_input_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any]) -> LoopNest:
-    grad, filters, image = shapes
-    rows, cols = _windows(image, filters, attrs)
-    kh, kw, channels, features = filters
+    # The filter comes with its channel axes swapped ([kh, kw, out, in]) so that the input channels,
+    # the output's contiguous axis, are contiguous in it too: the innermost loop runs along them.
+    grad, swapped, image = shapes
+    rows, cols = _windows(image, swapped, attrs)
+    kh, kw, features, channels = swapped
     space = (image[0], image[1], image[2], channels, kh, kw, features)
 
     def body(sb: Any, args: Sequence[Any]) -> Any:
@@ -163,7 +166,7 @@ def _backprop_input_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str
         ow, col_ok = cols.output_of(sb, sb.axis_index(2), sb.axis_index(5))
         value = g.at(sb, [sb.axis_index(0), _clamp(sb, oh, rows.out), _clamp(sb, ow, cols.out), sb.axis_index(6)])
         return sb.mul(sb.select(sb.logical_and(row_ok, col_ok), value, zero), args[1])
-    return LoopNest(space, ((None,) * 4, (4, 5, 3, 6), (None,) * 4), (4, 5, 6), "sum", body)
+    return LoopNest(space, ((None,) * 4, (4, 5, 6, 3), (None,) * 4), (4, 5, 6), "sum", body)
 
 
 def _backprop_filter_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any]) -> LoopNest:
@@ -217,7 +220,7 @@ def _conv_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> n
 
 
 def _backprop_input_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
-    g, w, like = np.asarray(values[0]), np.asarray(values[1]), np.asarray(values[2])
+    g, w, like = np.asarray(values[0]), np.swapaxes(np.asarray(values[1]), 2, 3), np.asarray(values[2])
     rows, cols = _reference_windows(like.shape, w.shape, attrs)
     padded = np.zeros(_padded(np.zeros(like.shape, g.dtype), rows, cols).shape, g.dtype)
     contributions = np.einsum("nhwf,ijcf->nhwijc", g, w)
@@ -241,19 +244,27 @@ def _conv_attrs(op: Operation) -> dict[str, Any]:
     return {k: op.attrs[k] for k in ("strides", "dilations", "padding")}
 
 
+def _swap_channels(w: Tensor) -> Tensor:
+    return _array.transpose(w, (0, 1, 3, 2))
+
+
 def _conv_grad(op: Operation, g: Tensor) -> list[Tensor]:
     x, w = op.inputs
-    return [Conv2DBackpropInput(g, w, x, **_conv_attrs(op)), Conv2DBackpropFilter(x, g, w, **_conv_attrs(op))]
+    return [Conv2DBackpropInput(g, _swap_channels(w), x, **_conv_attrs(op)),
+            Conv2DBackpropFilter(x, g, w, **_conv_attrs(op))]
 
 
 def _backprop_input_grad(op: Operation, g: Tensor) -> list[Tensor | None]:
-    grad, w, _ = op.inputs
-    return [Conv2D(g, w, **_conv_attrs(op)), Conv2DBackpropFilter(g, grad, w, **_conv_attrs(op)), None]
+    grad, swapped, _ = op.inputs
+    w = _swap_channels(swapped)
+    return [Conv2D(g, w, **_conv_attrs(op)), _swap_channels(Conv2DBackpropFilter(g, grad, w, **_conv_attrs(op))),
+            None]
 
 
 def _backprop_filter_grad(op: Operation, g: Tensor) -> list[Tensor | None]:
     x, grad, _ = op.inputs
-    return [Conv2DBackpropInput(grad, g, x, **_conv_attrs(op)), Conv2D(x, g, **_conv_attrs(op)), None]
+    return [Conv2DBackpropInput(grad, _swap_channels(g), x, **_conv_attrs(op)), Conv2D(x, g, **_conv_attrs(op)),
+            None]
 
 
 Conv2D = OpDef("Conv2D", "reduce", _conv_shape, floating_dtype, reference=_conv_reference,
