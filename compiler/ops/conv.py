@@ -3,7 +3,8 @@
 ``conv2d``: ``out[n, oh, ow, f] = sum over kh, kw, c of x[n, ih, iw, c] * w[kh, kw, c, f]`` with
 ``ih = oh * stride + kh * dilation - pad_top`` (zero outside the image). Its two gradients are ops of
 the same form (``conv2d_backprop_input``, ``conv2d_backprop_filter``), and each of the three is the
-gradient of the others, so second derivatives need nothing more.
+gradient of the others, so second derivatives need nothing more. For larger convolutions the filter
+gradient is instead one matrix product per filter tap (see ``_filter_gradient``).
 
 Pooling: ``max_pool`` is a max over the window (padding never wins); its gradient goes to the first
 position in the window that holds the max (as TF), found by ``MaxPoolArgmax``. ``avg_pool`` divides
@@ -25,6 +26,7 @@ from ..graph import Operation, Tensor, user_location
 from ..kernel_ir import IndexedInput
 from ..shapes import RuleError, format_shape
 from . import array as _array
+from . import linalg as _linalg
 from .base import LoopNest, OpDef, floating_dtype
 
 I64 = dtypes.int64
@@ -244,14 +246,50 @@ def _conv_attrs(op: Operation) -> dict[str, Any]:
     return {k: op.attrs[k] for k in ("strides", "dilations", "padding")}
 
 
+TAP_GEMM_MIN_WORK = 1 << 16   # per image and filter tap: below it the loop nest's single kernel wins
+
+
 def _swap_channels(w: Tensor) -> Tensor:
     return _array.transpose(w, (0, 1, 3, 2))
 
 
 def _conv_grad(op: Operation, g: Tensor) -> list[Tensor]:
     x, w = op.inputs
-    return [Conv2DBackpropInput(g, _swap_channels(w), x, **_conv_attrs(op)),
-            Conv2DBackpropFilter(x, g, w, **_conv_attrs(op))]
+    return [Conv2DBackpropInput(g, _swap_channels(w), x, **_conv_attrs(op)), _filter_gradient(x, g, w, op)]
+
+
+def _filter_gradient(x: Tensor, g: Tensor, w: Tensor, op: Operation) -> Tensor:
+    """d loss / d filter. With the spatial sizes known when the graph is built it is one matrix
+    product per filter tap, ``tap[kh, kw] = X(kh, kw)^T @ G`` with ``X(kh, kw)`` the input pixels that
+    tap reads (a strided slice of the padded input, [N*OH*OW, C]) and ``G`` the output gradient
+    [N*OH*OW, F]: the GEMM does the long reduction over N*OH*OW. Small convolutions (under
+    ``TAP_GEMM_MIN_WORK`` multiply-adds per image and tap) and unknown spatial sizes use a loop nest."""
+    from . import indexing
+    attrs = _conv_attrs(op)
+    (_, height, width, channels), (kh, kw, _, features) = x.shape, w.shape
+    if None in (height, width, channels, kh, kw, features) or 0 in (height, width, channels, kh, kw, features):
+        return Conv2DBackpropFilter(x, g, w, **attrs)
+    rows, cols = _windows(x.shape, w.shape, attrs)
+    if 0 in (rows.out, cols.out) or rows.out * cols.out * channels * features < TAP_GEMM_MIN_WORK:
+        return Conv2DBackpropFilter(x, g, w, **attrs)
+    padding = [(0, 0)]
+    for window in (rows, cols):
+        reach = (window.out - 1) * window.stride + (window.kernel - 1) * window.dilation + 1
+        padding.append((window.pad, max(reach - window.size - window.pad, 0)))
+    padding.append((0, 0))
+    padded = indexing.pad(x, padding) if any(p != (0, 0) for p in padding) else x
+    gradient_rows = _array.reshape(g, (-1, features))
+    taps = []
+    for i in range(kh):
+        for j in range(kw):
+            spec = [(None, None, 1)]
+            for tap, window in ((i, rows), (j, cols)):
+                start = tap * window.dilation
+                spec.append((start, start + (window.out - 1) * window.stride + 1, window.stride))
+            spec.append((None, None, 1))
+            pixels = _array.reshape(indexing.StridedSlice(padded, spec=tuple(spec)), (-1, channels))
+            taps.append(_linalg.matmul(pixels, gradient_rows, transpose_a=True))
+    return _array.reshape(indexing.concat(taps, axis=0), (kh, kw, channels, features))
 
 
 def _backprop_input_grad(op: Operation, g: Tensor) -> list[Tensor | None]:
