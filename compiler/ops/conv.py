@@ -139,16 +139,22 @@ def _conv_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any]) ->
     rows, cols = _windows(image, filters, attrs)
     kh, kw, channels, features = filters
     space = (image[0], rows.out, cols.out, features, kh, kw, channels)
+    body = _pixel_times_operand(image, rows, cols, dict(n=0, oh=1, ow=2, kh=4, kw=5, c=6))
+    return LoopNest(space, ((None,) * 4, (4, 5, 6, 3)), (4, 5, 6), "sum", body)
 
+
+def _pixel_times_operand(image: tuple, rows: Window, cols: Window, axes: Mapping[str, int]) -> Any:
+    """A loop-nest body: the image pixel a tap reads (0 in the padding) times the second input;
+    ``axes`` names the space axes of batch, output row and column, tap row and column, channel."""
     def body(sb: Any, args: Sequence[Any]) -> Any:
         x: IndexedInput = args[0]
         zero = sb.literal(0, x.dtype)
         if 0 in image:
             return zero
-        n, oh, ow, _, kh, kw, c = (sb.axis_index(a) for a in range(7))
+        n, oh, ow, kh, kw, c = (sb.axis_index(axes[name]) for name in ("n", "oh", "ow", "kh", "kw", "c"))
         inside, pixel = _tap(sb, x, rows, cols, n, oh, kh, ow, kw, c)
         return sb.mul(sb.select(inside, pixel, zero), args[1])
-    return LoopNest(space, ((None,) * 4, (4, 5, 6, 3)), (4, 5, 6), "sum", body)
+    return body
 
 
 def _backprop_input_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any]) -> LoopNest:
@@ -176,15 +182,7 @@ def _backprop_filter_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[st
     rows, cols = _windows(image, filters, attrs)
     kh, kw, channels, features = filters
     space = (kh, kw, channels, features, image[0], rows.out, cols.out)
-
-    def body(sb: Any, args: Sequence[Any]) -> Any:
-        x: IndexedInput = args[0]
-        zero = sb.literal(0, x.dtype)
-        if 0 in image:
-            return zero
-        kh, kw, c, _, n, oh, ow = (sb.axis_index(a) for a in range(7))
-        inside, pixel = _tap(sb, x, rows, cols, n, oh, kh, ow, kw, c)
-        return sb.mul(sb.select(inside, pixel, zero), args[1])
+    body = _pixel_times_operand(image, rows, cols, dict(kh=0, kw=1, c=2, n=4, oh=5, ow=6))
     return LoopNest(space, ((None,) * 4, (4, 5, 6, 3), (None,) * 4), (4, 5, 6), "sum", body)
 
 
