@@ -89,6 +89,14 @@ def _tap(sb: Any, x: IndexedInput, rows: Window, cols: Window, n: Any, oh: Any, 
     return inside, x.at(sb, [n, _clamp(sb, ih, rows.size), _clamp(sb, iw, cols.size), c])
 
 
+def _reading_window(sb: Any, rows: Window, cols: Window) -> tuple[Any, Any, Any]:
+    """For gradient loop nests over (n, ih, iw, c, kh, kw, ...): the output position (oh, ow), kept
+    in range, whose window reads input (ih, iw) at tap (kh, kw), and whether there is one."""
+    oh, row_ok = rows.output_of(sb, sb.axis_index(1), sb.axis_index(4))
+    ow, col_ok = cols.output_of(sb, sb.axis_index(2), sb.axis_index(5))
+    return _clamp(sb, oh, rows.out), _clamp(sb, ow, cols.out), sb.logical_and(row_ok, col_ok)
+
+
 def _pair(value: Any, name: str) -> tuple[int, int]:
     """TF's 4-element NHWC form ``[1, h, w, 1]``, a pair, or one int."""
     values = [int(v) for v in np.atleast_1d(np.asarray(value))]
@@ -170,10 +178,9 @@ def _backprop_input_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str
         zero = sb.literal(0, g.dtype)
         if 0 in grad:
             return zero
-        oh, row_ok = rows.output_of(sb, sb.axis_index(1), sb.axis_index(4))
-        ow, col_ok = cols.output_of(sb, sb.axis_index(2), sb.axis_index(5))
-        value = g.at(sb, [sb.axis_index(0), _clamp(sb, oh, rows.out), _clamp(sb, ow, cols.out), sb.axis_index(6)])
-        return sb.mul(sb.select(sb.logical_and(row_ok, col_ok), value, zero), args[1])
+        oh, ow, read = _reading_window(sb, rows, cols)
+        value = g.at(sb, [sb.axis_index(0), oh, ow, sb.axis_index(6)])
+        return sb.mul(sb.select(read, value, zero), args[1])
     return LoopNest(space, ((None,) * 4, (4, 5, 6, 3), (None,) * 4), (4, 5, 6), "sum", body)
 
 
@@ -446,11 +453,10 @@ def _max_pool_grad_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str,
         zero = sb.literal(0, g.dtype)
         if 0 in grad:
             return zero
-        oh, row_ok = rows.output_of(sb, sb.axis_index(1), sb.axis_index(4))
-        ow, col_ok = cols.output_of(sb, sb.axis_index(2), sb.axis_index(5))
-        at = [sb.axis_index(0), _clamp(sb, oh, rows.out), _clamp(sb, ow, cols.out), sb.axis_index(3)]
+        oh, ow, read = _reading_window(sb, rows, cols)
+        at = [sb.axis_index(0), oh, ow, sb.axis_index(3)]
         tap = sb.add(sb.mul(sb.axis_index(4), cols.kernel), sb.axis_index(5))
-        chosen = sb.logical_and(sb.logical_and(row_ok, col_ok), sb.eq(taps.at(sb, at), tap))
+        chosen = sb.logical_and(read, sb.eq(taps.at(sb, at), tap))
         return sb.select(chosen, g.at(sb, at), zero)
     return LoopNest(space, ((None,) * 4, (None,) * 4, (None,) * 4), (4, 5), "sum", body)
 
@@ -505,12 +511,10 @@ def _avg_pool_grad_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str,
         zero = sb.literal(0, g.dtype)
         if 0 in grad:
             return zero
-        oh, row_ok = rows.output_of(sb, sb.axis_index(1), sb.axis_index(4))
-        ow, col_ok = cols.output_of(sb, sb.axis_index(2), sb.axis_index(5))
-        oh, ow = _clamp(sb, oh, rows.out), _clamp(sb, ow, cols.out)
+        oh, ow, read = _reading_window(sb, rows, cols)
         count = sb.mul(_window_count(sb, rows, oh), _window_count(sb, cols, ow))
         value = sb.div(g.at(sb, [sb.axis_index(0), oh, ow, sb.axis_index(3)]), sb.cast(count, g.dtype))
-        return sb.select(sb.logical_and(row_ok, col_ok), value, zero)
+        return sb.select(read, value, zero)
     return LoopNest(space, ((None,) * 4, (None,) * 4), (4, 5), "sum", body)
 
 
