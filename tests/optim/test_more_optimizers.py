@@ -11,7 +11,7 @@ import compiler as cc
 import optim
 from runtime import Session
 
-from .least_squares import least_squares_grads, least_squares_problem
+from .least_squares import least_squares_grads, least_squares_graph, least_squares_problem
 
 TARGETS = {"reference": 1e-12, "cpu": 1e-10}  # target -> rtol (float64)
 STEPS = 3
@@ -260,9 +260,7 @@ def test_adamw_decay_var_list(how: str, target: str) -> None:
     """Only the variables in decay_var_list are decayed; the others take the plain Adam step."""
     graph = cc.Graph()
     with graph.as_default():
-        w = cc.Variable(W0, name="W")
-        b = cc.Variable(B0, name="b")
-        loss = cc.reduce_sum(cc.square(cc.constant(X) @ w + b - cc.constant(Y)))
+        w, b, loss = least_squares_graph(X, Y, W0, B0)
         opt = optim.AdamWOptimizer(0.05, 0.1, beta1=0.8, beta2=0.99, epsilon=1e-3)
         if how == "minimize":
             train = opt.minimize(loss, decay_var_list=[w])
@@ -326,9 +324,7 @@ def test_rmsprop_learning_rate_placeholder(target: str) -> None:
     graph = cc.Graph()
     with graph.as_default():
         lr = cc.placeholder("float32", shape=(), name="lr")
-        w = cc.Variable(W0, name="W")
-        b = cc.Variable(B0, name="b")
-        loss = cc.reduce_sum(cc.square(cc.constant(X) @ w + b - cc.constant(Y)))
+        w, b, loss = least_squares_graph(X, Y, W0, B0)
         train = optim.RMSPropOptimizer(lr, momentum=0.5).minimize(loss)
     w_np, b_np = W0.copy(), B0.copy()
     init = {"rms": np.ones_like, "momentum": np.zeros_like}

@@ -11,7 +11,7 @@ import compiler as cc
 import optim
 from runtime import Session
 
-from .least_squares import least_squares_grads, least_squares_problem
+from .least_squares import least_squares_grads, least_squares_graph, least_squares_problem
 
 TARGETS = {"reference": 1e-12, "cpu": 1e-10}  # target -> rtol
 STEPS = 3
@@ -118,9 +118,7 @@ def test_learning_rate_placeholder(case_name: str, target: str) -> None:
     graph = cc.Graph()
     with graph.as_default():
         lr = cc.placeholder("float32", shape=(), name="lr")
-        w = cc.Variable(W0, name="W")
-        b = cc.Variable(B0, name="b")
-        loss = cc.reduce_sum(cc.square(cc.constant(X) @ w + b - cc.constant(Y)))
+        w, b, loss = least_squares_graph(X, Y, W0, B0)
         opt = (optim.GradientDescentOptimizer(lr) if case_name == "gd"
                else optim.AdamOptimizer(lr, beta1=0.8, beta2=0.99, epsilon=1e-3))
         train = opt.minimize(loss)
@@ -142,9 +140,7 @@ def test_learning_rate_placeholder(case_name: str, target: str) -> None:
 def test_var_list_restricts_updates(target: str) -> None:
     graph = cc.Graph()
     with graph.as_default():
-        w = cc.Variable(W0, name="W")
-        b = cc.Variable(B0, name="b")
-        loss = cc.reduce_sum(cc.square(cc.constant(X) @ w + b - cc.constant(Y)))
+        w, b, loss = least_squares_graph(X, Y, W0, B0)
         opt = optim.MomentumOptimizer(0.05, 0.9)
         train = opt.minimize(loss, var_list=[w])
     assert opt.get_slot(w, "momentum") is not None and opt.get_slot(b, "momentum") is None
