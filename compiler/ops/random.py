@@ -552,12 +552,7 @@ def random_normal(shape: Sequence[int], mean: Any = 0.0, stddev: Any = 1.0, dtyp
     >>> bool(abs(values.mean() - 1.0) < 0.05), bool(abs(values.std() - 2.0) < 0.05)
     (True, True)
     """
-    shape = _static_shape(shape, "RandomStandardNormal")
-    dtype = _float_dtype(dtype, "RandomStandardNormal")
-    seed = _check_seed(seed, "RandomStandardNormal")
-    with get_default_graph().name_scope(name or "random_normal"):
-        standard = _random_tensor(RandomStandardNormal, shape, dtype, seed, name="RandomStandardNormal")
-        return _affine(standard, stddev, mean, (1.0, 0.0))
+    return _scaled_normal(RandomStandardNormal, shape, mean, stddev, dtype, seed, name or "random_normal")
 
 
 def truncated_normal(shape: Sequence[int], mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = "float32",
@@ -576,11 +571,17 @@ def truncated_normal(shape: Sequence[int], mean: Any = 0.0, stddev: Any = 1.0, d
     ...     bool((np.abs(sess.run(t)) <= 0.2).all())
     True
     """
-    shape = _static_shape(shape, "TruncatedNormal")
-    dtype = _float_dtype(dtype, "TruncatedNormal")
-    seed = _check_seed(seed, "TruncatedNormal")
-    with get_default_graph().name_scope(name or "truncated_normal"):
-        standard = _random_tensor(TruncatedNormal, shape, dtype, seed, name="TruncatedNormal")
+    return _scaled_normal(TruncatedNormal, shape, mean, stddev, dtype, seed, name or "truncated_normal")
+
+
+def _scaled_normal(opdef: OpDef, shape: Sequence[int], mean: Any, stddev: Any, dtype: Any, seed: int | None,
+                   scope: str) -> Tensor:
+    """``mean + stddev * z`` for standard draws ``z`` of ``opdef``, arguments checked in its name."""
+    shape = _static_shape(shape, opdef.name)
+    dtype = _float_dtype(dtype, opdef.name)
+    seed = _check_seed(seed, opdef.name)
+    with get_default_graph().name_scope(scope):
+        standard = _random_tensor(opdef, shape, dtype, seed, name=opdef.name)
         return _affine(standard, stddev, mean, (1.0, 0.0))
 
 
