@@ -8,14 +8,39 @@ rebuilt, never loaded blindly. Files are written atomically (temporary file, the
 
 The directory is ``$GRAPHGRAD_CACHE_DIR``, else ``$XDG_CACHE_HOME/graphgrad``, else
 ``~/.cache/graphgrad``. ``GRAPHGRAD_CACHE=0`` turns the cache off.
+
+Trust. An entry is native code that this process will run, and its checksum only catches
+accidents: anyone who can write a file can write a matching checksum. So, as ssh treats its keys,
+an entry is loaded only if both the entry and its directory are owned by the current user
+(``os.geteuid()``) and are writable by neither group nor others; the entry must also be a regular
+file, and a symbolic link in its place is not followed. The directory is opened once and checked
+with ``fstat``, and the entry is opened relative to that descriptor (``O_NOFOLLOW``) and checked
+with ``fstat`` too, so what is checked is what is read. Directories the cache creates, parents
+included, get mode 0700; directories that already exist are checked but never changed. An
+untrusted entry is a miss: the step is compiled afresh and its entry replaced by rename, which
+neither writes through a planted file nor follows a planted link. Nothing is ever written into an
+untrusted directory. On systems without POSIX ownership (Windows) the ownership and mode checks
+are skipped.
+
+Each untrusted path is reported once per process with ``logging.getLogger("graphgrad.cache")
+.warning``. That someone else could plant native code for us to run is a security event worth
+seeing in a normal run, and with no logging configured Python prints warnings to stderr. Logging
+rather than ``warnings.warn`` leaves it to the application's logging configuration and never turns
+it into an exception under ``-W error``: the safe response, compiling afresh, is already taken.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
+import logging
 import os
+import secrets
+import stat
 import struct
-import tempfile
+import threading
 from pathlib import Path
+from types import TracebackType
 
 import llvmlite
 import llvmlite.binding as llvm
@@ -23,6 +48,17 @@ import llvmlite.binding as llvm
 MAGIC = b"GRAPHGRAD-OBJ\0"
 FORMAT = 1
 _HEADER = struct.Struct("<14sI32sQ32s")  # magic, format, key, payload length, payload sha256
+
+_logger = logging.getLogger("graphgrad.cache")
+_reported: set[str] = set()
+_reported_lock = threading.Lock()
+
+_CHECK_OWNER = hasattr(os, "geteuid")
+# Open files relative to the checked directory where the platform can (os.replace takes
+# src_dir_fd/dst_dir_fd wherever os.rename does).
+_RELATIVE = {os.open, os.stat, os.rename, os.unlink} <= os.supports_dir_fd
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_COMMON_FLAGS = getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
 
 
 def directory() -> Path | None:
@@ -47,21 +83,128 @@ def key_for(module_text: str) -> bytes:
     return digest.digest()
 
 
-def _path(key: bytes) -> Path | None:
-    root = directory()
-    return None if root is None else root / f"{key.hex()}.obj"
+def _entry_name(key: bytes) -> str:
+    return f"{key.hex()}.obj"
+
+
+def _distrust(status: os.stat_result) -> str | None:
+    """Why a file with this status must not be trusted, or None if it may be."""
+    if not _CHECK_OWNER:
+        return None
+    if status.st_uid != os.geteuid():
+        return f"it is owned by uid {status.st_uid}, not by uid {os.geteuid()}"
+    if status.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"it is writable by group or others (mode {stat.S_IMODE(status.st_mode):04o})"
+    return None
+
+
+def _report(kind: str, path: Path, reason: str) -> None:
+    """Warn that ``path`` is not trusted, once per path and process."""
+    with _reported_lock:
+        if str(path) in _reported:
+            return
+        _reported.add(str(path))
+    _logger.warning("graphgrad: ignoring the compile cache %s %s: %s", kind, path, reason)
+
+
+def _make_private_directories(root: Path) -> None:
+    """Create ``root`` and its missing parents with mode 0700; existing ones are left as they are."""
+    missing = []
+    for candidate in (root, *root.parents):
+        if candidate.exists():
+            break
+        missing.append(candidate)
+    for candidate in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(candidate, 0o700)
+
+
+class _Folder:
+    """The cache directory, opened once; entries are opened relative to what was checked."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.fd: int | None = None
+        if _RELATIVE:
+            self.fd = os.open(root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _COMMON_FLAGS)
+            try:
+                self.status = os.fstat(self.fd)
+            except BaseException:
+                os.close(self.fd)
+                raise
+        else:
+            self.status = os.stat(root)
+
+    def __enter__(self) -> _Folder:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+
+    def trusted(self) -> bool:
+        reason = _distrust(self.status)
+        if reason is not None:
+            _report("directory", self.root, reason)
+        return reason is None
+
+    def _at(self, name: str) -> str:
+        return name if self.fd is not None else str(self.root / name)
+
+    def _is_link(self, name: str) -> bool:
+        try:
+            return stat.S_ISLNK(os.stat(self._at(name), dir_fd=self.fd, follow_symlinks=False).st_mode)
+        except OSError:
+            return False
+
+    def read(self, name: str) -> bytes | None:
+        """The bytes of entry ``name`` if it exists and is trusted, else None."""
+        if not _NOFOLLOW and self._is_link(name):
+            _report("entry", self.root / name, "it is a symbolic link")
+            return None
+        # O_NONBLOCK: a planted FIFO must not hang the open; it is then rejected as not a file.
+        flags = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | _COMMON_FLAGS
+        try:
+            fd = os.open(self._at(name), flags, dir_fd=self.fd)
+        except OSError as error:
+            if error.errno != errno.ENOENT and self._is_link(name):
+                _report("entry", self.root / name, "it is a symbolic link")
+            return None
+        with os.fdopen(fd, "rb") as stream:
+            status = os.fstat(stream.fileno())
+            reason = "it is not a regular file" if not stat.S_ISREG(status.st_mode) else _distrust(status)
+            if reason is not None:
+                _report("entry", self.root / name, reason)
+                return None
+            return stream.read()
+
+    def write(self, name: str, data: bytes) -> None:
+        """Write entry ``name`` atomically: a fresh private file renamed over whatever was there."""
+        temporary = f".tmp-{secrets.token_hex(8)}.obj"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _COMMON_FLAGS
+        fd = os.open(self._at(temporary), flags, 0o600, dir_fd=self.fd)
+        try:
+            with os.fdopen(fd, "wb") as stream:
+                stream.write(data)
+            os.replace(self._at(temporary), self._at(name), src_dir_fd=self.fd, dst_dir_fd=self.fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(self._at(temporary), dir_fd=self.fd)
+            raise
 
 
 def load(key: bytes) -> bytes | None:
-    """The cached object code for ``key``, or None if there is no valid entry."""
-    path = _path(key)
-    if path is None:
+    """The cached object code for ``key``, or None if there is no valid, trusted entry."""
+    root = directory()
+    if root is None:
         return None
     try:
-        data = path.read_bytes()
+        with _Folder(root) as folder:
+            data = folder.read(_entry_name(key)) if folder.trusted() else None
     except OSError:
         return None
-    if len(data) < _HEADER.size:
+    if data is None or len(data) < _HEADER.size:
         return None
     magic, version, stored_key, length, checksum = _HEADER.unpack_from(data)
     payload = data[_HEADER.size:]
@@ -72,20 +215,15 @@ def load(key: bytes) -> bytes | None:
 
 
 def store(key: bytes, payload: bytes) -> None:
-    """Write an entry atomically; a cache that cannot be written is silently skipped."""
-    path = _path(key)
-    if path is None:
+    """Write an entry atomically; a cache that cannot be written, or is not trusted, is skipped."""
+    root = directory()
+    if root is None:
         return
     header = _HEADER.pack(MAGIC, FORMAT, key, len(payload), hashlib.sha256(payload).digest())
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".obj")
-        try:
-            with os.fdopen(handle, "wb") as stream:
-                stream.write(header + payload)
-            os.replace(temporary, path)
-        except BaseException:
-            os.unlink(temporary)
-            raise
+        _make_private_directories(root)
+        with _Folder(root) as folder:
+            if folder.trusted():
+                folder.write(_entry_name(key), header + payload)
     except OSError:
         pass

@@ -1,8 +1,13 @@
-"""The persistent compile cache: hits skip LLVM, bad entries are ignored and rebuilt."""
+"""The persistent compile cache: hits skip LLVM, bad entries are ignored and rebuilt, and only
+entries that no one but the current user could have written are loaded."""
 from __future__ import annotations
 
+import logging
+import os
+import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,7 +36,6 @@ def _run(env: dict) -> tuple[float, list[str]]:
 
 @pytest.fixture
 def cache_env(tmp_path, monkeypatch):
-    import os
     env = dict(os.environ, GRAPHGRAD_CACHE_DIR=str(tmp_path / "cache"))
     env.pop("GRAPHGRAD_CACHE", None)  # the cache is on unless a test turns it off
     return env, tmp_path / "cache"
@@ -82,3 +86,143 @@ def test_cache_can_be_turned_off(cache_env) -> None:
 def test_keys_depend_on_the_module_text() -> None:
     assert cache.key_for("a") != cache.key_for("b")
     assert cache.key_for("a") == cache.key_for("a")
+
+
+# Trust: entries are native code, so only files that only we could have written are loaded.
+
+EXPECTED = 2 * (1 + np.e + np.e ** 2)
+
+
+def _run_logged(env: dict) -> tuple[float, list[str], str]:
+    """Like ``_run``, and also what the process wrote to stderr (where cache warnings go)."""
+    result = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, check=True)
+    value, phases = result.stdout.strip().split(" ", 1)
+    return float(value), eval(phases), result.stderr
+
+
+def _entries(root: Path) -> list[Path]:
+    entries = sorted(root.glob("*.obj"))
+    assert entries
+    return entries
+
+
+def _listing(root: Path) -> dict[str, tuple[int, int]]:
+    return {path.name: (path.lstat().st_ino, path.lstat().st_mtime_ns) for path in root.iterdir()}
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_a_world_writable_entry_is_not_loaded(cache_env) -> None:
+    env, root = cache_env
+    _run(env)
+    entries = _entries(root)
+    for entry in entries:
+        entry.chmod(0o666)
+    value, phases, log = _run_logged(env)
+    assert "cache-hit" not in phases and "llvm-opt" in phases
+    assert value == pytest.approx(EXPECTED, rel=1e-6)
+    assert f"{entries[0]}: it is writable by group or others (mode 0666)" in log
+    value, phases = _run(env)  # the fresh compile replaced the entries with private ones
+    assert "cache-hit" in phases and value == pytest.approx(EXPECTED, rel=1e-6)
+    assert all(_mode(entry) == 0o600 for entry in _entries(root))
+
+
+def test_an_entry_in_a_world_writable_directory_is_not_loaded(cache_env) -> None:
+    env, root = cache_env
+    _run(env)
+    root.chmod(0o777)
+    before = _listing(root)
+    value, phases, log = _run_logged(env)
+    assert "cache-hit" not in phases and "llvm-opt" in phases
+    assert value == pytest.approx(EXPECTED, rel=1e-6)
+    assert f"directory {root}: it is writable by group or others (mode 0777)" in log
+    assert log.count(f"directory {root}:") == 1  # once per path, not once per entry
+    assert _listing(root) == before  # nothing written into it
+    assert _mode(root) == 0o777      # and its mode is the user's business
+
+
+@pytest.mark.parametrize("planted", ["entry", "directory"])
+def test_a_foreign_owned_entry_is_not_loaded(cache_env, planted) -> None:
+    env, root = cache_env
+    _run(env)
+    targets = _entries(root) if planted == "entry" else [root]
+    try:
+        for target in targets:
+            os.chown(target, 65534, 65534)
+    except PermissionError:
+        pytest.skip("giving a file to another user (uid 65534) needs root or CAP_CHOWN")
+    value, phases, log = _run_logged(env)
+    assert "cache-hit" not in phases and "llvm-opt" in phases
+    assert value == pytest.approx(EXPECTED, rel=1e-6)
+    assert f"{targets[0]}: it is owned by uid 65534, not by uid {os.geteuid()}" in log
+    if planted == "entry":
+        assert all(entry.stat().st_uid == os.geteuid() for entry in _entries(root))
+    else:
+        assert all(entry.stat().st_uid == 65534 for entry in targets)
+
+
+def test_a_symlinked_entry_is_not_followed(cache_env, tmp_path) -> None:
+    env, root = cache_env
+    _run(env)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    contents = {}
+    for entry in _entries(root):
+        target = elsewhere / entry.name
+        entry.rename(target)
+        entry.symlink_to(target)  # a valid entry of ours, but reached through a link
+        contents[target] = target.read_bytes()
+    value, phases, log = _run_logged(env)
+    assert "cache-hit" not in phases and "llvm-opt" in phases
+    assert value == pytest.approx(EXPECTED, rel=1e-6)
+    assert "it is a symbolic link" in log
+    assert all(target.read_bytes() == data for target, data in contents.items())  # not written through
+    assert not any(entry.is_symlink() for entry in _entries(root))  # the links were replaced
+
+
+def test_an_untrusted_entry_is_reported_once_with_its_path(tmp_path, monkeypatch, caplog) -> None:
+    monkeypatch.setenv("GRAPHGRAD_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("GRAPHGRAD_CACHE", raising=False)
+    key = cache.key_for("a module")
+    cache.store(key, b"machine code")
+    assert cache.load(key) == b"machine code"
+    entry = tmp_path / "cache" / f"{key.hex()}.obj"
+    entry.chmod(0o646)
+    with caplog.at_level(logging.WARNING, logger="graphgrad.cache"):
+        assert cache.load(key) is None
+        assert cache.load(key) is None
+    messages = [record.getMessage() for record in caplog.records if record.name == "graphgrad.cache"]
+    assert messages == [f"graphgrad: ignoring the compile cache entry {entry}: "
+                        "it is writable by group or others (mode 0646)"]
+
+
+def test_new_cache_directories_are_private(tmp_path, monkeypatch) -> None:
+    root = tmp_path / "made" / "by" / "graphgrad"
+    monkeypatch.setenv("GRAPHGRAD_CACHE_DIR", str(root))
+    monkeypatch.delenv("GRAPHGRAD_CACHE", raising=False)
+    existing_mode = _mode(tmp_path)
+    key = cache.key_for("a module")
+    previous = os.umask(0o022)
+    try:
+        cache.store(key, b"machine code")
+    finally:
+        os.umask(previous)
+    assert [_mode(path) for path in (root.parent.parent, root.parent, root)] == [0o700] * 3
+    assert _mode(tmp_path) == existing_mode
+    assert cache.load(key) == b"machine code"
+
+
+def test_an_existing_private_directory_is_used_as_it_is(tmp_path, monkeypatch) -> None:
+    root = tmp_path / "cache"
+    root.mkdir()
+    root.chmod(0o755)
+    link = tmp_path / "link"
+    link.symlink_to(root)  # the directory itself may be reached through a link (~/.cache often is)
+    monkeypatch.setenv("GRAPHGRAD_CACHE_DIR", str(link))
+    monkeypatch.delenv("GRAPHGRAD_CACHE", raising=False)
+    key = cache.key_for("a module")
+    cache.store(key, b"machine code")
+    assert cache.load(key) == b"machine code"
+    assert _mode(root) == 0o755
