@@ -11,21 +11,24 @@ from compiler.errors import FeedError, GraphMismatchError
 from compiler.graph import Graph, Tensor
 from compiler.shapes import format_shape
 
+_NUMBERS = (bool, int, float, complex, np.number, np.bool_)
+
 
 def _describe(placeholder: Tensor) -> str:
     return (f"placeholder {placeholder.op.name!r} {format_shape(placeholder.shape)} "
             f"{placeholder.dtype.name} (defined at {placeholder.op.location})")
 
 
-def convert_losslessly(value: Any, target: np.dtype) -> np.ndarray | None:
-    """``value`` as an array of dtype ``target``, or None if that would lose information."""
-    if not isinstance(value, (np.ndarray, np.generic)):
-        # Python numbers and (nested) lists are literals: they take the placeholder's dtype when
-        # their kind allows it (floats into float, ints into int or float, bools anywhere), as in TF1.
-        literal = np.asarray(value)
-        if literal.dtype.kind in "biu" or (literal.dtype.kind == "f" and target.kind == "f"):
-            value = literal.astype(target)
-    array = value if isinstance(value, np.ndarray) else np.asarray(value)
+def _convert(array: np.ndarray, target: np.dtype, literal: bool) -> np.ndarray | None:
+    """``array`` as dtype ``target``, or None if that would lose information."""
+    if literal and array.dtype != target:
+        # Python numbers and (nested) lists are literals: they take the target dtype when their kind
+        # allows it (bools anywhere, ints into float or bool, floats into float), as in TF1. Ints
+        # into ints take the range check below, so that a value that does not fit is not wrapped.
+        kind = array.dtype.kind
+        if (array.size == 0 or kind == "b" or (kind in "iu" and target.kind not in "iu")
+                or (kind == "f" and target.kind == "f")):
+            return array.astype(target)
     if array.dtype != target:
         lossless = dtypes.can_convert_losslessly(array.dtype, target)
         if not lossless and array.dtype.kind in "iub" and target.kind in "iu":
@@ -38,13 +41,88 @@ def convert_losslessly(value: Any, target: np.dtype) -> np.ndarray | None:
     return array
 
 
+def _is_literal(value: Any) -> bool:
+    return not isinstance(value, (np.ndarray, np.generic))
+
+
+def convert_losslessly(value: Any, target: np.dtype) -> np.ndarray | None:
+    """``value`` as an array of dtype ``target``, or None if that would lose information."""
+    return _convert(np.asarray(value), target, _is_literal(value))
+
+
+def _is_nested(item: Any) -> bool:
+    return isinstance(item, (list, tuple)) or (isinstance(item, np.ndarray) and item.ndim > 0)
+
+
+def _where_ragged(value: Any) -> str | None:
+    """Where nested lists stop being rectangular (``value[1] has length 1 but value[0] has length 2``)."""
+    lengths: list[int] = []  # along value[0][0]…
+    item = value
+    while _is_nested(item):
+        lengths.append(len(item))
+        if not len(item):
+            break
+        item = item[0]
+
+    def show(index: tuple[int, ...], length: int | None) -> str:
+        path = "value" + "".join(f"[{i}]" for i in index)
+        return f"{path} is a scalar" if length is None else f"{path} has length {length}"
+
+    def walk(item: Any, index: tuple[int, ...]) -> str | None:
+        depth = len(index)
+        expected = lengths[depth] if depth < len(lengths) else None
+        length = len(item) if _is_nested(item) else None
+        if length != expected:
+            return f"{show(index, length)} but {show((0,) * depth, expected)}"
+        for position, inner in enumerate(item if length else ()):
+            found = walk(inner, index + (position,))
+            if found is not None:
+                return found
+        return None
+
+    return walk(value, ())
+
+
+def _not_numbers(value: Any, array: np.ndarray) -> str | None:
+    """Why ``array`` (made from ``value``) is not numbers (None, strings, other objects), or None."""
+    kind = array.dtype.kind
+    if kind in "US":
+        return f"it holds strings ({array.dtype.name} data)"
+    if kind in "VMm":
+        return f"it holds {array.dtype.name} data"
+    if kind != "O":
+        return None
+    for item in array.flat:
+        if item is None:
+            return "it holds None"
+        if isinstance(item, int) and not -2 ** 63 <= item < 2 ** 64:
+            return f"it holds an integer of {item.bit_length()} bits, too large for any integer dtype"
+        if not isinstance(item, _NUMBERS):
+            return f"it holds a {type(item).__name__!r} ({item!r:.40})"
+    return "it is an array of dtype object"
+
+
 def convert_feed(placeholder: Tensor, value: Any) -> np.ndarray:
     """The fed value as an array of the placeholder's dtype, or a FeedError naming it."""
-    array = convert_losslessly(value, placeholder.dtype)
+    try:
+        given = np.asarray(value)
+    except (ValueError, TypeError) as exc:  # ragged nested lists, mostly
+        where = _where_ragged(value)
+        if where is None:
+            raise FeedError(f"cannot feed this {type(value).__name__} to {_describe(placeholder)}: "
+                            f"it does not convert to an array ({exc})") from None
+        raise FeedError(f"cannot feed a ragged nested list to {_describe(placeholder)}: {where}; "
+                        "every row must have the same length") from None
+    not_numbers = _not_numbers(value, given)
+    if not_numbers is not None:
+        what = "None" if value is None else f"this {type(value).__name__}"
+        why = "" if value is None else f": {not_numbers}"
+        raise FeedError(f"cannot feed {what} to {_describe(placeholder)}{why}; "
+                        f"feed numbers (e.g. an array of dtype {placeholder.dtype.name!r})")
+    array = _convert(given, placeholder.dtype, _is_literal(value))
     if array is None:
-        given = np.asarray(value).dtype.name
-        raise FeedError(f"cannot feed {given} data to {_describe(placeholder)} without losing information; "
-                        f"convert it first (e.g. .astype({placeholder.dtype.name!r}))")
+        raise FeedError(f"cannot feed {given.dtype.name} data to {_describe(placeholder)} without losing "
+                        f"information; convert it first (e.g. .astype({placeholder.dtype.name!r}))")
     if array.ndim != len(placeholder.shape) or any(
             d is not None and d != n for d, n in zip(placeholder.shape, array.shape)):
         raise FeedError(f"fed value of shape {array.shape} does not match {_describe(placeholder)}")

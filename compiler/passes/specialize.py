@@ -103,7 +103,7 @@ def specialize(operations: Sequence[Operation], feed_shapes: dict[Tensor, tuple[
                 operands = ", ".join(f"{t.name!r} {format_shape(n.shape)}" for t, n in zip(op.inputs, inputs))
                 error = DTypeError if exc.kind == "dtype" else ShapeError
                 raise error(f"{op.describe()}: {exc} with the fed shapes; operands: {operands} "
-                            f"(at {op.location})") from None
+                            f"(at {op.location}){_fed_shapes(inputs)}") from None
             if None in shape:
                 raise CompileError(f"{op.describe()}: shape {format_shape(shape)} still unknown "
                                    f"after specialisation (at {op.location})")
@@ -115,6 +115,27 @@ def specialize(operations: Sequence[Operation], feed_shapes: dict[Tensor, tuple[
             node = _chained_update(node, nodes[reads[op][0]])
         nodes[op] = node
     return nodes
+
+
+def _fed_shapes(inputs: Sequence[Node]) -> str:
+    """``; fed shapes: 'x' (5, 3) at file:line, …`` for the placeholders with unknown dimensions
+    that ``inputs`` depend on: the feeds that decided the shapes a rule has just rejected."""
+    fed: dict[Operation, tuple[int, ...]] = {}
+    seen: set[int] = set()
+    stack = list(inputs)
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        op = node.origin
+        if op is not None and op.type == "Placeholder" and None in op.outputs[0].shape:
+            fed[op] = node.shape
+        stack.extend(node.inputs)
+    if not fed:
+        return ""
+    return "; fed shapes: " + ", ".join(f"{op.name!r} {format_shape(shape)} at {op.location}"
+                                        for op, shape in sorted(fed.items(), key=lambda item: item[0].id))
 
 
 def ordered_nodes(nodes_by_op: dict[Operation, Node]) -> list[Node]:

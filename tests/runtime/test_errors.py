@@ -155,6 +155,36 @@ def test_shape_errors_found_with_the_fed_shapes_name_the_op_and_line(graph, targ
     healthy.check()
 
 
+@pytest.mark.parametrize("target", ["cpu", "reference"])
+def test_batch_mismatch_names_the_fed_placeholders(graph, target) -> None:
+    healthy = Healthy(graph, target)
+    x = cc.placeholder("float32", shape=(None, 3), name="batch_x"); x_line = _line()  # noqa: E702
+    y = cc.placeholder("float32", shape=(None,), name="batch_y"); y_line = _line()  # noqa: E702
+    other = cc.placeholder("float32", shape=(None,), name="other")
+    w = cc.Variable(np.ones((3, 1), "float32"), name="w")
+    pair = x[:, 0] + y; pair_line = _line()  # noqa: E702
+    prediction = cc.reshape(x @ w, (-1,))
+    loss = cc.reduce_mean(cc.square(prediction - y)) + cc.reduce_sum(other); loss_line = _line()  # noqa: E702
+    train = optim.GradientDescentOptimizer(0.01).minimize(loss)
+    xv, ov = np.arange(15, dtype="float32").reshape(5, 3), np.ones(2, "float32")
+    for fetch, op_type, line in ((pair, "Add", pair_line), (loss, "Sub", loss_line),
+                                 ([train, loss], "Sub", loss_line)):
+        with pytest.raises(ShapeError) as info:
+            healthy.sess.run(fetch, {x: xv, y: np.ones(4, "float32"), other: ov})
+        message = str(info.value)
+        assert re.search(rf"\b{op_type}\b", message) and f"{__file__}:{line}" in message, message
+        assert f"'batch_x' (5, 3) at {__file__}:{x_line}" in message, message
+        assert f"'batch_y' (4,) at {__file__}:{y_line}" in message, message
+        assert "'other'" not in message, message
+    # The same fetches run once the batches agree.
+    yv = np.arange(5, dtype="float32")
+    np.testing.assert_array_equal(healthy.sess.run(pair, {x: xv, y: yv}), xv[:, 0] + yv)
+    expected = np.mean((xv.sum(axis=1) - yv) ** 2) + 2.0
+    np.testing.assert_allclose(healthy.sess.run(loss, {x: xv, y: yv, other: ov}), expected, rtol=1e-6)
+    healthy.sess.run(train, {x: xv, y: yv, other: ov})
+    healthy.check()
+
+
 # -- feeds --------------------------------------------------------------------------------------------
 
 def test_missing_feed_names_the_placeholder(healthy) -> None:
@@ -189,6 +219,35 @@ def test_wrong_feed_shape(healthy, value, words) -> None:
     healthy.check()
 
 
+NOT_NUMBERS = [
+    # (label, value fed to a float32 (None, 3) placeholder, words in the message)
+    ("ragged rows", [[1.0, 2.0, 3.0], [4.0, 5.0]], ["ragged", "value[1] has length 2", "value[0] has length 3"]),
+    ("ragged depth", [[1.0, 2.0, 3.0], [4.0, 5.0, [6.0]]], ["ragged", "value[1][2] has length 1"]),
+    ("ragged arrays", [np.ones(3), np.ones(2)], ["ragged", "value[1] has length 2"]),
+    ("None", None, ["None"]),
+    ("None inside", [[1.0, None, 3.0]], ["holds None"]),
+    ("strings", [["1", "2", "3"]], ["strings"]),
+    ("a string", "1.0", ["strings"]),
+    ("string array", np.array([["a", "b", "c"]]), ["strings"]),
+    ("an object inside", [[1.0, object(), 3.0]], ["'object'"]),
+    ("a dict", {"a": 1}, ["'dict'"]),
+    ("object array", np.ones((1, 3), dtype=object), ["dtype object"]),
+    ("huge int", [[2 ** 70, 1, 2]], ["71 bits"]),
+]
+
+
+@pytest.mark.parametrize("label, value, words", NOT_NUMBERS, ids=[n[0] for n in NOT_NUMBERS])
+def test_feeds_that_are_not_arrays_of_numbers(healthy, label, value, words) -> None:
+    z = cc.placeholder("float32", shape=(None, 3), name="not_numbers"); line = _line()  # noqa: E702
+    with pytest.raises(FeedError) as info:
+        healthy.sess.run(cc.identity(z), {z: value})
+    message = str(info.value)
+    assert "'not_numbers'" in message and f"{__file__}:{line}" in message, message
+    for word in words:
+        assert word in message, (word, message)
+    healthy.check()
+
+
 @pytest.mark.parametrize("placeholder_dtype, value", [
     ("float32", np.ones((2, 3), "float64")),
     ("float32", np.ones((2, 3), "int64")),
@@ -197,6 +256,7 @@ def test_wrong_feed_shape(healthy, value, words) -> None:
     ("int32", np.array([1.0, 2.0], "float32")),          # float data for ints: no silent casts
     ("float64", np.array([1 + 2j, 3j])),
     ("bool", np.array([0, 1], "int32")),
+    ("int32", [1, 2 ** 40]),                             # a Python list is not wrapped to fit either
 ])
 def test_lossy_feed_dtype(healthy, placeholder_dtype, value) -> None:
     p = cc.placeholder(placeholder_dtype, shape=(None,) * np.ndim(value), name="lossy")
@@ -216,6 +276,8 @@ def test_lossy_feed_dtype(healthy, placeholder_dtype, value) -> None:
     ("float64", np.array([1, 2], "int32"), np.array([1.0, 2.0])),
     ("float32", np.array([1, 2], "int16"), np.array([1.0, 2.0], "float32")),
     ("int64", np.array([1, 2], "int32"), np.array([1, 2], "int64")),
+    ("int32", [3, -2 ** 31], np.array([3, -2 ** 31], "int32")),
+    ("int32", [], np.array([], "int32")),
 ])
 def test_lossless_feeds_are_accepted(healthy, placeholder_dtype, value, expected) -> None:
     p = cc.placeholder(placeholder_dtype, shape=(None,), name="fine")
