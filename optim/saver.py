@@ -6,25 +6,37 @@ One checkpoint is one file, written by graphgrad itself (no pickle)::
     magic      8 bytes   b"GGCKPT\\x00\\x01"
     length     uint64    little-endian byte length of the header
     crc        uint32    little-endian CRC-32 of the header
-    header     JSON      {"format", "version", "data_nbytes", "variables": [{"name", "dtype",
-                          "shape", "offset", "nbytes", "crc32"}, ...]}
+    header     JSON      {"format", "version", "name", "global_step", "data_nbytes",
+                          "variables": [{"name", "dtype", "shape", "offset", "nbytes", "crc32"}, ...]}
     padding    zeros up to a multiple of 64 bytes
     data       each variable's bytes, C order, little-endian, at its offset (64-byte aligned)
 
+The header records the checkpoint's own name (the basename it was saved under, e.g. "model-20")
+and its global step (null without one), so a file that was replaced by another checkpoint's bytes
+or renamed is refused on restore instead of loading the wrong step. Version 1 files, which record
+neither, are still read.
+
 Every file is written to a temporary name in the same directory, flushed, fsync'ed and then
 renamed over the final name (and the directory fsync'ed), so a save that dies midway leaves the
-previous checkpoint and index as they were. Reading checks the magic, both checksums and the
-sizes, and refuses a damaged file with a ``CheckpointError`` naming it.
+previous checkpoint and index as they were. The temporaries such a save leaves behind are removed
+by a later save with the same prefix once they are stale: older than the process that saves, and
+not written by a process still running on this host. Reading checks the magic, both
+checksums, the sizes and every header field, and refuses a damaged file with a
+``CheckpointError`` naming it.
 """
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
+import re
 import secrets
 import struct
+import threading
+import time
 import zlib
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -35,7 +47,8 @@ from compiler.graph import Tensor
 INDEX_FILENAME = "checkpoint"
 MAGIC = b"GGCKPT\x00\x01"
 FORMAT = "graphgrad-checkpoint"
-VERSION = 1
+VERSION = 2                              # 2: the header records "name" and "global_step"
+_READABLE_VERSIONS = (1, 2)
 ALIGNMENT = 64
 _PREFIX = struct.Struct("<QI")           # header length, header CRC-32
 _DATA_KINDS = "biufc"                    # dtypes a checkpoint may hold (never objects)
@@ -69,12 +82,41 @@ def _fsync_directory(directory: str) -> None:
         os.close(fd)
 
 
+def _temporary_path(path: str) -> str:
+    """A fresh hidden name next to ``path`` for writing it: ".NAME.tmp-PID-RANDOM"."""
+    directory, name = os.path.split(os.path.abspath(path))
+    return os.path.join(directory, f".{name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def _temporary_pattern(name_pattern: str) -> re.Pattern[str]:
+    """Matches the temporaries of ``_temporary_path`` for a file name matching ``name_pattern``
+    (a regular expression); group "pid" is the writing process."""
+    return re.compile(rf"\.(?:{name_pattern})\.tmp-(?P<pid>[0-9]+)-[0-9a-f]{{8}}")
+
+
+# Temporaries this process is writing now, which a cleanup must never take for stale ones.
+_ACTIVE_TEMPORARIES: set[str] = set()
+_ACTIVE_LOCK = threading.Lock()
+
+
 def _write_atomically(path: str, chunks: Iterable[Any]) -> None:
     """Write ``chunks`` (bytes-like) to ``path`` so that ``path`` holds either its old content or
     all of the new one, whatever happens midway."""
     directory = os.path.dirname(os.path.abspath(path))
-    name = f".{os.path.basename(path)}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
-    temporary = os.path.join(directory, name)
+    temporary = _temporary_path(path)
+    with _ACTIVE_LOCK:
+        _ACTIVE_TEMPORARIES.add(temporary)
+    try:
+        _write_and_rename(temporary, path, chunks)
+    finally:
+        with _ACTIVE_LOCK:
+            _ACTIVE_TEMPORARIES.discard(temporary)
+    _fsync_directory(directory)
+
+
+def _write_and_rename(temporary: str, path: str, chunks: Iterable[Any]) -> None:
+    """Create ``temporary``, write ``chunks`` to it durably and rename it to ``path``; on any
+    failure after creating it, delete it."""
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         try:
@@ -91,12 +133,74 @@ def _write_atomically(path: str, chunks: Iterable[Any]) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
-    _fsync_directory(directory)
+
+
+def _process_start_time() -> float:
+    """When this process started, in seconds since the epoch: from /proc where there is one, and
+    never later than the import of this module."""
+    imported = time.time()
+    try:
+        with open("/proc/self/stat", "rb") as file:
+            # Field 22 is the start time in clock ticks after boot; the command name (field 2)
+            # may hold spaces, so count from its closing parenthesis.
+            start_ticks = int(file.read().rsplit(b")", 1)[1].split()[19])
+        with open("/proc/stat", "rb") as file:
+            boot_time = next(int(line.split()[1]) for line in file if line.startswith(b"btime "))
+        return min(imported, boot_time + start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return imported
+
+
+_PROCESS_START = _process_start_time()
+
+
+def _may_be_running(pid: int) -> bool:
+    """False only when no process ``pid`` runs on this host (where that can be told)."""
+    if os.name != "posix":
+        return False                      # unknowable here; an open file cannot be deleted there anyway
+    try:
+        os.kill(pid, 0)                   # signal 0: a check for existence, nothing is sent
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError, ValueError):
+        return True
+    return True
+
+
+def _remove_stale_temporaries(directory: str, pattern: re.Pattern[str]) -> None:
+    """Delete the files in ``directory`` named by ``pattern`` that a save killed midway left
+    behind: older than this process, not being written by it, and whose writing process (the pid
+    in the name) no longer runs. Best effort: a file that cannot be examined or deleted is kept."""
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    own_pid = os.getpid()
+    for entry in entries:
+        match = pattern.fullmatch(entry.name)
+        if match is None:
+            continue
+        path = os.path.join(directory, entry.name)
+        with _ACTIVE_LOCK:
+            if path in _ACTIVE_TEMPORARIES:
+                continue
+        try:
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            if entry.stat(follow_symlinks=False).st_mtime >= _PROCESS_START:
+                continue                  # possibly a live writer's, even one of another host
+            writer = int(match.group("pid"))
+            if writer != own_pid and _may_be_running(writer):
+                continue
+            os.unlink(path)
+        except OSError:
+            continue
 
 
 # -- the checkpoint file --------------------------------------------------------------------------
 
-def _write_checkpoint(path: str, values: Mapping[str, np.ndarray]) -> None:
+def _write_checkpoint(path: str, values: Mapping[str, np.ndarray], global_step: int | None) -> None:
+    """Write ``values`` to the checkpoint file ``path``, recording its basename and global step."""
     entries = []
     arrays = []
     offset = 0
@@ -108,8 +212,9 @@ def _write_checkpoint(path: str, values: Mapping[str, np.ndarray]) -> None:
                         "offset": offset, "nbytes": int(data.nbytes), "crc32": zlib.crc32(data)})
         arrays.append((offset, data))
         offset += data.nbytes
-    header = json.dumps({"format": FORMAT, "version": VERSION, "data_nbytes": offset,
-                         "variables": entries}, sort_keys=True).encode("utf-8")
+    header = json.dumps({"format": FORMAT, "version": VERSION, "name": os.path.basename(path),
+                         "global_step": global_step, "data_nbytes": offset, "variables": entries},
+                        sort_keys=True).encode("utf-8")
     prefix = MAGIC + _PREFIX.pack(len(header), zlib.crc32(header)) + header
     data_start = _align(len(prefix))
 
@@ -125,16 +230,32 @@ def _write_checkpoint(path: str, values: Mapping[str, np.ndarray]) -> None:
     _write_atomically(path, chunks())
 
 
-def _read_checkpoint(path: str) -> dict[str, np.ndarray]:
-    """The arrays of a checkpoint file by name (read-only views of its bytes), after checking it."""
+def _whole_number(value: Any, what: str) -> int:
+    """``value`` if it is a non-negative JSON integer (not a float, not a bool), else ValueError."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{what} is {value!r}, not a non-negative integer")
+    return value
+
+
+class _Checkpoint(NamedTuple):
+    name: str | None                     # None in version 1 files, which do not record it
+    global_step: int | None
+    arrays: dict[str, np.ndarray]        # read-only views of the file's bytes
+
+
+def _load_checkpoint(path: str) -> _Checkpoint:
+    """Read and check the checkpoint file ``path``; a file that records another name than the
+    basename of ``path`` is refused."""
     try:
         with open(path, "rb") as file:
             content = file.read()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         raise CheckpointError(f"no checkpoint file at {path!r}") from None
     except IsADirectoryError:
         raise CheckpointError(f"{path!r} is a directory, not a checkpoint file; "
                               "use latest_checkpoint(directory) to find one") from None
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"cannot read checkpoint file {path!r}: {exc}") from exc
 
     def damaged(reason: str) -> CheckpointError:
         return CheckpointError(f"checkpoint file {path!r} is damaged: {reason}; refusing to load it")
@@ -154,37 +275,93 @@ def _read_checkpoint(path: str) -> dict[str, np.ndarray]:
         raise damaged("the header's checksum does not match")
     try:
         header = json.loads(header_bytes.decode("utf-8"))
-        data_nbytes = int(header["data_nbytes"])
-        entries = list(header["variables"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise damaged(f"unreadable header ({exc})") from None
-    if header.get("format") != FORMAT or header.get("version") != VERSION:
+    except (ValueError, RecursionError) as exc:   # RecursionError: absurdly nested JSON
+        raise damaged(f"unreadable header ({type(exc).__name__}: {exc})") from None
+    if not isinstance(header, dict):
+        raise damaged(f"its header is a JSON {type(header).__name__}, not an object")
+    version = header.get("version")
+    if header.get("format") != FORMAT or type(version) is not int or version not in _READABLE_VERSIONS:
         raise CheckpointError(f"checkpoint file {path!r} has format {header.get('format')!r} version "
-                              f"{header.get('version')!r}; this graphgrad reads {FORMAT!r} version {VERSION}")
+                              f"{version!r}; this graphgrad reads {FORMAT!r} versions "
+                              f"{', '.join(map(str, _READABLE_VERSIONS))}")
+    name: str | None = None
+    global_step: int | None = None
+    try:
+        if version >= 2:
+            name, global_step = header["name"], header["global_step"]
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"its name is {name!r}, not a non-empty string")
+            if global_step is not None and (isinstance(global_step, bool)
+                                            or not isinstance(global_step, int)):
+                raise ValueError(f"its global step is {global_step!r}, not an integer or null")
+        data_nbytes = _whole_number(header["data_nbytes"], "data_nbytes")
+        entries = header["variables"]
+        if not isinstance(entries, list):
+            raise ValueError(f"variables is a JSON {type(entries).__name__}, not an array")
+    except (KeyError, ValueError) as exc:
+        raise damaged(f"unreadable header ({type(exc).__name__}: {exc})") from None
+    requested = os.path.basename(path)
+    if name is not None and name != requested:
+        step = "no global step" if global_step is None else f"global step {global_step}"
+        raise CheckpointError(f"checkpoint file {path!r} holds checkpoint {name!r} ({step}), but "
+                              f"checkpoint {requested!r} was asked for; the file was replaced by or "
+                              "renamed from another checkpoint, refusing to load it")
     data_start = _align(header_start + header_length)
     if len(content) != data_start + data_nbytes:
         kind = "truncated" if len(content) < data_start + data_nbytes else "longer than its header says"
         raise damaged(f"{kind} ({len(content)} bytes, expected {data_start + data_nbytes})")
     data = memoryview(content)[data_start:]
     arrays: dict[str, np.ndarray] = {}
-    for entry in entries:
+    for number, entry in enumerate(entries):
+        label = f"variable number {number}"
         try:
-            name, offset, nbytes = str(entry["name"]), int(entry["offset"]), int(entry["nbytes"])
-            dtype = np.dtype(str(entry["dtype"]))
-            shape = tuple(int(d) for d in entry["shape"])
-            crc = int(entry["crc32"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise damaged(f"a malformed entry in its header ({exc})") from None
-        if dtype.kind not in _DATA_KINDS or dtype.hasobject:
-            raise damaged(f"variable {name!r} has the unsupported dtype {dtype.str!r}")
-        if (offset < 0 or offset + nbytes > data_nbytes or any(d < 0 for d in shape)
-                or nbytes != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize):
-            raise damaged(f"the entry of variable {name!r} does not fit the file")
+            if not isinstance(entry, dict):
+                raise ValueError(f"its entry is a JSON {type(entry).__name__}, not an object")
+            variable = entry["name"]
+            if not isinstance(variable, str) or not variable:
+                raise ValueError(f"its name is {variable!r}, not a non-empty string")
+            label = f"variable {variable!r}"
+            if variable in arrays:
+                raise ValueError("it is listed twice")
+            offset = _whole_number(entry["offset"], "its offset")
+            nbytes = _whole_number(entry["nbytes"], "its nbytes")
+            crc = _whole_number(entry["crc32"], "its crc32")
+            dtype_name = entry["dtype"]
+            if not isinstance(dtype_name, str):
+                raise ValueError(f"its dtype is {dtype_name!r}, not a string")
+            try:
+                dtype = np.dtype(dtype_name)
+            except (TypeError, ValueError, OverflowError):
+                raise ValueError(f"its dtype {dtype_name!r} is not a numpy dtype") from None
+            if dtype.kind not in _DATA_KINDS or dtype.hasobject:
+                raise ValueError(f"its dtype {dtype.str!r} is not supported")
+            if dtype != _little_endian(dtype):
+                raise ValueError(f"its dtype {dtype.str!r} is not little-endian")
+            shape = entry["shape"]
+            if not isinstance(shape, list):
+                raise ValueError(f"its shape {shape!r} is not a list")
+            shape = tuple(_whole_number(size, "a size in its shape") for size in shape)
+            if nbytes != math.prod(shape) * dtype.itemsize:
+                raise ValueError(f"its shape {shape} of {dtype.name} does not make {nbytes} bytes")
+            if offset + nbytes > data_nbytes:
+                raise ValueError(f"its bytes {offset}..{offset + nbytes} lie outside the data "
+                                 f"({data_nbytes} bytes)")
+        except (KeyError, ValueError) as exc:
+            raise damaged(f"the header's entry of {label} is malformed "
+                          f"({type(exc).__name__}: {exc})") from None
         chunk = data[offset:offset + nbytes]
         if zlib.crc32(chunk) != crc:
-            raise damaged(f"the checksum of variable {name!r} does not match")
-        arrays[name] = np.frombuffer(chunk, dtype=dtype).reshape(shape)
-    return arrays
+            raise damaged(f"the checksum of variable {variable!r} does not match")
+        try:
+            arrays[variable] = np.frombuffer(chunk, dtype=dtype).reshape(shape)
+        except ValueError as exc:                # e.g. more dimensions than numpy supports
+            raise damaged(f"variable {variable!r} cannot be read with shape {shape} ({exc})") from None
+    return _Checkpoint(name, global_step, arrays)
+
+
+def _read_checkpoint(path: str) -> dict[str, np.ndarray]:
+    """The arrays of a checkpoint file by name (read-only views of its bytes), after checking it."""
+    return _load_checkpoint(path).arrays
 
 
 # -- the index file -------------------------------------------------------------------------------
@@ -209,6 +386,16 @@ def _read_index(directory: str) -> tuple[str | None, list[str]]:
             text = file.read()
     except FileNotFoundError:
         return None, []
+    except IsADirectoryError:
+        raise CheckpointError(f"checkpoint index {index!r} is a directory, not an index file") from None
+    except NotADirectoryError:
+        raise CheckpointError(f"checkpoint directory {directory!r} is not a directory (give the "
+                              "directory that holds the checkpoints and their index)") from None
+    except UnicodeDecodeError as exc:
+        raise CheckpointError(f"checkpoint index {index!r} is not UTF-8 text ({exc}); "
+                              "it is damaged or not a graphgrad index") from None
+    except (OSError, ValueError) as exc:          # ValueError: e.g. a NUL in the path
+        raise CheckpointError(f"cannot read checkpoint index {index!r}: {exc}") from exc
     latest: str | None = None
     paths: list[str] = []
     for number, line in enumerate(text.splitlines(), 1):
@@ -233,6 +420,9 @@ def _read_index(directory: str) -> tuple[str | None, list[str]]:
 def latest_checkpoint(checkpoint_dir: str) -> str | None:
     """The path of the newest checkpoint that ``Saver.save`` recorded in ``checkpoint_dir`` (read
     from the index file "checkpoint" there), or None when there is none.
+
+    An index that cannot be read (not text, a directory, unparsable lines) raises
+    ``CheckpointError`` naming it.
 
     >>> import tempfile
     >>> latest_checkpoint(tempfile.mkdtemp()) is None
@@ -331,8 +521,10 @@ class Saver:
     def save(self, sess: Any, save_path: str, global_step: int | Tensor | None = None) -> str:
         """Write the variables' values in ``sess`` to a checkpoint and return its path:
         ``save_path``, or ``f"{save_path}-{step}"`` with a ``global_step`` (an int, or a global step
-        Variable whose value is read through ``sess``). Updates the "checkpoint" index in the
-        directory and deletes this Saver's checkpoints beyond ``max_to_keep``.
+        Variable whose value is read through ``sess``). The file records its own name (the
+        basename of the returned path) and the global step. Updates the "checkpoint" index in the
+        directory and deletes this Saver's checkpoints beyond ``max_to_keep``, and the stale
+        temporaries that earlier saves with this prefix left when killed midway.
 
         >>> import os, tempfile
         >>> import numpy as np, compiler as cc
@@ -344,6 +536,8 @@ class Saver:
         'ckpt'
         """
         save_path = os.fspath(save_path)
+        prefix = save_path
+        step: int | None = None
         if global_step is not None:
             if isinstance(global_step, Tensor):
                 step_value = np.asarray(sess.run(global_step))
@@ -351,15 +545,19 @@ class Saver:
                 step_value = np.asarray(global_step)
             if step_value.shape != () or step_value.dtype.kind not in "iu":
                 raise TypeError(f"Saver.save: global_step must be an integer scalar, got {global_step!r}")
-            save_path = f"{save_path}-{int(step_value)}"
+            step = int(step_value)
+            save_path = f"{save_path}-{step}"
         directory = os.path.dirname(os.path.abspath(save_path))
         if os.path.isdir(save_path):
             raise ValueError(f"Saver.save: {save_path!r} is a directory; give a file path prefix "
                              "inside it (e.g. 'DIR/model')")
         os.makedirs(directory, exist_ok=True)
+        # This prefix's checkpoint files (with or without a step) and the index a save rewrites.
+        own_files = rf"{re.escape(os.path.basename(prefix))}(?:--?[0-9]+)?|{re.escape(INDEX_FILENAME)}"
+        _remove_stale_temporaries(directory, _temporary_pattern(own_files))
         names = list(self._var_list)
         values = sess.run([self._var_list[name] for name in names])
-        _write_checkpoint(save_path, dict(zip(names, values)))
+        _write_checkpoint(save_path, dict(zip(names, values)), step)
 
         kept = [p for p in self._last_checkpoints if os.path.abspath(p) != os.path.abspath(save_path)]
         kept.append(save_path)
@@ -378,7 +576,9 @@ class Saver:
 
         Every variable of ``var_list`` must be in the file with the same shape and dtype; else a
         ``CheckpointError`` (missing), ``ShapeError`` or ``DTypeError`` names it and the file, and
-        no variable is changed. A damaged or truncated file raises ``CheckpointError``.
+        no variable is changed. A damaged or truncated file raises ``CheckpointError``, and so does
+        a file that records another checkpoint's name than the basename of ``save_path`` (one
+        replaced by another checkpoint's file, or renamed).
 
         >>> import os, tempfile
         >>> import numpy as np, compiler as cc
@@ -395,7 +595,7 @@ class Saver:
         if save_path is None:
             raise CheckpointError("Saver.restore: save_path is None (latest_checkpoint found no checkpoint?)")
         save_path = os.fspath(save_path)
-        stored = _read_checkpoint(save_path)
+        stored = _load_checkpoint(save_path).arrays
         checked: list[tuple[cc.Variable, np.ndarray]] = []
         for name, var in self._var_list.items():
             label = repr(name) if name == var.op.name else f"{name!r} (graph variable {var.op.name!r})"

@@ -2,12 +2,16 @@
 written atomically, refused when damaged; and ``Session.load_variable``, which restore relies on."""
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import signal
+import struct
 import subprocess
 import sys
 import textwrap
+import zlib
 
 import numpy as np
 import pytest
@@ -62,6 +66,29 @@ def _run_script(tmp_path, source: str, *args: str) -> subprocess.CompletedProces
 
 def _values(sess: Session, variables) -> dict[str, np.ndarray]:
     return dict(zip([v.op.name for v in variables], sess.run(list(variables))))
+
+
+# A checkpoint file: magic, header length and CRC-32, JSON header, padding to 64 bytes, data.
+_PREFIX = struct.Struct("<QI")
+
+
+def _split_checkpoint(path) -> tuple[dict, bytes]:
+    """The JSON header and the data bytes of a checkpoint file, read without graphgrad."""
+    with open(path, "rb") as file:
+        content = file.read()
+    length, _ = _PREFIX.unpack_from(content, 8)
+    header_end = 8 + _PREFIX.size + length
+    data_start = (header_end + 63) // 64 * 64
+    return json.loads(content[8 + _PREFIX.size:header_end]), content[data_start:]
+
+
+def _rewrite_header(path, header: dict | bytes) -> None:
+    """Give a checkpoint file another header, with a valid checksum, keeping its data bytes."""
+    _, data = _split_checkpoint(path)
+    raw = header if isinstance(header, bytes) else json.dumps(header).encode("utf-8")
+    prefix = b"GGCKPT\x00\x01" + _PREFIX.pack(len(raw), zlib.crc32(raw)) + raw
+    with open(path, "wb") as file:
+        file.write(prefix + bytes(-len(prefix) % 64) + data)
 
 
 # -- (1) restore in a new process continues training bit for bit ---------------------------------
@@ -277,6 +304,10 @@ def test_process_killed_during_save_leaves_previous_checkpoint(graph, tmp_path, 
     with Session(graph) as sess:
         optim.Saver([w]).restore(sess, optim.latest_checkpoint(str(directory)))
         assert np.array_equal(sess.run(w), np.arange(100000.0))
+        # The next save removes the leftover once it is older than the saving process.
+        os.utime(directory / partial[0], (1_000_000_000, 1_000_000_000))
+        optim.Saver([w]).save(sess, str(directory / "model"), global_step=3)
+    assert not [name for name in os.listdir(directory) if ".tmp" in name]
 
 
 # -- (3) mismatches name the variable ------------------------------------------------------------
@@ -445,3 +476,152 @@ def test_save_arguments(graph, tmp_path) -> None:
             saver.save(sess, str(tmp_path / "m"), global_step=1.5)
         with pytest.raises(ValueError, match="directory"):
             saver.save(sess, str(tmp_path))
+
+
+# -- (7) a file records its own name and step; restore refuses another checkpoint's file ----------
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_file_replaced_by_another_checkpoint_is_refused(graph, tmp_path, target) -> None:
+    w = cc.Variable(np.zeros(3), name="w")
+    step = optim.get_or_create_global_step()
+    bump = cc.group(cc.assign_add(w, np.ones(3)), cc.assign_add(step, 1))
+    saver = optim.Saver(max_to_keep=None)
+    with Session(graph, target=target) as sess:
+        sess.run(bump)
+        first = saver.save(sess, str(tmp_path / "model"), global_step=step)
+        sess.run(bump)
+        second = saver.save(sess, str(tmp_path / "model"), global_step=step)
+        unnumbered = saver.save(sess, str(tmp_path / "plain"))
+        header, _ = _split_checkpoint(first)
+        assert (header["name"], header["global_step"], header["version"]) == ("model-1", 1, 2)
+        header, _ = _split_checkpoint(unnumbered)
+        assert (header["name"], header["global_step"]) == ("plain", None)
+
+        shutil.copyfile(second, first)         # model-1 now holds step 2's bytes
+        sess.load_variable(w, np.full(3, -1.0))
+        expected = (re.escape(repr(first)) + r" holds checkpoint 'model-2' \(global step 2\), but "
+                    r"checkpoint 'model-1' was asked for")
+        with pytest.raises(CheckpointError, match=expected):
+            saver.restore(sess, first)
+        os.replace(unnumbered, tmp_path / "renamed")
+        with pytest.raises(CheckpointError, match=r"holds checkpoint 'plain' \(no global step\), "
+                                                  r"but checkpoint 'renamed' was asked for"):
+            saver.restore(sess, str(tmp_path / "renamed"))
+        assert np.array_equal(sess.run(w), np.full(3, -1.0))   # nothing was loaded
+        saver.restore(sess, second)
+        assert np.array_equal(sess.run(w), np.full(3, 2.0)) and int(sess.run(step)) == 2
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_version_1_files_are_read_and_unknown_versions_refused(graph, tmp_path, target) -> None:
+    w = cc.Variable(np.arange(4.0), name="w")
+    saver = optim.Saver([w])
+    with Session(graph, target=target) as sess:
+        path = saver.save(sess, str(tmp_path / "model"), global_step=3)
+        header, _ = _split_checkpoint(path)
+        old = {key: value for key, value in header.items() if key not in ("name", "global_step")}
+        _rewrite_header(path, {**old, "version": 1})       # as graphgrad wrote it before names
+        sess.load_variable(w, np.zeros(4))
+        saver.restore(sess, path)
+        assert np.array_equal(sess.run(w), np.arange(4.0))
+        _rewrite_header(path, {**header, "version": 3})
+        with pytest.raises(CheckpointError, match=re.escape(repr(path)) + ".*version 3.*reads"):
+            saver.restore(sess, path)
+
+
+# -- (8) an unreadable index is a CheckpointError naming it ------------------------------------------
+
+def test_unreadable_index_names_the_file(tmp_path) -> None:
+    index = tmp_path / "checkpoint"
+    index.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe\x00\x01")
+    with pytest.raises(CheckpointError, match=re.escape(repr(str(index))) + ".*not UTF-8"):
+        optim.latest_checkpoint(str(tmp_path))
+    index.unlink()
+    index.mkdir()
+    with pytest.raises(CheckpointError, match=re.escape(repr(str(index))) + " is a directory"):
+        optim.latest_checkpoint(str(tmp_path))
+    a_file = tmp_path / "model-3"
+    a_file.write_bytes(b"")
+    with pytest.raises(CheckpointError, match=re.escape(repr(str(a_file))) + " is not a directory"):
+        optim.latest_checkpoint(str(a_file))
+    with pytest.raises(CheckpointError, match="cannot read checkpoint index.*null"):
+        optim.latest_checkpoint(str(tmp_path) + "\0")
+
+
+# -- (9) damaged headers with valid checksums are refused -------------------------------------------
+
+def _damage_entry(**fields):
+    def damage(header: dict) -> dict:
+        header["variables"][0].update(fields)
+        return header
+    return damage
+
+
+HEADER_DAMAGE = {
+    "shape-infinite": _damage_entry(shape=[float("inf")]),
+    "shape-huge-float": _damage_entry(shape=[1e300]),
+    "shape-huge-int": _damage_entry(shape=[10 ** 30]),
+    "shape-negative": _damage_entry(shape=[-50]),
+    "shape-fraction": _damage_entry(shape=[50.5]),
+    "shape-not-a-list": _damage_entry(shape="50"),
+    "shape-product-mismatch": _damage_entry(shape=[7, 7]),
+    "shape-too-many-dimensions": _damage_entry(shape=[50] + [1] * 70),
+    "dtype-unknown": _damage_entry(dtype="nonsense"),
+    "dtype-object": _damage_entry(dtype="|O"),
+    "dtype-big-endian": _damage_entry(dtype=">f8"),
+    "offset-infinite": _damage_entry(offset=float("inf")),
+    "nbytes-negative": _damage_entry(nbytes=-400),
+    "crc-not-a-number": _damage_entry(crc32="0"),
+    "listed-twice": lambda header: {**header, "variables": header["variables"] * 2},
+}
+FILE_DAMAGE = {
+    "data-nbytes-infinite": lambda header: {**header, "data_nbytes": float("inf")},
+    "version-true": lambda header: {**header, "version": True},
+    "name-not-a-string": lambda header: {**header, "name": 5},
+    "step-fraction": lambda header: {**header, "global_step": 1.5},
+    "variables-not-a-list": lambda header: {**header, "variables": {"w": header["variables"][0]}},
+    "not-an-object": lambda header: [header],
+    "deeply-nested": lambda header: b"[" * 100000 + b"]" * 100000,
+}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("damage", sorted(HEADER_DAMAGE) + sorted(FILE_DAMAGE))
+def test_checksummed_but_malformed_header_is_refused(graph, tmp_path, target, damage) -> None:
+    w = cc.Variable(np.linspace(0.0, 1.0, 50), name="w")
+    saver = optim.Saver([w])
+    with Session(graph, target=target) as sess:
+        path = saver.save(sess, str(tmp_path / "model"))
+        header, _ = _split_checkpoint(path)
+        _rewrite_header(path, {**HEADER_DAMAGE, **FILE_DAMAGE}[damage](header))
+        sess.load_variable(w, np.zeros(50))
+        names = re.escape(repr(path)) + (".*'w'" if damage in HEADER_DAMAGE else "")
+        with pytest.raises(CheckpointError, match=names):
+            saver.restore(sess, path)
+        assert np.array_equal(sess.run(w), np.zeros(50))
+
+
+# -- (10) a save removes the temporaries that killed saves of its prefix left behind -----------------
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_save_removes_only_stale_temporaries_of_its_prefix(graph, tmp_path, target) -> None:
+    w = cc.Variable(np.ones(2), name="w")
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])
+    finished.wait()
+    own, dead, running = os.getpid(), finished.pid, os.getppid()
+    long_ago = 1_000_000_000                  # 2001: before this process started
+    stale = [f".model-3.tmp-{own}-0123abcd", f".model.tmp-{dead}-89abcdef",
+             f".checkpoint.tmp-{dead}-00c0ffee"]
+    kept_old = [f".model-4.tmp-{running}-11111111",     # its writer still runs
+                f".model-best.tmp-{dead}-22222222",     # another prefix
+                f".other-3.tmp-{dead}-33333333", f"model-3.tmp-{dead}-44444444",
+                f".model-3.tmp-{dead}-not-hex", f".model-3.tmp-{dead}-55555555.bak"]
+    fresh = [f".model-5.tmp-{own}-66666666", f".model-6.tmp-{dead}-77777777"]  # may be being written
+    for name in stale + kept_old + fresh:
+        (tmp_path / name).write_bytes(b"partial")
+    for name in stale + kept_old:
+        os.utime(tmp_path / name, (long_ago, long_ago))
+    with Session(graph, target=target) as sess:
+        path = optim.Saver([w]).save(sess, str(tmp_path / "model"), global_step=7)
+    assert sorted(os.listdir(tmp_path)) == sorted(["checkpoint", "model-7", *kept_old, *fresh])
+    assert optim.latest_checkpoint(str(tmp_path)) == path
