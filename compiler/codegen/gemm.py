@@ -433,26 +433,67 @@ def library_signature() -> ir.FunctionType:
                                            ir.DoubleType(), I64])
 
 
-def _workspace_table(module: ir.Module, dtype: np.dtype, max_threads: int) -> tuple[ir.Value, ir.Value]:
-    """Per-thread packing buffers (module data) and two tables of their addresses."""
+def _workspace_global(module: ir.Module, dtype: np.dtype, elements: int) -> ir.GlobalVariable:
+    """The library's own packing workspaces, one block of ``elements`` (module data)."""
+    array_type = ir.ArrayType(register_type(dtype), elements)
+    variable = ir.GlobalVariable(module, array_type, name=f"gemm_{dtype.name}_workspaces")
+    variable.linkage = "internal"
+    variable.initializer = ir.Constant(array_type, None)
+    variable.align = 64
+    return variable
+
+
+def _take_workspaces(b: ir.IRBuilder, dtype: np.dtype, elements: int) -> tuple[ir.Value, ir.Value]:
+    """Packing workspaces for one call: the module's own block when no other call holds it (a
+    compare-and-swap on its busy flag), else a heap block of the same size, so GEMMs called from
+    several threads at once never share one. Returns (base pointer, 1 if it is the module's)."""
+    module = b.module
     scalar = register_type(dtype)
-    tables = []
-    for which, size in zip("ab", packing_sizes(gemm_shape(dtype))):
-        buffers = []
-        for thread in range(max_threads):
-            variable = ir.GlobalVariable(module, ir.ArrayType(scalar, size),
-                                         name=f"gemm_{dtype.name}_workspace_{which}{thread}")
-            variable.linkage = "internal"
-            variable.initializer = ir.Constant(ir.ArrayType(scalar, size), None)
-            variable.align = 64
-            buffers.append(variable.bitcast(PTR))
-        table = ir.GlobalVariable(module, ir.ArrayType(PTR, max_threads),
-                                  name=f"gemm_{dtype.name}_workspaces_{which}")
-        table.linkage = "internal"
-        table.global_constant = True
-        table.initializer = ir.Constant(ir.ArrayType(PTR, max_threads), buffers)
-        tables.append(table)
-    return tables[0], tables[1]
+    static = _workspace_global(module, dtype, elements)
+    busy = ir.GlobalVariable(module, ir.IntType(32), name=f"gemm_{dtype.name}_workspaces_busy")
+    busy.linkage = "internal"
+    busy.initializer = ir.Constant(ir.IntType(32), 0)
+    busy.align = 64
+    aligned_alloc = declare_function(module, "aligned_alloc", PTR, [I64, I64])
+    sched_yield = declare_function(module, "sched_yield", ir.IntType(32), [])
+
+    def try_take(b1: ir.IRBuilder) -> ir.Value:
+        exchange = b1.cmpxchg(busy, ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), 1),
+                              "acquire", "monotonic")
+        return b1.extract_value(exchange, 1)
+
+    entry = b.block
+    heap = b.append_basic_block("workspaces.heap")
+    wait = b.append_basic_block("workspaces.wait")
+    chosen = b.append_basic_block("workspaces.chosen")
+    b.cbranch(try_take(b), chosen, heap)
+    b.position_at_end(heap)
+    nbytes = elements * dtype.itemsize
+    block = b.call(aligned_alloc, [_const(64), _const(-(-nbytes // 64) * 64)])
+    b.cbranch(b.icmp_unsigned("==", b.ptrtoint(block, I64), _const(0)), wait, chosen)
+    b.position_at_end(wait)  # out of memory: wait for the module's block instead
+    b.call(sched_yield, [])
+    b.cbranch(try_take(b), chosen, wait)
+    b.position_at_end(chosen)
+    base = b.phi(PTR)
+    base.add_incoming(static.bitcast(PTR), entry)
+    base.add_incoming(static.bitcast(PTR), wait)
+    base.add_incoming(block, heap)
+    own = b.phi(ir.IntType(1))
+    own.add_incoming(ir.Constant(ir.IntType(1), 1), entry)
+    own.add_incoming(ir.Constant(ir.IntType(1), 1), wait)
+    own.add_incoming(ir.Constant(ir.IntType(1), 0), heap)
+    return base, own
+
+
+def _give_back_workspaces(b: ir.IRBuilder, dtype: np.dtype, base: ir.Value, own: ir.Value) -> None:
+    busy = b.module.globals[f"gemm_{dtype.name}_workspaces_busy"]
+    free = declare_function(b.module, "free", ir.VoidType(), [PTR])
+    with b.if_else(own) as (module_block, heap_block):
+        with module_block:
+            b.store_atomic(ir.Constant(ir.IntType(32), 0), busy, "release", 4)
+        with heap_block:
+            b.call(free, [base])
 
 
 def _emit_task(module: ir.Module, dtype: np.dtype, gemm: ir.Function) -> ir.Function:
@@ -478,15 +519,21 @@ def emit_library_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> i
     shape = gemm_shape(dtype)
     scalar = register_type(dtype)
     task = _emit_task(module, dtype, gemm)
-    table_a, table_b = _workspace_table(module, dtype, max_threads)
+    size_a, size_b = packing_sizes(shape)
     parallel = declare_function(module, PARALLEL_SYMBOL, ir.VoidType(), [PTR, PTR, I64])
     function = ir.Function(module, library_signature(), name=LIBRARY_SYMBOL.format(dtype=dtype.name))
     threads, m, n, k, a, rsa, csa, bm, rsb, csb, c, rsc, alpha, beta = function.args
     b = ir.IRBuilder(function.append_basic_block("entry"))
     slots = b.alloca(I64, size=_GEMM_ARGS * max_threads)
+    context = b.alloca(I64, size=len(_SHARED_FIELDS))
+    # Part t packs into A block t and B block t of this call's workspaces.
+    workspaces, own_workspaces = _take_workspaces(b, dtype, max_threads * (size_a + size_b))
 
-    def workspace(b1: ir.IRBuilder, table: ir.Value, t: ir.Value) -> ir.Value:
-        return b1.load(b1.gep(table, [ir.Constant(ir.IntType(32), 0), t]), typ=PTR)
+    def workspace_a(b1: ir.IRBuilder, t: ir.Value) -> ir.Value:
+        return _gep(b1, workspaces, scalar, b1.mul(t, _const(size_a)))
+
+    def workspace_b(b1: ir.IRBuilder, t: ir.Value) -> ir.Value:
+        return _gep(b1, workspaces, scalar, b1.add(b1.mul(t, _const(size_b)), _const(max_threads * size_a)))
 
     # A product narrower than the register tile (e.g. N = 10 classes) is computed transposed,
     # C^T = B^T A^T, so that its long side runs along the tile's wide NR columns.
@@ -514,7 +561,7 @@ def emit_library_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> i
                      _gep(b1, a, scalar, b1.select(by_rows, b1.mul(start, rsa), _const(0))), rsa, csa,
                      _gep(b1, bm, scalar, b1.select(by_rows, _const(0), b1.mul(start, csb))), rsb, csb,
                      _gep(b1, c, scalar, b1.mul(start, b1.select(by_rows, rsc, csc))), rsc, csc,
-                     workspace(b1, table_a, t), workspace(b1, table_b, t), b1.bitcast(alpha, I64), beta]
+                     workspace_a(b1, t), workspace_b(b1, t), b1.bitcast(alpha, I64), beta]
         base = b1.mul(t, _const(_GEMM_ARGS))
         for i, value in enumerate(arguments):
             b1.store(value if value.type == I64 else b1.ptrtoint(value, I64),
@@ -527,18 +574,19 @@ def emit_library_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> i
                     b.and_(b.icmp_signed(">=", m, b.mul(parts, _const(shape.mc))), b.icmp_signed(">", k, _const(0))))
     shared_block = b.append_basic_block("shared_b")
     split_block = b.append_basic_block("split")
+    finish = b.append_basic_block("finish")
     b.cbranch(shared, shared_block, split_block)
 
     b.position_at_end(shared_block)
-    pack_task, macro_task = _emit_shared_tasks(module, dtype, shape, table_a)
-    context = b.alloca(I64, size=len(_SHARED_FIELDS))
+    pack_task, macro_task = _emit_shared_tasks(module, dtype, shape)
 
     def put(b1: ir.IRBuilder, field: str, value: ir.Value) -> None:
         value = value if value.type == I64 else (b1.ptrtoint(value, I64) if value.type == PTR else b1.zext(value, I64))
         b1.store(value, _gep(b1, context, I64, _const(_SHARED_FIELDS.index(field))))
 
     for field, value in (("a", a), ("rsa", rsa), ("csa", csa), ("b", bm), ("rsb", rsb), ("csb", csb), ("c", c),
-                         ("rsc", rsc), ("csc", csc), ("m", m), ("bp", workspace(b, table_b, _const(0))),
+                         ("rsc", rsc), ("csc", csc), ("m", m), ("bp", workspace_b(b, _const(0))),
+                         ("ap", workspace_a(b, _const(0))),
                          ("alpha", b.bitcast(alpha, I64)), ("parts", parts)):
         put(b, field, value)
     blocks_k = _blocks(b, k, shape.kc)
@@ -561,21 +609,24 @@ def emit_library_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> i
         emit_loop(b1, blocks_k, over_pc, name="pc")
         return []
     emit_loop(b, _blocks(b, n, shape.nc), over_jc, name="jc")
-    b.ret_void()
+    b.branch(finish)
 
     b.position_at_end(split_block)
     emit_loop(b, parts, fill, name="part")
     b.call(parallel, [task, slots, parts])
+    b.branch(finish)
+
+    b.position_at_end(finish)
+    _give_back_workspaces(b, dtype, workspaces, own_workspaces)
     b.ret_void()
     return function
 
 
 _SHARED_FIELDS = ("a", "rsa", "csa", "b", "rsb", "csb", "c", "rsc", "csc", "m", "jc", "nc", "pc", "kc", "bp",
-                  "accumulate", "alpha", "parts")
+                  "ap", "accumulate", "alpha", "parts")
 
 
-def _emit_shared_tasks(module: ir.Module, dtype: np.dtype, shape: GemmShape, table_a: ir.Value
-                       ) -> tuple[ir.Function, ir.Function]:
+def _emit_shared_tasks(module: ir.Module, dtype: np.dtype, shape: GemmShape) -> tuple[ir.Function, ir.Function]:
     """The two pool tasks of a GEMM whose parts share one packed B block: ``pack(context, part)``
     packs part's slice of the block's panels; ``macro(context, part)`` multiplies part's rows."""
     scalar = register_type(dtype)
@@ -618,7 +669,7 @@ def _emit_shared_tasks(module: ir.Module, dtype: np.dtype, shape: GemmShape, tab
             count = _min(b, per_part, b.sub(m, start))
             alpha = b.bitcast(get("alpha"), ir.DoubleType())
             alpha = alpha if scalar == ir.DoubleType() else b.fptrunc(alpha, scalar)
-            ap = b.load(b.gep(table_a, [ir.Constant(ir.IntType(32), 0), part]), typ=PTR)
+            ap = _gep(b, get("ap", True), scalar, b.mul(part, _const(packing_sizes(shape)[0])))
             accumulate = b.icmp_signed("!=", get("accumulate"), _const(0))
             b.call(macro, [start, count, get("jc"), nc, get("pc"), kc, get("a", True), get("rsa"), get("csa"),
                            get("c", True), get("rsc"), get("csc"), ap, bp, accumulate, alpha])

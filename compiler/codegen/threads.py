@@ -11,6 +11,11 @@ claim can only succeed for the task it looked at. The caller publishes ``fn``/``
 ``remaining = parts`` before the ticket, bumps the wake-up word, runs parts itself, and returns
 when ``remaining`` is 0. A worker that wakes late finds nothing to claim and goes back to sleep:
 the caller never waits for a worker that holds no part (which matters when cores are busy).
+
+Concurrent callers: the pool runs one task at a time. A caller takes it by compare-and-swap on
+``pool_busy``; a caller that finds it taken (another Python thread's step, or a part of a task
+that itself asks for the pool) runs its parts serially on its own thread instead of waiting, so
+nothing can deadlock and every caller computes the same parts in the same way.
 """
 from __future__ import annotations
 
@@ -54,6 +59,7 @@ def build_pool_module(triple: str) -> ir.Module:
     generation = _global(module, "pool_generation", I64, 0)  # the caller's own count
     workers = _global(module, "pool_workers", I64, 0)
     quit_flag = _global(module, "pool_quit", I32, 0)
+    busy = _global(module, "pool_busy", I32, 0)              # 1 while a caller owns the pool
     syscall = None
     if futex:
         syscall = ir.Function(module, ir.FunctionType(I64, [I64], var_arg=True), name="syscall")
@@ -152,9 +158,13 @@ def build_pool_module(triple: str) -> ir.Module:
     helpers = b.load(workers, typ=I64)
     serial = b.append_basic_block("serial")
     shared = b.append_basic_block("shared")
+    take = b.append_basic_block("take")
     b.cbranch(b.or_(b.icmp_unsigned("<=", count, ir.Constant(I64, 1)),
                     b.or_(b.icmp_unsigned("==", helpers, ir.Constant(I64, 0)),
-                          b.icmp_unsigned(">", count, ir.Constant(I64, MAX_PARTS)))), serial, shared)
+                          b.icmp_unsigned(">", count, ir.Constant(I64, MAX_PARTS)))), serial, take)
+    b.position_at_end(take)
+    taken = b.cmpxchg(busy, ir.Constant(I32, 0), ir.Constant(I32, 1), "acquire", "monotonic")
+    b.cbranch(b.extract_value(taken, 1), shared, serial)
     b.position_at_end(serial)
     emit_loop(b, count, lambda b2, part_index, _: (_call_task(b2, fn, arg, part_index), [])[1], name="part")
     b.ret_void()
@@ -171,6 +181,7 @@ def build_pool_module(triple: str) -> ir.Module:
     wake_all(b, wakeup)
     b.call(claim, [])
     wait_until(b, remaining, lambda b2, v: b2.icmp_unsigned("==", v, ir.Constant(I32, 0)), "remaining")
+    b.store_atomic(ir.Constant(I32, 0), busy, "release", 4)
     b.ret_void()
 
     # graphgrad_pool_set_workers(n): how many workers the runtime has started (0: run serially).
