@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import llvmlite.binding as llvm
 
+from compiler.codegen.common import LLVM_LOCK
 from compiler.codegen.cpu import STEP_SYMBOL, new_host_target_machine, optimize, thread_count
 from compiler.codegen import threads
 from compiler.codegen.gemm import LIBRARY_SYMBOL, build_library
@@ -26,6 +27,11 @@ _libraries: dict[str, Any] = {}   # dtype name -> the GEMM library's engine, kep
 
 def compile_module(module_text: str) -> tuple[Any, dict[str, float]]:
     """An MCJIT engine holding the machine code of ``module_text``; timings by phase."""
+    with LLVM_LOCK:
+        return _compile_module(module_text)
+
+
+def _compile_module(module_text: str) -> tuple[Any, dict[str, float]]:
     timings: dict[str, float] = {}
     start = time.perf_counter()
     key = cache.key_for(module_text)
@@ -88,8 +94,9 @@ _pool: list[_Pool] = []
 
 def ensure_pool() -> None:
     """Start the worker pool once per process (kernels and GEMMs split work across it)."""
-    if not _pool:
-        _pool.append(_Pool())
+    with LLVM_LOCK:
+        if not _pool:
+            _pool.append(_Pool())
 
 
 def ensure_libraries(module_text: str) -> None:
@@ -99,9 +106,11 @@ def ensure_libraries(module_text: str) -> None:
         name = LIBRARY_SYMBOL.format(dtype=dtype)
         if dtype in _libraries or name not in module_text:
             continue
-        engine, _ = compile_module(str(build_library(dtype, max(thread_count(), 2))))
-        llvm.add_symbol(name, engine.get_function_address(name))
-        _libraries[dtype] = engine
+        with LLVM_LOCK:
+            if dtype not in _libraries:
+                engine, _ = compile_module(str(build_library(dtype, max(thread_count(), 2))))
+                llvm.add_symbol(name, engine.get_function_address(name))
+                _libraries[dtype] = engine
 
 
 class NativeStep:
@@ -111,7 +120,8 @@ class NativeStep:
         ensure_pool()
         ensure_libraries(module_text)
         self._engine, self.timings = compile_module(module_text)
-        address = self._engine.get_function_address(STEP_SYMBOL)
+        with LLVM_LOCK:
+            address = self._engine.get_function_address(STEP_SYMBOL)
         if not address:
             raise RuntimeError("the compiled module has no step entry point")
         self._function: Callable[[int], None] = StepFunction(address)

@@ -1,8 +1,10 @@
 """``Session``: runs fetches of a graph, owning the variables' memory and the compiled steps."""
 from __future__ import annotations
 
+import contextlib
+import threading
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -10,10 +12,11 @@ from compiler.errors import DTypeError, GraphMismatchError, ShapeError
 from compiler.graph import Graph, Operation, Tensor, get_default_graph
 from compiler.ops.sources import Variable
 from compiler.passes.specialize import needed_operations, specialize
+from compiler.codegen.common import LLVM_LOCK
 from compiler.pipeline import compile_step
 
 from . import reference
-from .executable import Executable
+from .executable import Executable, ReadWriteLock
 from .feeds import check_feeds, convert_losslessly
 
 TARGETS = ("cpu", "reference", "cuda")
@@ -94,6 +97,9 @@ class Session:
         self.graph = graph or get_default_graph()
         self.target = target
         self._variables: dict[Tensor, np.ndarray] = {}
+        # Runs that assign variables hold it alone, runs that only read them share it.
+        self._variable_lock = ReadWriteLock()
+        self._lock = threading.RLock()  # the variables' arrays and the compiled steps are made once
         self._cache: dict[Any, Executable] = {}
         self._plans: dict[tuple[int, ...], _Plan] = {}
         self._closed = False
@@ -116,13 +122,26 @@ class Session:
     def _variable_array(self, variable: Tensor) -> np.ndarray:
         array = self._variables.get(variable)
         if array is None:
-            array = np.array(variable.initial_value, copy=True)  # type: ignore[attr-defined]
-            self._variables[variable] = array
+            with self._lock:
+                array = self._variables.get(variable)
+                if array is None:
+                    array = np.array(variable.initial_value, copy=True)  # type: ignore[attr-defined]
+                    self._variables[variable] = array
         return array
 
     def _initialize_all(self) -> None:
-        for variable, array in self._variables.items():
-            np.copyto(array, variable.initial_value)  # type: ignore[attr-defined]
+        with self._writing():
+            for variable, array in list(self._variables.items()):
+                np.copyto(array, variable.initial_value)  # type: ignore[attr-defined]
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Hold the variables alone: no compiled step runs meanwhile."""
+        self._variable_lock.acquire(True)
+        try:
+            yield
+        finally:
+            self._variable_lock.release(True)
 
     def load_variable(self, variable: Variable, value: Any) -> None:
         """Set ``variable`` to ``value`` in this session (TF1's ``Variable.load(value, session)``).
@@ -154,7 +173,8 @@ class Session:
         if array.shape != variable.shape:
             raise ShapeError(f"cannot load a value of shape {array.shape} into variable "
                              f"{variable.op.name!r} of shape {variable.shape}")
-        np.copyto(self._variable_array(variable), array, casting="unsafe")
+        with self._writing():
+            np.copyto(self._variable_array(variable), array, casting="unsafe")
 
     # -- running -------------------------------------------------------------------------------
     def _prepare(self, fetches: Any, feed_dict: Any) -> tuple[list[Any], Callable, dict, _Plan]:
@@ -198,7 +218,8 @@ class Session:
         target_of = dict(zip(map(id, leaves), targets)) if targets is not None else {}
         wanted = [target_of.get(id(leaf)) for leaf in compute] if targets is not None else None
         if self.target == "reference":
-            values = self._run_reference(compute, feeds, needed)
+            with self._writing():
+                values = self._run_reference(compute, feeds, needed)
             if wanted is not None:
                 for value, target in zip(values, wanted):
                     if target is not None and value is not None:
@@ -209,7 +230,8 @@ class Session:
         elif self.target == "cpu":
             values = self._executable(compute, feeds).run(feeds, wanted)
         else:
-            values = self._executable(compute, feeds).run(feeds)
+            with self._writing():  # the CUDA step copies every variable to the device and back
+                values = self._executable(compute, feeds).run(feeds)
         by_leaf = dict(zip(map(id, compute), values))
         return rebuild([by_leaf.get(id(leaf)) for leaf in leaves])
 
@@ -227,15 +249,19 @@ class Session:
         key = (tuple(id(f) for f in fetches),
                tuple(sorted((id(t), v.shape) for t, v in feeds.items())))
         executable = self._cache.get(key)
-        if executable is None:
-            step = compile_step(fetches, {t: tuple(v.shape) for t, v in feeds.items()})
-            arrays = {t: self._variable_array(t) for t in step.program.variables}
-            if self.target == "cuda":
-                from .cuda import CudaExecutable
-                executable = CudaExecutable(step, fetches, arrays)  # type: ignore[assignment]
-            else:
-                executable = Executable(step, fetches, arrays)
-            self._cache[key] = executable
+        if executable is not None:
+            return executable
+        with self._lock, LLVM_LOCK:  # one compile per key, and LLVM used by one thread at a time
+            executable = self._cache.get(key)
+            if executable is None:
+                step = compile_step(fetches, {t: tuple(v.shape) for t, v in feeds.items()})
+                arrays = {t: self._variable_array(t) for t in step.program.variables}
+                if self.target == "cuda":
+                    from .cuda import CudaExecutable
+                    executable = CudaExecutable(step, fetches, arrays)  # type: ignore[assignment]
+                else:
+                    executable = Executable(step, fetches, arrays, self._variable_lock)
+                self._cache[key] = executable
         return executable
 
     def compile(self, fetches: Any, feed_dict: Any = None) -> Executable:

@@ -7,6 +7,7 @@ changes NaN or Inf semantics is ever set.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -22,6 +23,10 @@ I8 = ir.IntType(8)
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 PTR = ir.PointerType()
+
+# LLVM's process-wide state (its global context, target machines, MCJIT's symbol table) is not
+# safe to use from two threads at once: every call into llvmlite.binding holds this lock.
+LLVM_LOCK = threading.RLock()
 
 _REGISTER_TYPES = {dtypes.float32: ir.FloatType(), dtypes.float64: ir.DoubleType(),
                    dtypes.int32: I32, dtypes.int64: I64, dtypes.bool_: I1}

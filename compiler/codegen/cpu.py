@@ -18,7 +18,7 @@ from llvmlite import ir
 
 from .. import dtypes
 from ..kernel_ir import Kernel, Program
-from .common import (PTR, ExprLowering, LoopAxis, combine, declare_function, element_pointer, emit_loop,
+from .common import (LLVM_LOCK, PTR, ExprLowering, LoopAxis, combine, declare_function, element_pointer, emit_loop,
                      identity_of,
                      linear_index, load_element, loop_axes, store_element)
 from .gemm import LIBRARY_SYMBOL, library_signature
@@ -359,16 +359,18 @@ def build_module(program: Program, profile: bool = False) -> ir.Module:
 
 def optimize(module_text: str) -> llvm.ModuleRef:
     """Parse, verify and optimise (O3, for the host CPU) an LLVM module."""
-    machine = host_target_machine()
-    parsed = llvm.parse_assembly(module_text)
-    parsed.verify()
-    tuning = llvm.create_pipeline_tuning_options(speed_level=3)
-    tuning.loop_vectorization = True
-    tuning.slp_vectorization = True
-    builder = llvm.create_pass_builder(machine, tuning)
-    builder.getModulePassManager().run(parsed, builder)
-    return parsed
+    with LLVM_LOCK:
+        machine = host_target_machine()
+        parsed = llvm.parse_assembly(module_text)
+        parsed.verify()
+        tuning = llvm.create_pipeline_tuning_options(speed_level=3)
+        tuning.loop_vectorization = True
+        tuning.slp_vectorization = True
+        builder = llvm.create_pass_builder(machine, tuning)
+        builder.getModulePassManager().run(parsed, builder)
+        return parsed
 
 
 def emit_assembly(module: llvm.ModuleRef) -> str:
-    return host_target_machine().emit_assembly(module)
+    with LLVM_LOCK:
+        return host_target_machine().emit_assembly(module)

@@ -14,7 +14,7 @@ from llvmlite import ir
 
 from .. import dtypes
 from ..kernel_ir import Kernel, Program
-from .common import (I32, I64, PTR, ExprLowering, combine, declare_function, element_pointer, emit_loop,
+from .common import (LLVM_LOCK, I32, I64, PTR, ExprLowering, combine, declare_function, element_pointer, emit_loop,
                      identity_of, load_element, loop_axes, store_element)
 from .cpu import kernel_buffers
 
@@ -122,10 +122,11 @@ def build_module(program: Program) -> ir.Module:
 
 def emit_ptx(program: Program, arch: str = DEFAULT_ARCH) -> str:
     """PTX text with one ``.entry`` per kernel (launch: ceil(outputs / 256) blocks of 256 threads)."""
-    parsed = llvm.parse_assembly(str(build_module(program)))
-    parsed.verify()
-    machine = target_machine(arch)
-    tuning = llvm.create_pipeline_tuning_options(speed_level=3)
-    builder = llvm.create_pass_builder(machine, tuning)
-    builder.getModulePassManager().run(parsed, builder)
-    return machine.emit_assembly(parsed)
+    with LLVM_LOCK:
+        parsed = llvm.parse_assembly(str(build_module(program)))
+        parsed.verify()
+        machine = target_machine(arch)
+        tuning = llvm.create_pipeline_tuning_options(speed_level=3)
+        builder = llvm.create_pass_builder(machine, tuning)
+        builder.getModulePassManager().run(parsed, builder)
+        return machine.emit_assembly(parsed)

@@ -1,0 +1,174 @@
+"""Session.run from several Python threads: results equal running the same work one thread at a
+time, bit for bit, and nothing deadlocks (every wait here is bounded; a hang fails the test)."""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+import compiler as cc
+import optim
+from runtime import Session
+
+WAIT_SECONDS = 300.0
+
+# name -> (batch, inputs, hidden): tiny runs in one thread with loop-nest matmuls; "gemm" uses the
+# GEMM library on one thread; "pool" is large enough for split kernels and split GEMMs.
+MODELS = {"tiny": (8, 5, 3), "gemm": (32, 64, 128), "pool": (256, 256, 512)}
+
+
+def run_in_threads(functions: list[Callable[[], Any]]) -> list[Any]:
+    """Start every function on its own thread at once; their results, or the first exception.
+    A thread still running after WAIT_SECONDS fails the test (a deadlock)."""
+    results: list[Any] = [None] * len(functions)
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(functions))
+
+    def body(index: int) -> None:
+        try:
+            start.wait()
+            results[index] = functions[index]()
+        except BaseException as error:  # noqa: BLE001 - reported to the test below
+            errors.append(error)
+
+    threads = [threading.Thread(target=body, args=(i,), daemon=True) for i in range(len(functions))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT_SECONDS)
+    assert not any(t.is_alive() for t in threads), f"threads still running after {WAIT_SECONDS} s: a deadlock"
+    if errors:
+        raise errors[0]
+    return results
+
+
+@dataclass
+class Model:
+    graph: cc.Graph
+    x: cc.Tensor
+    prediction: cc.Tensor
+    variables: list[cc.Tensor]
+    step: Callable[[Session, int], Any]   # step(sess, k): training step k, on data fixed by (seed, k)
+
+
+def build_model(seed: int, batch: int, inputs: int, hidden: int) -> Model:
+    """A two-layer tanh regression trained by SGD, on its own graph."""
+    rng = np.random.default_rng(seed)
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (None, inputs), name="x")
+        y = cc.placeholder("float32", (None, 1), name="y")
+        w1 = cc.Variable((rng.normal(size=(inputs, hidden)) / np.sqrt(inputs)).astype("float32"), name="w1")
+        w2 = cc.Variable((rng.normal(size=(hidden, 1)) / np.sqrt(hidden)).astype("float32"), name="w2")
+        prediction = cc.tanh(x @ w1) @ w2
+        loss = cc.reduce_mean(cc.square(prediction - y))
+        train = optim.GradientDescentOptimizer(0.05).minimize(loss)
+    data = np.random.default_rng(seed + 1000)
+    xs = data.normal(size=(8, batch, inputs)).astype("float32")
+    ys = data.normal(size=(8, batch, 1)).astype("float32")
+
+    def step(sess: Session, k: int) -> Any:
+        return sess.run([train, loss], {x: xs[k % 8], y: ys[k % 8]})[1]
+
+    return Model(graph, x, prediction, [w1, w2], step)
+
+
+def train(model: Model, steps: int) -> list[np.ndarray]:
+    with Session(model.graph) as sess:
+        losses = [model.step(sess, k) for k in range(steps)]
+        return losses + sess.run(model.variables)
+
+
+@pytest.mark.parametrize("size", sorted(MODELS))
+def test_two_sessions_on_two_threads_equal_sequential_runs(size: str) -> None:
+    models = [build_model(seed, *MODELS[size]) for seed in (1, 2)]
+    steps = 200
+    sequential = [train(model, steps) for model in models]
+    for _ in range(2):
+        concurrent = run_in_threads([lambda m=m: train(m, steps) for m in models])
+        for expected, got in zip(sequential, concurrent):
+            for e, g in zip(expected, got):
+                np.testing.assert_array_equal(g, e)
+
+
+@pytest.mark.parametrize("n", [96, 300])
+def test_matmul_from_two_threads(n: int) -> None:
+    """The GEMM library's packing workspaces are not shared between concurrent callers."""
+    graph = cc.Graph()
+    with graph.as_default():
+        a = cc.placeholder("float32", (n, n))
+        b = cc.placeholder("float32", (n, n))
+        product = a @ b
+    rng = np.random.default_rng(0)
+    inputs = [(rng.normal(size=(n, n)).astype("float32"), rng.normal(size=(n, n)).astype("float32"))
+              for _ in range(2)]
+    with Session(graph) as sess:
+        expected = [sess.run(product, {a: x, b: y}) for x, y in inputs]
+
+    def loop(index: int) -> int:
+        x, y = inputs[index]
+        with Session(graph) as own:
+            return sum(not np.array_equal(own.run(product, {a: x, b: y}), expected[index]) for _ in range(300))
+
+    assert run_in_threads([lambda i=i: loop(i) for i in range(2)]) == [0, 0]
+
+
+def test_split_kernels_from_two_threads() -> None:
+    """Two callers of the worker pool at once: both finish, with their own results."""
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (512, 512))
+        out = cc.tanh(x) * 2.0
+    rng = np.random.default_rng(1)
+    feeds = [rng.normal(size=(512, 512)).astype("float32") for _ in range(2)]
+    expected = [np.tanh(f) * 2 for f in feeds]
+
+    def loop(index: int) -> float:
+        with Session(graph) as sess:
+            return max(float(np.max(np.abs(sess.run(out, {x: feeds[index]}) - expected[index])))
+                       for _ in range(200))
+
+    assert max(run_in_threads([lambda i=i: loop(i) for i in range(2)])) < 1e-6
+
+
+@pytest.mark.parametrize("size, target", [("tiny", "cpu"), ("pool", "cpu"), ("tiny", "reference")])
+def test_one_session_four_threads_different_feeds(size: str, target: str) -> None:
+    """Inference from four threads on one Session: every result is that thread's own."""
+    batch, inputs, hidden = MODELS[size]
+    model = build_model(3, batch, inputs, hidden)
+    x, output = model.x, model.prediction
+    rng = np.random.default_rng(5)
+    feeds = [rng.normal(size=(batch, inputs)).astype("float32") for _ in range(4)]
+    with Session(model.graph, target=target) as sess:
+        expected = [sess.run(output, {x: f}) for f in feeds]
+
+        def loop(index: int) -> int:
+            return sum(not np.array_equal(sess.run(output, {x: feeds[index]}), expected[index])
+                       for _ in range(400 if size == "tiny" else 60))
+
+        assert run_in_threads([lambda i=i: loop(i) for i in range(4)]) == [0, 0, 0, 0]
+
+
+@pytest.mark.parametrize("target", ["cpu", "reference"])
+def test_one_session_training_from_two_threads_applies_whole_steps(target: str) -> None:
+    """Two threads training one Session: every step is applied whole (no torn or lost update),
+    so the variables equal some sequential order of the same steps, and stay finite."""
+    graph = cc.Graph()
+    with graph.as_default():
+        v = cc.Variable(np.zeros(1000, "float32"), name="v")
+        delta = cc.placeholder("float32", (1000,), name="delta")
+        counter = cc.Variable(np.zeros((), "float32"), name="counter")
+        update = cc.group(v.assign_add(delta * 1.0), counter.assign_add(1.0))
+    ones = np.ones(1000, "float32")
+    with Session(graph, target=target) as sess:
+        def loop(sign: float) -> None:
+            for _ in range(500):
+                sess.run(update, {delta: sign * ones * 0.5})
+
+        run_in_threads([lambda: loop(1.0), lambda: loop(3.0)])
+        values, count = sess.run([v, counter])
+    assert count == 1000
+    np.testing.assert_array_equal(values, np.full(1000, 500 * 0.5 + 500 * 1.5, "float32"))
