@@ -17,6 +17,9 @@ Workloads (all float32):
                           function; torch.compile: first step, measured once)
     compile-mlp-cached    the same, graphgrad only, when its on-disk compile cache holds the step
     run-overhead          sess.run of x + 1.0 on a (1,) placeholder, in microseconds
+    infer-8threads        the MLP's forward pass (logits, batch 32) called from 8 Python threads at
+                          once on one Session (numpy, torch, jax: on shared parameters); the time
+                          per call of the whole loop, in microseconds (throughput, not latency)
 
 numpy's OpenBLAS is slowed down by the OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE variables that some
 environments set, so run it with them unset::
@@ -46,6 +49,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,7 +69,9 @@ from runtime import Session  # noqa: E402
 LIBRARIES: tuple[str, ...] = ("graphgrad", "numpy", "numpy-out", "torch", "torch.compile", "jax")
 WORKLOADS: tuple[str, ...] = ("mlp-b128", "mlp-b1024", "elementwise-16M", "sgemm-256", "sgemm-512",
                               "sgemm-1024", "sgemm-2048", "compile-mlp", "compile-mlp-cached",
-                              "run-overhead")
+                              "run-overhead", "infer-8threads")
+INFERENCE_THREADS: int = 8
+INFERENCE_BATCH: int = 32
 MLP_SIZES: tuple[int, ...] = (784, 512, 512, 10)
 LEARNING_RATE: float = 0.01
 TORCH_COMPILE_LIMIT_S: float = 60.0
@@ -608,6 +614,89 @@ def overhead_workload(libs: Libraries) -> Workload:
     return Workload(name, "us", "x + 1.0 on a (1,) float32 input, per call", cases)
 
 
+def threaded_calls(call: Callable[[], Any], threads: int) -> Callable[[int], float]:
+    """``sample(n)``: seconds per call when ``threads`` threads make about ``n`` calls between them."""
+    def sample(count: int) -> float:
+        per_thread = max(1, -(-count // threads))
+        start = threading.Barrier(threads + 1)
+
+        def loop() -> None:
+            start.wait()
+            for _ in range(per_thread):
+                call()
+        workers = [threading.Thread(target=loop) for _ in range(threads)]
+        for worker in workers:
+            worker.start()
+        start.wait()
+        began = time.perf_counter()
+        for worker in workers:
+            worker.join()
+        return (time.perf_counter() - began) / (per_thread * threads)
+    return sample
+
+
+def inference_workload(libs: Libraries) -> Workload:
+    """The MLP's logits for a batch of 32, from 8 threads at once: how well concurrent calls on one
+    model share the machine (graphgrad: one Session, per-call buffers, shared variables)."""
+    name = "infer-8threads"
+    params = initial_mlp_parameters()
+    x, _ = mlp_batch(INFERENCE_BATCH)
+
+    def forward(parameters: Any, inputs: Any, relu: Callable[[Any], Any]) -> Any:
+        """The logits, in any library whose arrays have ``@`` and ``+``."""
+        hidden = inputs
+        for index, (weights, bias) in enumerate(parameters):
+            hidden = hidden @ weights + bias
+            if index < len(parameters) - 1:
+                hidden = relu(hidden)
+        return hidden
+
+    def numpy_forward() -> np.ndarray:
+        return forward(params, x, lambda h: np.maximum(h, 0.0))
+
+    expected = numpy_forward().astype(np.float64)
+    cases: dict[str, Case] = {}
+
+    def case(library: str, call: Callable[[], Any]) -> Case:
+        def check() -> None:
+            results: list[Any] = []
+            threaded_calls(lambda: results.append(np.asarray(call())), INFERENCE_THREADS)(INFERENCE_THREADS * 4)
+            for result in results:
+                assert_close(library, name, result, expected, rtol=1e-4, atol=1e-4)
+        return Case(library, threaded_calls(call, INFERENCE_THREADS), check)
+
+    graph = cc.Graph()
+    with graph.as_default():
+        placeholder = cc.placeholder("float32", shape=(None, MLP_SIZES[0]), name="x")
+        hidden = placeholder
+        for index, (weights, bias) in enumerate(params):
+            hidden = hidden @ cc.Variable(weights, name=f"layer{index}/W") + cc.Variable(bias, name=f"layer{index}/b")
+            if index < len(params) - 1:
+                hidden = cc.nn.relu(hidden)
+    sess = Session(graph)
+    feed = {placeholder: x}
+    cases["graphgrad"] = case("graphgrad", lambda: sess.run(hidden, feed))
+    cases["numpy"] = case("numpy", numpy_forward)
+    if libs.torch is not None:
+        torch = libs.torch
+        torch_params = [(torch.from_numpy(w), torch.from_numpy(b)) for w, b in params]
+        xt = torch.from_numpy(x)
+
+        def torch_forward() -> Any:
+            with torch.no_grad():
+                return forward(torch_params, xt, torch.relu).numpy()
+        cases["torch"] = case("torch", torch_forward)
+    if libs.jax is not None:
+        jax, jnp = libs.jax, libs.jnp
+        jax_params = [(jnp.asarray(w), jnp.asarray(b)) for w, b in params]
+        xj = jnp.asarray(x)
+
+        jax_forward = jax.jit(lambda parameters, inputs: forward(parameters, inputs, lambda h: jnp.maximum(h, 0.0)))
+        cases["jax"] = case("jax", lambda: jax.block_until_ready(jax_forward(jax_params, xj)))
+    return Workload(name, "us", f"MLP logits, batch {INFERENCE_BATCH}, from {INFERENCE_THREADS} threads "
+                    "on one model, per call", cases)
+
+
 # ------------------------------------------------------------------------------------------------
 # Running
 # ------------------------------------------------------------------------------------------------
@@ -624,6 +713,8 @@ def build_workload(name: str, libs: Libraries, args: argparse.Namespace) -> Work
         return compile_cached_workload()
     if name == "run-overhead":
         return overhead_workload(libs)
+    if name == "infer-8threads":
+        return inference_workload(libs)
     raise ValueError(f"unknown workload {name!r}")
 
 
@@ -1039,7 +1130,7 @@ def main(argv: list[str] | None = None) -> int:
     print(render_table(workloads))
     print()
     print("Medians over rounds, per call: ms (lower is better), GFLOP/s = 2n^3/t for sgemm (higher is "
-          "better), us for run-overhead.")
+          "better), us for run-overhead and infer-8threads.")
     print("gg/X = graphgrad time / X time for every row (sgemm included): below 1, graphgrad is faster.")
     print("graphgrad's elementwise and sgemm results go into reused outputs (Session.run out=; numpy's "
           "sgemm too: matmul out=); run-overhead includes feeding the input and copying the result.")
