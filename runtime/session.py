@@ -166,7 +166,11 @@ class Session:
             raise GraphMismatchError(f"cannot load {variable.op.name!r}: it belongs to another graph "
                                      "than this session's")
         target = variable.dtype
-        array = convert_losslessly(value, target)
+        try:
+            array = convert_losslessly(value, target)
+        except (ValueError, TypeError) as exc:  # ragged nested lists, objects that are not numbers
+            raise DTypeError(f"cannot load this {type(value).__name__} into the {target.name} variable "
+                             f"{variable.op.name!r}: it is not an array of numbers ({exc})") from None
         if array is None:
             raise DTypeError(f"cannot load {np.asarray(value).dtype.name} data into the {target.name} variable "
                              f"{variable.op.name!r} without losing information; convert it first")

@@ -187,6 +187,8 @@ def test_load_variable_is_seen_by_the_next_run(graph, target) -> None:
             sess.load_variable(v, np.zeros(3, "float64"))
         with pytest.raises(TypeError, match="Variable"):
             sess.load_variable(v.read_value(), np.zeros(3, "float32"))
+        with pytest.raises(cc.DTypeError, match="'v'.*not an array of numbers"):
+            sess.load_variable(v, [[1.0, 2.0], [3.0]])   # ragged
         assert np.array_equal(sess.run(v), np.array([1.0, 2.0, 3.0], "float32"))
     with cc.Graph().as_default():
         other = cc.Variable(np.zeros(3, "float32"), name="v")
