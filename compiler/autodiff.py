@@ -42,7 +42,7 @@ def _between(ys: Sequence[Tensor], xs: Sequence[Tensor], stop: set[Tensor],
     from_xs: set[Operation] = set()
     consumers: dict[Operation, list[Operation]] = {}
     graph = ys[0].graph
-    for op in graph._operations:
+    for op in graph.get_operations():
         for t in data_inputs(op):
             consumers.setdefault(t.op, []).append(op)
     frontier = [x.op for x in xs]

@@ -113,7 +113,7 @@ class Tensor:
     def __bool__(self) -> bool:
         raise TypeError("a symbolic Tensor has no truth value; use cc.where / comparisons as ops")
 
-    # Operators are attached by compiler.ops.api (they need the op declarations).
+    # Operators are attached by compiler/__init__.py (they need the op declarations).
 
 
 class Graph:
@@ -181,6 +181,7 @@ class Graph:
         return op
 
     def get_operations(self) -> list[Operation]:
+        """The operations in the order they were built (a new list)."""
         return list(self._operations)
 
     def get_operation_by_name(self, name: str) -> Operation:
@@ -210,6 +211,30 @@ class Graph:
             yield
         finally:
             self._control_stack.pop()
+
+    @contextlib.contextmanager
+    def init_scope(self) -> Iterator["Graph"]:
+        """Build nodes that belong to the graph as a whole, not to the code around them (TF1's
+        ``tf.init_scope``): inside, this graph is the default and new nodes have no control
+        dependencies, the root name scope and no gradient override. Variables that a library makes
+        on first use (an optimizer's slots, the random ops' run counter) are built this way.
+
+        >>> import compiler as cc
+        >>> g = cc.Graph()
+        >>> with g.as_default(), g.name_scope("layer"):
+        ...     first = cc.constant(1.0, name="first")
+        ...     with g.control_dependencies([first]), g.init_scope():
+        ...         state = cc.constant(0.0, name="state")
+        >>> state.op.name, state.op.control_inputs
+        ('state', ())
+        """
+        saved = (self._name_stack, self._control_stack, self._gradient_override_map)
+        self._name_stack, self._control_stack, self._gradient_override_map = [], [], {}
+        try:
+            with self.as_default():
+                yield self
+        finally:
+            self._name_stack, self._control_stack, self._gradient_override_map = saved
 
     @contextlib.contextmanager
     def gradient_override_map(self, op_type_map: dict[str, str]) -> Iterator[None]:

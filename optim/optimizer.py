@@ -15,8 +15,7 @@ Subclasses implement, as in TF1:
 """
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -25,21 +24,6 @@ from compiler import dtypes
 from compiler.graph import Graph, Operation, Tensor, user_location
 
 GradsAndVars = list  # [(Tensor | None, Variable), ...]
-
-
-@contextlib.contextmanager
-def _init_scope(graph: Graph) -> Iterator[Graph]:
-    """Build state (slots, non-slot variables) in ``graph`` at the root name scope, outside any
-    ``cc.control_dependencies`` block, like TF1's ``init_scope``: a slot is named after its variable
-    wherever ``minimize`` is called."""
-    # The compiler has no public way to clear the scope stacks, so save and restore them here.
-    saved_names, saved_control = graph._name_stack, graph._control_stack
-    graph._name_stack, graph._control_stack = [], []
-    try:
-        with graph.as_default():
-            yield graph
-    finally:
-        graph._name_stack, graph._control_stack = saved_names, saved_control
 
 
 def _flatten(updates: Any) -> list[Any]:
@@ -167,7 +151,7 @@ class Optimizer:
                 raise cc.GraphMismatchError(f"{self._name}: global_step belongs to another graph "
                                             f"(at {user_location()})")
         graph = var_list[0].graph
-        with _init_scope(graph):
+        with graph.init_scope():
             self._create_slots(var_list)
         scope = name or self._name
         with graph.as_default():
@@ -249,7 +233,7 @@ class Optimizer:
         graph = colocate_with.graph
         key = (name, graph)
         if key not in self._non_slot_dict:
-            with _init_scope(graph):
+            with graph.init_scope():
                 self._non_slot_dict[key] = cc.Variable(
                     np.asarray(initial_value, dtype=colocate_with.dtype), name=name, trainable=False,
                     collections=[cc.GraphKeys.GLOBAL_VARIABLES])

@@ -6,8 +6,6 @@ import numpy as np
 import compiler as cc
 from compiler.graph import Graph
 
-from .optimizer import _init_scope
-
 
 def get_global_step(graph: Graph | None = None) -> cc.Variable | None:
     """The graph's global step variable (collection ``GLOBAL_STEP``), or None if there is none.
@@ -42,7 +40,7 @@ def get_or_create_global_step(graph: Graph | None = None) -> cc.Variable:
     graph = graph or cc.get_default_graph()
     step = get_global_step(graph)
     if step is None:
-        with _init_scope(graph):
+        with graph.init_scope():
             step = cc.Variable(np.zeros((), np.int64), name="global_step", trainable=False,
                                collections=[cc.GraphKeys.GLOBAL_VARIABLES, cc.GraphKeys.GLOBAL_STEP])
     return step

@@ -40,9 +40,8 @@ in the element's own kernel iteration, so fusion and the loop order do not chang
 """
 from __future__ import annotations
 
-import contextlib
 import math
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -156,22 +155,6 @@ def get_seed(op_seed: int | None, graph: Graph | None = None) -> tuple[int, int]
 
 # -- the run counter ------------------------------------------------------------------------------
 
-@contextlib.contextmanager
-def _at_graph_root(graph: Graph) -> Iterator[None]:
-    """Build nodes in ``graph`` outside the caller's name scopes, control dependencies and
-    gradient overrides (the counter belongs to the whole graph, not to the first random op)."""
-    names = ("_name_stack", "_control_stack", "_gradient_override_map")
-    saved = {name: getattr(graph, name) for name in names if hasattr(graph, name)}
-    for name, value in saved.items():
-        setattr(graph, name, type(value)())
-    try:
-        with graph.as_default():
-            yield
-    finally:
-        for name, value in saved.items():
-            setattr(graph, name, value)
-
-
 def get_random_counter(graph: Graph | None = None) -> Any:
     """The graph's hidden run counter (an int64 scalar ``Variable``), or None before any random op.
 
@@ -190,7 +173,7 @@ def _random_counter(graph: Graph) -> Tensor:
     if counter is None:
         from .sources import Variable
         from .state import assign_add
-        with _at_graph_root(graph):
+        with graph.init_scope():  # the counter belongs to the graph, not to the first random op
             counter = Variable(np.zeros((), dtypes.int64), name=RANDOM_COUNTER_NAME, trainable=False)
             update = assign_add(counter, np.ones((), dtypes.int64), name=RANDOM_COUNTER_NAME + "_increment")
         graph.add_to_collection(RANDOM_COUNTER_COLLECTION, counter)
