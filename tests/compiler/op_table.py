@@ -2,7 +2,12 @@
 
 Each row builds an output from placeholders. ``inputs`` give each placeholder's shape and how its
 values are drawn; ``grad`` lists the inputs to check gradients for (float64, finite differences);
-``second_order`` marks rows whose gradient-of-gradient is checked too.
+``second_order`` marks rows whose gradient-of-gradient is checked too; ``repeatable`` is False for
+rows whose value changes from one run to the next (random ops: every run advances the graph's
+random counter), which are compared with the reference run by run.
+
+Every registered op type is built by some row, or by the gradients the rows check
+(``test_ops.test_every_op_type_has_a_row``).
 """
 from __future__ import annotations
 
@@ -48,6 +53,7 @@ class Row:
     inputs: tuple[Input, ...]
     grad: tuple[int, ...] = (0,)
     second_order: bool = False
+    repeatable: bool = True
 
 
 def _unary(name: str, fn: Callable, draw: str = "normal", second: bool = False) -> list[Row]:
@@ -63,6 +69,13 @@ def _binary(name: str, fn: Callable, draw_y: str = "normal", draw_x: str = "norm
     return [Row(f"{name}-{'x'.join(map(str, a)) or 's'}-{'x'.join(map(str, b)) or 's'}", fn,
                 (Input(a, draw_x), Input(b, draw_y)), grad=(0, 1), second_order=second and i == 0)
             for i, (a, b) in enumerate(shapes)]
+
+
+def _random(name: str, fn: Callable) -> list[Row]:
+    """Rows of an op that draws new numbers at every run: the input gives only shape and dtype."""
+    shapes = [(3, 4), (0, 3), (), (7, 131)]
+    return [Row(f"{name}-{'x'.join(map(str, s)) or 'scalar'}", fn, (Input(s),), grad=(), repeatable=False)
+            for s in shapes]
 
 
 ROWS: list[Row] = [
@@ -147,6 +160,8 @@ ROWS: list[Row] = [
         + cc.cast(x >= y, x.dtype), (Input((3, 4)), Input((4,))), grad=()),
     Row("one_hot", lambda k: cc.one_hot(k, 5, dtype="float64"), (Input((2, 3), "labels:5", "int64"),), grad=()),
     Row("sign", lambda x: cc.sign(x), (Input((3, 4)),), grad=()),
+    # is_nan: log of the negative draws is NaN; the where keeps a gradient to check (1 or 2)
+    *_unary("is_nan", lambda x: cc.where(cc.is_nan(cc.log(x)), x, x * 2.0)),
     # trigonometric and special functions
     *_unary("sin", cc.sin, second=True),
     *_unary("cos", cc.cos, second=True),
@@ -334,4 +349,15 @@ ROWS: list[Row] = [
         cc.nn.softmax(y), p, label_smoothing=0.1), (Input((4, 3)), Input((4, 3))), grad=(1,)),
     Row("losses-sparse_softmax_cross_entropy", lambda k, p, w: cc.losses.sparse_softmax_cross_entropy(k, p, weights=w),
         (Input((4,), "labels:3", "int32"), Input((4, 3)), Input((4,), "positive")), grad=(1, 2)),
+    # RandomUniform, RandomStandardNormal, TruncatedNormal: run k on the cpu equals run k of the
+    # reference, which draws the same Philox numbers with the numpy twin of the generated code;
+    # the numbers have no gradient
+    *_random("random_uniform", lambda x: cc.random_uniform(x.shape, dtype=x.dtype, seed=1)),
+    Row("random_uniform-range-times-x", lambda x: x * cc.random_uniform(x.shape, -3.0, 5.5, x.dtype, seed=2),
+        (Input((3, 4)),), grad=(), repeatable=False),
+    Row("random_uniform-tensor-bounds", lambda lo: cc.random_uniform((5, 2), lo, lo + 2.0, lo.dtype, seed=3),
+        (Input(()),), grad=(), repeatable=False),
+    *_random("random_normal", lambda x: cc.random_normal(x.shape, 0.5, 3.0, x.dtype, seed=4)),
+    *_random("truncated_normal", lambda x: cc.truncated_normal(x.shape, -1.0, 2.0, x.dtype, seed=5)),
+    Row("dropout", lambda x: cc.nn.dropout(x, rate=0.3, seed=6), (Input((7, 131)),), grad=(), repeatable=False),
 ]
