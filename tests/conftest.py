@@ -2,12 +2,20 @@
 from __future__ import annotations
 
 import shutil
+import tempfile
 
 import pytest
+from hypothesis.configuration import set_hypothesis_home_dir
 
 import compiler as cc
 
 PTXAS = shutil.which("ptxas")
+
+# Hypothesis caches the constants it reads from source files while the tests are collected (before
+# any fixture runs): into a folder removed at exit, not a ``.hypothesis`` folder in the checkout.
+# The property tests keep no example database.
+_HYPOTHESIS_HOME = tempfile.TemporaryDirectory(prefix="graphgrad-hypothesis-")
+set_hypothesis_home_dir(_HYPOTHESIS_HOME.name)
 
 
 @pytest.fixture

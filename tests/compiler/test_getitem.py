@@ -1,0 +1,66 @@
+"""Property: ``Tensor.__getitem__`` with ints (negative too), slices (any steps, negative too, and
+bounds past the ends), ``None`` and ``...`` on random shapes gives numpy's basic indexing result, on
+the reference target and compiled for the cpu."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import compiler as cc
+from runtime import Session
+
+Index = int | slice | None | type(Ellipsis) | tuple
+TARGETS = ("reference", "cpu")
+# Each example compiles one step (every index expression of the example is one fetch of it).
+PROPERTY = settings(max_examples=60, deadline=None, database=None)
+
+
+def _none_after_an_int(index: Index) -> bool:
+    """``x[1, None, :]``: getitem puts such a new axis at its place in the index instead of its
+    place in the result (the wrong shape, or an error when the result has too few dims). Left out
+    of the property until it is fixed; ``test_a_new_axis_after_an_int_index`` shows it."""
+    entries = index if isinstance(index, tuple) else (index,)
+    first_int = next((i for i, entry in enumerate(entries) if isinstance(entry, int)), len(entries))
+    return any(entry is None for entry in entries[first_int:])
+
+
+@st.composite
+def shapes_and_indices(draw: st.DrawFn) -> tuple[tuple[int, ...], list[Index]]:
+    shape = draw(hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=5))
+    indices = hnp.basic_indices(shape, allow_newaxis=True, allow_ellipsis=True).filter(
+        lambda index: not _none_after_an_int(index))
+    return shape, draw(st.lists(indices, min_size=1, max_size=5))
+
+
+def _check_against_numpy(shape: tuple[int, ...], indices: list[Index]) -> None:
+    values = np.arange(math.prod(shape), dtype="float32").reshape(shape)    # every element distinct
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", shape, name="x")
+        slices = [x[index] for index in indices]
+    for index, tensor in zip(indices, slices):
+        assert tensor.shape == values[index].shape, index
+    for target in TARGETS:
+        with Session(graph, target=target) as sess:
+            results = sess.run(slices, {x: values})
+        for index, result in zip(indices, results):
+            np.testing.assert_array_equal(result, values[index], err_msg=f"{target}: x{list(shape)}[{index!r}]")
+            assert result.shape == values[index].shape
+
+
+@PROPERTY
+@given(case=shapes_and_indices())
+def test_getitem_is_numpys_basic_indexing(case: tuple[tuple[int, ...], list[Index]]) -> None:
+    _check_against_numpy(*case)
+
+
+@pytest.mark.xfail(strict=True, reason="a None after an int index is placed by its position in the index")
+@pytest.mark.parametrize("shape, index", [((3, 4), (1, None, slice(None))), ((1,), (0, None)),
+                                          ((2, 3, 4), (1, Ellipsis, None))])
+def test_a_new_axis_after_an_int_index(shape: tuple[int, ...], index: Index) -> None:
+    _check_against_numpy(shape, [index])
