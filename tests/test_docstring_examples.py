@@ -42,9 +42,10 @@ def _docstring_examples() -> list[doctest.DocTest]:
 DOCSTRING_EXAMPLES = _docstring_examples()
 
 
-def test_the_examples_were_found() -> None:
-    names = {test.name for test in DOCSTRING_EXAMPLES}
-    assert {"compiler.ops.random.philox4x32", "runtime.session.Session", "optim.adam.AdamOptimizer"} <= names
+def test_every_package_has_examples() -> None:
+    # By package, not by module: modules move between packages' files, their examples with them.
+    assert {test.name.split(".")[0] for test in DOCSTRING_EXAMPLES} == set(PACKAGES)
+    assert len(DOCSTRING_EXAMPLES) >= 50
 
 
 @pytest.mark.parametrize("example", DOCSTRING_EXAMPLES, ids=lambda test: test.name)
