@@ -105,7 +105,7 @@ class CudaExecutable:
         for index, buffer in enumerate(program.buffers):
             if buffer.role == "constant":
                 self._upload(index)
-        from compiler.codegen.cpu import kernel_buffers
+        from compiler.codegen.kernel_body import kernel_buffers
         self._launches = []
         for kernel, function in zip(program.kernels, self._functions):
             arguments = [ctypes.c_uint64(self._device[b].value) for b in kernel_buffers(kernel)]

@@ -112,10 +112,20 @@ def _uses_axis_index(expr: ScalarExpr) -> bool:
 
 # -- loops -----------------------------------------------------------------------------------
 
-def emit_loop(builder: ir.IRBuilder, count: ir.Value | int,
-              body: Callable[[ir.IRBuilder, ir.Value, list[ir.Value]], list[ir.Value]],
-              carried: Sequence[ir.Value] = (), name: str = "i") -> list[ir.Value]:
-    """``for i in range(count)`` with loop-carried values; returns the carried values after it."""
+def emit_loop(builder: ir.IRBuilder, count: ir.Value | int, body: Callable[[ir.IRBuilder, ir.Value], None],
+              name: str = "i") -> None:
+    """``for i in range(count): body(builder, i)``."""
+    def body_carrying_nothing(b: ir.IRBuilder, index: ir.Value, carried: list[ir.Value]) -> list[ir.Value]:
+        body(b, index)
+        return []
+    emit_carried_loop(builder, count, body_carrying_nothing, (), name)
+
+
+def emit_carried_loop(builder: ir.IRBuilder, count: ir.Value | int,
+                      body: Callable[[ir.IRBuilder, ir.Value, list[ir.Value]], list[ir.Value]],
+                      carried: Sequence[ir.Value], name: str = "i") -> list[ir.Value]:
+    """``for i in range(count)`` with loop-carried values: ``body(builder, i, values)`` returns the
+    values for the next trip; returns the values after the last one."""
     count = ir.Constant(I64, count) if isinstance(count, int) else count
     preheader = builder.block
     header = builder.append_basic_block(f"{name}.header")

@@ -5,6 +5,8 @@ buffer's address and calls the kernels in order, so a whole training step is one
 Loops: size-1 axes are dropped, mergeable axes collapsed, and the axis with the most unit-stride
 accesses goes innermost (so LLVM's loop vectoriser can use it). A reduction whose innermost loop is
 reduced keeps its partial result in a register; otherwise it accumulates into the output buffer.
+The loops are this module's; what each point of them computes is emitted by ``kernel_body``, which
+the GPU shares.
 """
 from __future__ import annotations
 
@@ -18,10 +20,10 @@ from llvmlite import ir
 
 from .. import dtypes
 from ..kernel_ir import Kernel, Program
-from .common import (LLVM_LOCK, PTR, ExprLowering, LoopAxis, combine, declare_function, element_pointer, emit_loop,
-                     identity_of,
-                     linear_index, load_element, loop_axes, store_element)
+from .common import (LLVM_LOCK, PTR, LoopAxis, declare_function, element_pointer, emit_loop, identity_of,
+                     linear_index, loop_axes, store_element)
 from .gemm import LIBRARY_SYMBOL, library_signature
+from .kernel_body import BodyRules, KernelBody, ReducedLoop, kernel_buffers
 from .threads import PARALLEL_SYMBOL
 
 STEP_SYMBOL = "graphgrad_step"
@@ -30,6 +32,9 @@ PARALLEL_MIN_WORK = 1 << 17
 # Matmuls with at least this many multiply-adds use the blocked GEMM (gemm.py); smaller ones,
 # and integer ones, are plain loop nests.
 GEMM_MIN_WORK = 4096
+# The CPU initialises a reduction's output and walks its reduced axes in any order (the body adds
+# into the output), reassociates register sums so they vectorise, and runs scatters on one thread.
+CPU_RULES = BodyRules(output_holds_partial=True, reassociate=True, atomic_scatter=False)
 
 
 def thread_count() -> int:
@@ -54,15 +59,6 @@ def new_host_target_machine() -> llvm.TargetMachine:
     return target.create_target_machine(cpu=llvm.get_host_cpu_name(),
                                         features=llvm.get_host_cpu_features().flatten(),
                                         opt=3, codemodel="jitdefault", jit=True)
-
-
-def kernel_buffers(kernel: Kernel) -> list[int]:
-    """The distinct buffers a kernel touches, output first: its function's parameters."""
-    order = [kernel.out.buffer]
-    for access in kernel.operands:
-        if access.buffer not in order:
-            order.append(access.buffer)
-    return order
 
 
 def _loop_order(axes: Sequence[LoopAxis]) -> list[int]:
@@ -116,94 +112,43 @@ def emit_kernel(module: ir.Module, kernel: Kernel, plan: KernelPlan) -> tuple[ir
         argument.add_attribute("noalias")
     start, stop = function.args[len(buffers):]
     builder = ir.IRBuilder(function.append_basic_block("entry"))
-    pointer_of = dict(zip(buffers, function.args))
-    out_pointer = pointer_of[kernel.out.buffer]
-    operand_pointers = [pointer_of[a.buffer] for a in kernel.operands]
-    dtype = kernel.out_dtype
-    reducing = bool(kernel.reduce_axes)
+    body = KernelBody(kernel, function.args[:len(buffers)], plan.axes, CPU_RULES)
     init_function = None
-    if reducing and not plan.gemm and not kernel.accumulate and not kernel.scan:
+    if kernel.reduce_axes and not plan.gemm and not kernel.accumulate and not kernel.scan:
         init_function = _emit_init(module, kernel, len(buffers))
 
     if plan.gemm:
-        _emit_gemm_call(builder, kernel, out_pointer, operand_pointers)
+        _emit_gemm_call(builder, kernel, body.out_pointer, body.operand_pointers)
     elif 0 not in kernel.space:
-        axes, order = plan.axes, plan.order
-        values: list[ir.Value] = [ir.Constant(i64, 0)] * len(axes)
-
-        def body_value(b: ir.IRBuilder, lowering: ExprLowering) -> ir.Value:
-            value = lowering.lower(kernel.body)
-            if kernel.scale != 1.0:
-                value = b.fmul(value, ir.Constant(value.type, kernel.scale))
-            return value
-
-        def point(b: ir.IRBuilder) -> None:
-            lowering = ExprLowering(b, kernel, operand_pointers, axes, values)
-            value = body_value(b, lowering)
-            index = lowering.out_index()
-            if kernel.scan:  # the scanned axis is not innermost: add to the previous prefix
-                value = combine(lowering, kernel.combiner, dtype, _previous_prefix(b, kernel, axes, values,
-                                                                                   out_pointer, index), value)
-            elif reducing:
-                value = combine(lowering, kernel.combiner, dtype,
-                                load_element(b, out_pointer, dtype, index), value)
-            elif kernel.scatter is not None:
-                value = combine(lowering, "sum", dtype, load_element(b, out_pointer, dtype, index), value)
-            store_element(b, value, out_pointer, dtype, index)
-
-        def level(b: ir.IRBuilder, depth: int) -> None:
-            if depth == len(order):
-                point(b)
-                return
-            k = order[depth]
-            count: ir.Value | int = b.sub(stop, start) if depth == 0 else axes[k].size
-
-            def position(b2: ir.IRBuilder, index: ir.Value) -> ir.Value:
-                return b2.add(start, index) if depth == 0 else index
-
-            if reducing and depth == len(order) - 1 and axes[k].reduced:
-                def accumulate(b2: ir.IRBuilder, index: ir.Value, carried: list) -> list:
-                    values[k] = position(b2, index)
-                    lowering = ExprLowering(b2, kernel, operand_pointers, axes, values)
-                    total = combine(lowering, kernel.combiner, dtype, carried[0], body_value(b2, lowering),
-                                    reassociate=not kernel.scan)
-                    if kernel.scan:
-                        store_element(b2, total, out_pointer, dtype, lowering.out_index())
-                    return [total]
-                (total,) = emit_loop(b, count, accumulate, [identity_of(kernel.combiner, dtype)], name=f"r{k}")
-                if kernel.scan:
-                    values[k] = ir.Constant(i64, 0)
-                    return
-                values[k] = ir.Constant(i64, 0)
-                lowering = ExprLowering(b, kernel, operand_pointers, axes, values)
-                index = lowering.out_index()
-                merged = combine(lowering, kernel.combiner, dtype,
-                                 load_element(b, out_pointer, dtype, index), total)
-                store_element(b, merged, out_pointer, dtype, index)
-                return
-
-            def body(b2: ir.IRBuilder, index: ir.Value, carried: list) -> list:
-                values[k] = position(b2, index)
-                level(b2, depth + 1)
-                return []
-            emit_loop(b, count, body, name=f"i{k}")
-
-        level(builder, 0)
+        _emit_loops(builder, body, plan, start, stop)
     builder.ret_void()
     return function, init_function
 
 
-def _previous_prefix(b: ir.IRBuilder, kernel: Kernel, axes: Sequence[LoopAxis], values: list[ir.Value],
-                     out_pointer: ir.Value, index: ir.Value) -> ir.Value:
-    """A scan's value one step back along its axis (the combiner's identity at the first step)."""
-    scanned = [k for k, axis in enumerate(axes) if axis.reduced]
-    if not scanned:  # a scan over an axis of size 1
-        return identity_of(kernel.combiner, kernel.out_dtype)
-    k = scanned[0]
-    first = b.icmp_signed("==", values[k], ir.Constant(ir.IntType(64), 0))
-    back = b.select(first, ir.Constant(ir.IntType(64), 0), ir.Constant(ir.IntType(64), axes[k].out_stride))
-    previous = load_element(b, out_pointer, kernel.out_dtype, b.sub(index, back))
-    return b.select(first, identity_of(kernel.combiner, kernel.out_dtype), previous)
+def _emit_loops(builder: ir.IRBuilder, body: KernelBody, plan: KernelPlan, start: ir.Value, stop: ir.Value) -> None:
+    """The loops of ``plan.order`` around the body, the outermost over [start, stop). A reduction
+    whose innermost loop is reduced runs that loop inside the body, its sum in a register."""
+    order = plan.order
+    in_body = bool(body.kernel.reduce_axes) and bool(order) and plan.axes[order[-1]].reduced
+    walked = order[:-1] if in_body else order
+
+    def trip_count(b: ir.IRBuilder, depth: int) -> ir.Value | int:
+        return b.sub(stop, start) if depth == 0 else plan.axes[order[depth]].size
+
+    def walk(b: ir.IRBuilder, depth: int) -> None:
+        if depth == len(walked):
+            loops = [ReducedLoop(order[depth], trip_count(b, depth), start if depth == 0 else None)] if in_body else []
+            body.emit_point(b, loops)
+            return
+        k = order[depth]
+        count = trip_count(b, depth)
+
+        def trip(b: ir.IRBuilder, index: ir.Value) -> None:
+            body.values[k] = b.add(start, index) if depth == 0 else index
+            walk(b, depth + 1)
+        emit_loop(b, count, trip, name=f"i{k}")
+
+    walk(builder, 0)
 
 
 def _emit_init(module: ir.Module, kernel: Kernel, buffer_count: int) -> ir.Function:
@@ -215,9 +160,8 @@ def _emit_init(module: ir.Module, kernel: Kernel, buffer_count: int) -> ir.Funct
     for n in kernel.out_space:
         out_size *= n
 
-    def fill(b: ir.IRBuilder, index: ir.Value, carried: list) -> list:
+    def fill(b: ir.IRBuilder, index: ir.Value) -> None:
         store_element(b, identity_of(kernel.combiner, kernel.out_dtype), function.args[0], kernel.out_dtype, index)
-        return []
     emit_loop(builder, out_size, fill, name="init")
     builder.ret_void()
     return function
@@ -259,17 +203,18 @@ def _emit_gemm_call(builder: ir.IRBuilder, kernel: Kernel, out_pointer: ir.Value
     a_access, b_access = kernel.operands
     dtype = kernel.out_dtype
     i64 = ir.IntType(64)
-    values: list[ir.Value] = []
+    batch_indices: list[ir.Value] = [ir.Constant(i64, 0)] * len(layout.batch)
 
-    def at_batch(b: ir.IRBuilder) -> None:
+    def call_gemm(b: ir.IRBuilder) -> None:
         def pointer(base: ir.Value, strides: Sequence[int], offset: int) -> ir.Value:
-            index = linear_index(b, values, [strides[a] for a in layout.batch], offset)
+            index = linear_index(b, batch_indices, [strides[a] for a in layout.batch], offset)
             return element_pointer(b, base, dtype, index)
         space = kernel.space
         gemm = declare_function(b.module, LIBRARY_SYMBOL.format(dtype=dtype.name), ir.VoidType(),
                                 library_signature().args)
         b.call(gemm, [
-            ir.Constant(i64, thread_count()), ir.Constant(i64, space[layout.m]), ir.Constant(i64, space[layout.n]), ir.Constant(i64, space[layout.k]),
+            ir.Constant(i64, thread_count()),
+            ir.Constant(i64, space[layout.m]), ir.Constant(i64, space[layout.n]), ir.Constant(i64, space[layout.k]),
             pointer(operand_pointers[0], a_access.strides, a_access.offset),
             ir.Constant(i64, a_access.strides[layout.m]), ir.Constant(i64, a_access.strides[layout.k]),
             pointer(operand_pointers[1], b_access.strides, b_access.offset),
@@ -278,18 +223,17 @@ def _emit_gemm_call(builder: ir.IRBuilder, kernel: Kernel, out_pointer: ir.Value
             ir.Constant(i64, kernel.out.strides[layout.m]),
             ir.Constant(ir.DoubleType(), kernel.scale), ir.Constant(i64, int(kernel.accumulate))])
 
-    def level(b: ir.IRBuilder, depth: int) -> None:
+    def walk_batch(b: ir.IRBuilder, depth: int) -> None:
         if depth == len(layout.batch):
-            at_batch(b)
+            call_gemm(b)
             return
-        def body(b2: ir.IRBuilder, index: ir.Value, carried: list) -> list:
-            values[depth] = index
-            level(b2, depth + 1)
-            return []
-        emit_loop(b, kernel.space[layout.batch[depth]], body, name=f"batch{depth}")
 
-    values.extend([ir.Constant(i64, 0)] * len(layout.batch))
-    level(builder, 0)
+        def trip(b: ir.IRBuilder, index: ir.Value) -> None:
+            batch_indices[depth] = index
+            walk_batch(b, depth + 1)
+        emit_loop(b, kernel.space[layout.batch[depth]], trip, name=f"batch{depth}")
+
+    walk_batch(builder, 0)
 
 
 PROFILE_SYMBOL = "graphgrad_profile"

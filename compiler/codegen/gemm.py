@@ -19,7 +19,7 @@ import numpy as np
 from llvmlite import ir
 
 from .. import dtypes
-from .common import I64, PTR, declare_function, emit_loop, register_type
+from .common import I64, PTR, declare_function, emit_carried_loop, emit_loop, register_type
 from .threads import PARALLEL_SYMBOL
 
 
@@ -95,12 +95,10 @@ def emit_gemm(module: ir.Module, dtype: np.dtype) -> ir.Function:
     b.cbranch(keep_c, done_block, clear_block)
     b.position_at_end(clear_block)
 
-    def zero_row(b2: ir.IRBuilder, i: ir.Value, _: list) -> list:
-        def zero_col(b3: ir.IRBuilder, j: ir.Value, __: list) -> list:
-            b3.store(ir.Constant(scalar, 0.0), _gep(b3, c, scalar, b3.add(b3.mul(i, rsc), b3.mul(j, csc))))
-            return []
-        emit_loop(b2, n, zero_col, name="zj")
-        return []
+    def zero_row(b: ir.IRBuilder, i: ir.Value) -> None:
+        def zero_col(b: ir.IRBuilder, j: ir.Value) -> None:
+            b.store(ir.Constant(scalar, 0.0), _gep(b, c, scalar, b.add(b.mul(i, rsc), b.mul(j, csc))))
+        emit_loop(b, n, zero_col, name="zj")
     emit_loop(b, m, zero_row, name="zi")
     b.branch(done_block)
     b.position_at_end(done_block)
@@ -110,21 +108,19 @@ def emit_gemm(module: ir.Module, dtype: np.dtype) -> ir.Function:
     blocks_k = _blocks(b, k, shape.kc)
     depth_step = _depth_step(b, k, blocks_k)
 
-    def over_jc(b1: ir.IRBuilder, jc_index: ir.Value, _: list) -> list:
-        jc = b1.mul(jc_index, _const(shape.nc))
-        nc = _min(b1, _const(shape.nc), b1.sub(n, jc))
+    def over_jc(b: ir.IRBuilder, jc_index: ir.Value) -> None:
+        jc = b.mul(jc_index, _const(shape.nc))
+        nc = _min(b, _const(shape.nc), b.sub(n, jc))
 
-        def over_pc(b2: ir.IRBuilder, pc_index: ir.Value, __: list) -> list:
-            pc = b2.mul(pc_index, depth_step)
-            kc = _min(b2, depth_step, b2.sub(k, pc))
-            accumulate = b2.or_(b2.icmp_signed("!=", pc_index, _const(0)), keep_c)
-            b_source = _gep(b2, bm, scalar, b2.add(b2.mul(pc, rsb), b2.mul(jc, csb)))
+        def over_pc(b: ir.IRBuilder, pc_index: ir.Value) -> None:
+            pc = b.mul(pc_index, depth_step)
+            kc = _min(b, depth_step, b.sub(k, pc))
+            accumulate = b.or_(b.icmp_signed("!=", pc_index, _const(0)), keep_c)
+            b_source = _gep(b, bm, scalar, b.add(b.mul(pc, rsb), b.mul(jc, csb)))
             # B block (kc x nc): rows walk k (stride rsb), columns walk n (stride csb).
-            b2.call(pack_b, [b_source, csb, rsb, nc, kc, bp])
-            b2.call(macro, [_const(0), m, jc, nc, pc, kc, a, rsa, csa, c, rsc, csc, ap, bp, accumulate, alpha])
-            return []
-        emit_loop(b1, blocks_k, over_pc, name="pc")
-        return []
+            b.call(pack_b, [b_source, csb, rsb, nc, kc, bp])
+            b.call(macro, [_const(0), m, jc, nc, pc, kc, a, rsa, csa, c, rsc, csc, ap, bp, accumulate, alpha])
+        emit_loop(b, blocks_k, over_pc, name="pc")
 
     emit_loop(b, _blocks(b, n, shape.nc), over_jc, name="jc")
     b.ret_void()
@@ -165,30 +161,27 @@ def _emit_macro(module: ir.Module, dtype: np.dtype, shape: GemmShape) -> ir.Func
     row_step = b.mul(_blocks(b, b.udiv(b.add(m_count, b.sub(blocks_m, _const(1))), _maximum(b, blocks_m, _const(1))),
                              shape.mr), _const(shape.mr))
 
-    def over_ic(b3: ir.IRBuilder, ic_index: ir.Value, ___: list) -> list:
-        ic = b3.add(m_start, b3.mul(ic_index, row_step))
-        mc = _min(b3, row_step, b3.sub(m_end, ic))
-        a_source = _gep(b3, a, scalar, b3.add(b3.mul(ic, rsa), b3.mul(pc, csa)))
-        b3.call(pack_a, [a_source, rsa, csa, mc, kc, ap])
-        n_panels = b3.udiv(b3.add(nc, _const(shape.nr - 1)), _const(shape.nr))
-        m_panels = b3.udiv(b3.add(mc, _const(shape.mr - 1)), _const(shape.mr))
+    def over_ic(b: ir.IRBuilder, ic_index: ir.Value) -> None:
+        ic = b.add(m_start, b.mul(ic_index, row_step))
+        mc = _min(b, row_step, b.sub(m_end, ic))
+        a_source = _gep(b, a, scalar, b.add(b.mul(ic, rsa), b.mul(pc, csa)))
+        b.call(pack_a, [a_source, rsa, csa, mc, kc, ap])
+        n_panels = b.udiv(b.add(nc, _const(shape.nr - 1)), _const(shape.nr))
+        m_panels = b.udiv(b.add(mc, _const(shape.mr - 1)), _const(shape.mr))
 
-        def over_jr(b4: ir.IRBuilder, jr_index: ir.Value, ____: list) -> list:
-            jr = b4.mul(jr_index, _const(shape.nr))
-            nr = _min(b4, _const(shape.nr), b4.sub(nc, jr))
-            b_panel = _gep(b4, bp, scalar, b4.mul(jr, kc))
+        def over_jr(b: ir.IRBuilder, jr_index: ir.Value) -> None:
+            jr = b.mul(jr_index, _const(shape.nr))
+            nr = _min(b, _const(shape.nr), b.sub(nc, jr))
+            b_panel = _gep(b, bp, scalar, b.mul(jr, kc))
 
-            def over_ir(b5: ir.IRBuilder, ir_index: ir.Value, _____: list) -> list:
-                row = b5.mul(ir_index, _const(shape.mr))
-                mr = _min(b5, _const(shape.mr), b5.sub(mc, row))
-                a_panel = _gep(b5, ap, scalar, b5.mul(row, kc))
-                c_tile = _gep(b5, c, scalar, b5.add(b5.mul(b5.add(ic, row), rsc), b5.mul(b5.add(jc, jr), csc)))
-                b5.call(micro, [kc, a_panel, b_panel, c_tile, rsc, csc, mr, nr, accumulate, scratch, alpha])
-                return []
-            emit_loop(b4, m_panels, over_ir, name="ir")
-            return []
-        emit_loop(b3, n_panels, over_jr, name="jr")
-        return []
+            def over_ir(b: ir.IRBuilder, ir_index: ir.Value) -> None:
+                row = b.mul(ir_index, _const(shape.mr))
+                mr = _min(b, _const(shape.mr), b.sub(mc, row))
+                a_panel = _gep(b, ap, scalar, b.mul(row, kc))
+                c_tile = _gep(b, c, scalar, b.add(b.mul(b.add(ic, row), rsc), b.mul(b.add(jc, jr), csc)))
+                b.call(micro, [kc, a_panel, b_panel, c_tile, rsc, csc, mr, nr, accumulate, scratch, alpha])
+            emit_loop(b, m_panels, over_ir, name="ir")
+        emit_loop(b, n_panels, over_jr, name="jr")
     emit_loop(b, b.udiv(b.add(m_count, b.sub(row_step, _const(1))), _maximum(b, row_step, _const(1))), over_ic,
               name="ic")
     b.ret_void()
@@ -214,47 +207,49 @@ def _emit_pack(module: ir.Module, dtype: np.dtype, name: str, width: int) -> ir.
     lanes = gemm_shape(dtype).vector
     vector_type = ir.VectorType(scalar, lanes)
 
-    def copy(b3: ir.IRBuilder, panel_src: ir.Value, panel_dst: ir.Value, r: ir.Value, d: ir.Value) -> None:
-        value = b3.load(_gep(b3, panel_src, scalar, b3.add(b3.mul(r, rs), b3.mul(d, ds))), typ=scalar)
-        b3.store(value, _gep(b3, panel_dst, scalar, b3.add(b3.mul(d, _const(width)), r)))
+    def copy(b: ir.IRBuilder, panel_src: ir.Value, panel_dst: ir.Value, r: ir.Value, d: ir.Value) -> None:
+        value = b.load(_gep(b, panel_src, scalar, b.add(b.mul(r, rs), b.mul(d, ds))), typ=scalar)
+        b.store(value, _gep(b, panel_dst, scalar, b.add(b.mul(d, _const(width)), r)))
 
-    def over_full_panel(b1: ir.IRBuilder, p: ir.Value, _: list) -> list:
-        panel_src = _gep(b1, src, scalar, b1.mul(b1.mul(p, _const(width)), rs))
-        panel_dst = _gep(b1, dst, scalar, b1.mul(b1.mul(p, depth), _const(width)))
-        depth_major = b1.append_basic_block("depth_major")
-        row_major = b1.append_basic_block("row_major")
-        joined = b1.append_basic_block("joined")
-        b1.cbranch(b1.icmp_signed("==", ds, _const(1)), depth_major, row_major)
-        b1.position_at_end(depth_major)
+    def over_full_panel(b: ir.IRBuilder, p: ir.Value) -> None:
+        panel_src = _gep(b, src, scalar, b.mul(b.mul(p, _const(width)), rs))
+        panel_dst = _gep(b, dst, scalar, b.mul(b.mul(p, depth), _const(width)))
+        depth_major = b.append_basic_block("depth_major")
+        row_major = b.append_basic_block("row_major")
+        joined = b.append_basic_block("joined")
+        b.cbranch(b.icmp_signed("==", ds, _const(1)), depth_major, row_major)
+        b.position_at_end(depth_major)
         # Rows are contiguous along depth: transpose width x lanes blocks in registers, then copy
         # the last depth % lanes columns one by one.
-        chunks = b1.udiv(depth, _const(lanes))
+        chunks = b.udiv(depth, _const(lanes))
 
-        def over_chunk(b2: ir.IRBuilder, chunk: ir.Value, __: list) -> list:
-            first = b2.mul(chunk, _const(lanes))
-            rows_in = [b2.load(_gep(b2, panel_src, scalar, b2.add(b2.mul(_const(r), rs), first)), typ=vector_type,
+        def over_chunk(b: ir.IRBuilder, chunk: ir.Value) -> None:
+            first = b.mul(chunk, _const(lanes))
+            rows_in = [b.load(_gep(b, panel_src, scalar, b.add(b.mul(_const(r), rs), first)), typ=vector_type,
                                align=dtype.itemsize) for r in range(width)]
-            whole = _concatenate(b2, rows_in)
+            whole = _concatenate(b, rows_in)
             mask = [r * lanes + d for d in range(lanes) for r in range(width)]
-            transposed = b2.shuffle_vector(whole, ir.Constant(whole.type, ir.Undefined),
+            transposed = b.shuffle_vector(whole, ir.Constant(whole.type, ir.Undefined),
                                            ir.Constant(ir.VectorType(ir.IntType(32), len(mask)), mask))
-            b2.store(transposed, _gep(b2, panel_dst, scalar, b2.mul(first, _const(width))), align=dtype.itemsize)
-            return []
-        emit_loop(b1, chunks, over_chunk, name="chunk")
-        done_depth = b1.mul(chunks, _const(lanes))
+            b.store(transposed, _gep(b, panel_dst, scalar, b.mul(first, _const(width))), align=dtype.itemsize)
+        emit_loop(b, chunks, over_chunk, name="chunk")
+        done_depth = b.mul(chunks, _const(lanes))
 
-        def tail_column(b2: ir.IRBuilder, d: ir.Value, __: list) -> list:
-            column = b2.add(done_depth, d)
+        def tail_column(b: ir.IRBuilder, d: ir.Value) -> None:
+            column = b.add(done_depth, d)
             for r in range(width):
-                copy(b2, panel_src, panel_dst, _const(r), column)
-            return []
-        emit_loop(b1, b1.sub(depth, done_depth), tail_column, name="tail_d")
-        b1.branch(joined)
-        b1.position_at_end(row_major)
-        _emit_copy_loops(b1, width, depth, lambda b3, r, d: copy(b3, panel_src, panel_dst, r, d), rows_outer=False)
-        b1.branch(joined)
-        b1.position_at_end(joined)
-        return []
+                copy(b, panel_src, panel_dst, _const(r), column)
+        emit_loop(b, b.sub(depth, done_depth), tail_column, name="tail_d")
+        b.branch(joined)
+        b.position_at_end(row_major)
+
+        def copy_column(b: ir.IRBuilder, d: ir.Value) -> None:
+            def copy_element(b: ir.IRBuilder, r: ir.Value) -> None:
+                copy(b, panel_src, panel_dst, r, d)
+            emit_loop(b, _const(width), copy_element, name="inner")
+        emit_loop(b, depth, copy_column, name="outer")
+        b.branch(joined)
+        b.position_at_end(joined)
 
     emit_loop(b, full_panels, over_full_panel, name="panel")
 
@@ -268,16 +263,14 @@ def _emit_pack(module: ir.Module, dtype: np.dtype, name: str, width: int) -> ir.
     panel_src = _gep(b, src, scalar, b.mul(base_row, rs))
     panel_dst = _gep(b, dst, scalar, b.mul(b.mul(full_panels, depth), _const(width)))
 
-    def over_depth(b2: ir.IRBuilder, d: ir.Value, __: list) -> list:
-        def over_lane(b3: ir.IRBuilder, r: ir.Value, ___: list) -> list:
-            inside = b3.icmp_signed("<", r, valid)
-            safe_r = b3.select(inside, r, _const(0))
-            source = _gep(b3, panel_src, scalar, b3.add(b3.mul(safe_r, rs), b3.mul(d, ds)))
-            value = b3.select(inside, b3.load(source, typ=scalar), ir.Constant(scalar, 0.0))
-            b3.store(value, _gep(b3, panel_dst, scalar, b3.add(b3.mul(d, _const(width)), r)))
-            return []
-        emit_loop(b2, _const(width), over_lane, name="lane")
-        return []
+    def over_depth(b: ir.IRBuilder, d: ir.Value) -> None:
+        def over_lane(b: ir.IRBuilder, r: ir.Value) -> None:
+            inside = b.icmp_signed("<", r, valid)
+            safe_r = b.select(inside, r, _const(0))
+            source = _gep(b, panel_src, scalar, b.add(b.mul(safe_r, rs), b.mul(d, ds)))
+            value = b.select(inside, b.load(source, typ=scalar), ir.Constant(scalar, 0.0))
+            b.store(value, _gep(b, panel_dst, scalar, b.add(b.mul(d, _const(width)), r)))
+        emit_loop(b, _const(width), over_lane, name="lane")
     emit_loop(b, depth, over_depth, name="d")
     b.branch(done)
     b.position_at_end(done)
@@ -301,19 +294,6 @@ def _concatenate(b: ir.IRBuilder, parts: list[ir.Value]) -> ir.Value:
                                                        list(range(size)) + [size] * size)))
         parts = joined
     return parts[0]
-
-
-def _emit_copy_loops(b: ir.IRBuilder, width: int, depth: ir.Value, copy: "object", rows_outer: bool) -> None:
-    """Two nested loops over a panel's ``width`` rows and ``depth``; ``copy(builder, r, d)``."""
-    outer_count, inner_count = (_const(width), depth) if rows_outer else (depth, _const(width))
-
-    def outer(b1: ir.IRBuilder, i: ir.Value, _: list) -> list:
-        def inner(b2: ir.IRBuilder, j: ir.Value, __: list) -> list:
-            copy(b2, i, j) if rows_outer else copy(b2, j, i)
-            return []
-        emit_loop(b1, inner_count, inner, name="inner")
-        return []
-    emit_loop(b, outer_count, outer, name="outer")
 
 
 def _emit_micro_kernel(module: ir.Module, dtype: np.dtype, shape: GemmShape) -> ir.Function:
@@ -351,22 +331,22 @@ def _emit_micro_kernel(module: ir.Module, dtype: np.dtype, shape: GemmShape) -> 
     b.branch(loop_block)
     b.position_at_end(loop_block)
 
-    def step(b1: ir.IRBuilder, kk: ir.Value, acc: list) -> list:
-        b_row = _gep(b1, b_panel, scalar, b1.mul(kk, _const(shape.nr)))
-        b_vectors = [b1.load(_gep(b1, b_row, scalar, _const(v * shape.vector)), typ=vector_type,
+    def multiply_add(b: ir.IRBuilder, kk: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
+        b_row = _gep(b, b_panel, scalar, b.mul(kk, _const(shape.nr)))
+        b_vectors = [b.load(_gep(b, b_row, scalar, _const(v * shape.vector)), typ=vector_type,
                              align=dtype.itemsize) for v in range(lanes)]
-        a_row = _gep(b1, a_panel, scalar, b1.mul(kk, _const(shape.mr)))
+        a_row = _gep(b, a_panel, scalar, b.mul(kk, _const(shape.mr)))
         out = []
         for r in range(shape.mr):
-            a_value = b1.load(_gep(b1, a_row, scalar, _const(r)), typ=scalar)
-            splat = b1.insert_element(ir.Constant(vector_type, ir.Undefined), a_value, _const(0))
-            splat = b1.shuffle_vector(splat, ir.Constant(vector_type, ir.Undefined),
+            a_value = b.load(_gep(b, a_row, scalar, _const(r)), typ=scalar)
+            splat = b.insert_element(ir.Constant(vector_type, ir.Undefined), a_value, _const(0))
+            splat = b.shuffle_vector(splat, ir.Constant(vector_type, ir.Undefined),
                                       ir.Constant(ir.VectorType(ir.IntType(32), shape.vector), [0] * shape.vector))
             for v in range(lanes):
-                out.append(b1.call(fma, [splat, b_vectors[v], acc[r * lanes + v]]))
+                out.append(b.call(fma, [splat, b_vectors[v], acc[r * lanes + v]]))
         return out
 
-    acc = emit_loop(b, kc, step, initial, name="k")
+    acc = emit_carried_loop(b, kc, multiply_add, initial, name="k")
     # Scale by alpha (1 for a plain product: an exact multiply).
     splat = b.insert_element(ir.Constant(vector_type, ir.Undefined), alpha, _const(0))
     splat = b.shuffle_vector(splat, ir.Constant(vector_type, ir.Undefined),
@@ -402,15 +382,13 @@ def _emit_micro_kernel(module: ir.Module, dtype: np.dtype, shape: GemmShape) -> 
             b.store(acc[r * lanes + v], _gep(b, tile, scalar, _const(r * shape.nr + v * shape.vector)),
                     align=dtype.itemsize)
 
-    def edge_row(b1: ir.IRBuilder, r: ir.Value, _: list) -> list:
-        def edge_col(b2: ir.IRBuilder, j: ir.Value, __: list) -> list:
-            value = b2.load(_gep(b2, tile, scalar, b2.add(b2.mul(r, _const(shape.nr)), j)), typ=scalar)
-            pointer = _gep(b2, c_tile, scalar, b2.add(b2.mul(r, rsc), b2.mul(j, csc)))
-            old = b2.load(pointer, typ=scalar)
-            b2.store(b2.select(accumulate, b2.fadd(old, value), value), pointer)
-            return []
-        emit_loop(b1, nr, edge_col, name="ej")
-        return []
+    def edge_row(b: ir.IRBuilder, r: ir.Value) -> None:
+        def edge_col(b: ir.IRBuilder, j: ir.Value) -> None:
+            value = b.load(_gep(b, tile, scalar, b.add(b.mul(r, _const(shape.nr)), j)), typ=scalar)
+            pointer = _gep(b, c_tile, scalar, b.add(b.mul(r, rsc), b.mul(j, csc)))
+            old = b.load(pointer, typ=scalar)
+            b.store(b.select(accumulate, b.fadd(old, value), value), pointer)
+        emit_loop(b, nr, edge_col, name="ej")
     emit_loop(b, mr, edge_row, name="ei")
     b.branch(done)
     b.position_at_end(done)
@@ -457,10 +435,10 @@ def _take_workspaces(b: ir.IRBuilder, dtype: np.dtype, elements: int) -> tuple[i
     aligned_alloc = declare_function(module, "aligned_alloc", PTR, [I64, I64])
     sched_yield = declare_function(module, "sched_yield", ir.IntType(32), [])
 
-    def try_take(b1: ir.IRBuilder) -> ir.Value:
-        exchange = b1.cmpxchg(busy, ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), 1),
+    def try_take(b: ir.IRBuilder) -> ir.Value:
+        exchange = b.cmpxchg(busy, ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), 1),
                               "acquire", "monotonic")
-        return b1.extract_value(exchange, 1)
+        return b.extract_value(exchange, 1)
 
     entry = b.block
     heap = b.append_basic_block("workspaces.heap")
@@ -529,11 +507,11 @@ def emit_library_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> i
     # Part t packs into A block t and B block t of this call's workspaces.
     workspaces, own_workspaces = _take_workspaces(b, dtype, max_threads * (size_a + size_b))
 
-    def workspace_a(b1: ir.IRBuilder, t: ir.Value) -> ir.Value:
-        return _gep(b1, workspaces, scalar, b1.mul(t, _const(size_a)))
+    def workspace_a(b: ir.IRBuilder, t: ir.Value) -> ir.Value:
+        return _gep(b, workspaces, scalar, b.mul(t, _const(size_a)))
 
-    def workspace_b(b1: ir.IRBuilder, t: ir.Value) -> ir.Value:
-        return _gep(b1, workspaces, scalar, b1.add(b1.mul(t, _const(size_b)), _const(max_threads * size_a)))
+    def workspace_b(b: ir.IRBuilder, t: ir.Value) -> ir.Value:
+        return _gep(b, workspaces, scalar, b.add(b.mul(t, _const(size_b)), _const(max_threads * size_a)))
 
     # A product narrower than the register tile (e.g. N = 10 classes) is computed transposed,
     # C^T = B^T A^T, so that its long side runs along the tile's wide NR columns.
@@ -554,19 +532,18 @@ def emit_library_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> i
     per_part = b.udiv(b.add(extent, b.sub(parts, _const(1))), parts)
     per_part = b.mul(b.udiv(b.add(per_part, b.sub(granule, _const(1))), granule), granule)
 
-    def fill(b1: ir.IRBuilder, t: ir.Value, _: list) -> list:
-        start = _min(b1, b1.mul(per_part, t), extent)
-        count = b1.sub(_min(b1, b1.add(start, per_part), extent), start)
-        arguments = [b1.select(by_rows, count, m), b1.select(by_rows, n, count), k,
-                     _gep(b1, a, scalar, b1.select(by_rows, b1.mul(start, rsa), _const(0))), rsa, csa,
-                     _gep(b1, bm, scalar, b1.select(by_rows, _const(0), b1.mul(start, csb))), rsb, csb,
-                     _gep(b1, c, scalar, b1.mul(start, b1.select(by_rows, rsc, csc))), rsc, csc,
-                     workspace_a(b1, t), workspace_b(b1, t), b1.bitcast(alpha, I64), beta]
-        base = b1.mul(t, _const(_GEMM_ARGS))
+    def fill(b: ir.IRBuilder, t: ir.Value) -> None:
+        start = _min(b, b.mul(per_part, t), extent)
+        count = b.sub(_min(b, b.add(start, per_part), extent), start)
+        arguments = [b.select(by_rows, count, m), b.select(by_rows, n, count), k,
+                     _gep(b, a, scalar, b.select(by_rows, b.mul(start, rsa), _const(0))), rsa, csa,
+                     _gep(b, bm, scalar, b.select(by_rows, _const(0), b.mul(start, csb))), rsb, csb,
+                     _gep(b, c, scalar, b.mul(start, b.select(by_rows, rsc, csc))), rsc, csc,
+                     workspace_a(b, t), workspace_b(b, t), b.bitcast(alpha, I64), beta]
+        base = b.mul(t, _const(_GEMM_ARGS))
         for i, value in enumerate(arguments):
-            b1.store(value if value.type == I64 else b1.ptrtoint(value, I64),
-                     _gep(b1, slots, I64, b1.add(base, _const(i))))
-        return []
+            b.store(value if value.type == I64 else b.ptrtoint(value, I64),
+                     _gep(b, slots, I64, b.add(base, _const(i))))
 
     # Tall enough for every part to own whole A blocks: the parts share one packed B block
     # (each packs a slice of it) and split the rows, so nothing is packed twice.
@@ -580,9 +557,9 @@ def emit_library_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> i
     b.position_at_end(shared_block)
     pack_task, macro_task = _emit_shared_tasks(module, dtype, shape)
 
-    def put(b1: ir.IRBuilder, field: str, value: ir.Value) -> None:
-        value = value if value.type == I64 else (b1.ptrtoint(value, I64) if value.type == PTR else b1.zext(value, I64))
-        b1.store(value, _gep(b1, context, I64, _const(_SHARED_FIELDS.index(field))))
+    def put(b: ir.IRBuilder, field: str, value: ir.Value) -> None:
+        value = value if value.type == I64 else (b.ptrtoint(value, I64) if value.type == PTR else b.zext(value, I64))
+        b.store(value, _gep(b, context, I64, _const(_SHARED_FIELDS.index(field))))
 
     for field, value in (("a", a), ("rsa", rsa), ("csa", csa), ("b", bm), ("rsb", rsb), ("csb", csb), ("c", c),
                          ("rsc", rsc), ("csc", csc), ("m", m), ("bp", workspace_b(b, _const(0))),
@@ -592,22 +569,20 @@ def emit_library_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> i
     blocks_k = _blocks(b, k, shape.kc)
     depth_step = _depth_step(b, k, blocks_k)
 
-    def over_jc(b1: ir.IRBuilder, jc_index: ir.Value, _: list) -> list:
-        jc = b1.mul(jc_index, _const(shape.nc))
-        put(b1, "jc", jc)
-        put(b1, "nc", _min(b1, _const(shape.nc), b1.sub(n, jc)))
+    def over_jc(b: ir.IRBuilder, jc_index: ir.Value) -> None:
+        jc = b.mul(jc_index, _const(shape.nc))
+        put(b, "jc", jc)
+        put(b, "nc", _min(b, _const(shape.nc), b.sub(n, jc)))
 
-        def over_pc(b2: ir.IRBuilder, pc_index: ir.Value, __: list) -> list:
-            pc = b2.mul(pc_index, depth_step)
-            put(b2, "pc", pc)
-            put(b2, "kc", _min(b2, depth_step, b2.sub(k, pc)))
-            put(b2, "accumulate", b2.or_(b2.icmp_signed("!=", pc_index, _const(0)),
-                                         b2.icmp_signed("!=", beta, _const(0))))
-            b2.call(parallel, [pack_task, context, parts])     # returns when every slice is packed
-            b2.call(parallel, [macro_task, context, parts])
-            return []
-        emit_loop(b1, blocks_k, over_pc, name="pc")
-        return []
+        def over_pc(b: ir.IRBuilder, pc_index: ir.Value) -> None:
+            pc = b.mul(pc_index, depth_step)
+            put(b, "pc", pc)
+            put(b, "kc", _min(b, depth_step, b.sub(k, pc)))
+            put(b, "accumulate", b.or_(b.icmp_signed("!=", pc_index, _const(0)),
+                                         b.icmp_signed("!=", beta, _const(0))))
+            b.call(parallel, [pack_task, context, parts])     # returns when every slice is packed
+            b.call(parallel, [macro_task, context, parts])
+        emit_loop(b, blocks_k, over_pc, name="pc")
     emit_loop(b, _blocks(b, n, shape.nc), over_jc, name="jc")
     b.branch(finish)
 

@@ -2,8 +2,8 @@
 
 The CPU lowers a kernel's outer index space to loops; here the output index space is the grid:
 thread ``ctaid.x * ntid.x + tid.x`` computes one output element, looping over the reduced axes (if
-any) with a register accumulator. Scalar lowering (and the polynomial transcendentals) is shared
-with the CPU in ``common``.
+any) with a register accumulator. What the thread computes there is emitted by ``kernel_body``, as
+on the CPU; scalar lowering (and the polynomial transcendentals) comes from ``common``.
 """
 from __future__ import annotations
 
@@ -12,15 +12,16 @@ import functools
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from .. import dtypes
 from ..kernel_ir import Kernel, Program
-from .common import (LLVM_LOCK, I32, I64, PTR, ExprLowering, combine, declare_function, element_pointer, emit_loop,
-                     identity_of, load_element, loop_axes, store_element)
-from .cpu import kernel_buffers
+from .common import LLVM_LOCK, I32, I64, PTR, declare_function, loop_axes
+from .kernel_body import BodyRules, KernelBody, ReducedLoop, kernel_buffers
 
 TRIPLE = "nvptx64-nvidia-cuda"
 DEFAULT_ARCH = "sm_80"
 BLOCK_SIZE = 256
+# A thread runs every reduced axis of its output element itself, in order and in a register, and
+# reads the output only to add to it; threads may scatter into the same element, so adds are atomic.
+GPU_RULES = BodyRules(output_holds_partial=False, reassociate=False, atomic_scatter=True)
 
 
 @functools.lru_cache(maxsize=4)
@@ -43,13 +44,9 @@ def emit_kernel(module: ir.Module, kernel: Kernel) -> ir.Function:
     function.calling_convention = "ptx_kernel"
     for argument in function.args:
         argument.add_attribute("noalias")
-    pointer_of = dict(zip(buffers, function.args))
-    out_pointer = pointer_of[kernel.out.buffer]
-    operand_pointers = [pointer_of[a.buffer] for a in kernel.operands]
     builder = ir.IRBuilder(function.append_basic_block("entry"))
     axes = loop_axes(kernel)  # a size-0 reduced axis is a loop of no trips: the result is the identity
-    outer = [k for k, a in enumerate(axes) if not a.reduced]
-    inner = [k for k, a in enumerate(axes) if a.reduced]
+    body = KernelBody(kernel, function.args, axes, GPU_RULES)
     out_count = 1
     for n in kernel.out_space:
         out_count *= n
@@ -59,52 +56,12 @@ def emit_kernel(module: ir.Module, kernel: Kernel) -> ir.Function:
     done = builder.append_basic_block("done")
     builder.cbranch(builder.icmp_unsigned("<", thread, ir.Constant(I64, out_count)), work, done)
     builder.position_at_end(work)
-
-    values: list[ir.Value] = [ir.Constant(I64, 0)] * len(axes)
-    remaining = thread
-    for k in reversed(outer):  # split the flat thread index into the output axes' indices
+    remaining = thread  # split into the output axes' indices, the last one fastest
+    for k in reversed([k for k, axis in enumerate(axes) if not axis.reduced]):
         size = ir.Constant(I64, axes[k].size)
-        values[k] = builder.urem(remaining, size)
+        body.values[k] = builder.urem(remaining, size)
         remaining = builder.udiv(remaining, size)
-
-    dtype = kernel.out_dtype
-    if not kernel.reduce_axes:
-        lowering = ExprLowering(builder, kernel, operand_pointers, axes, values)
-        result = lowering.lower(kernel.body)
-    else:
-        def nest(b: ir.IRBuilder, depth: int, total: ir.Value) -> ir.Value:
-            if depth == len(inner):
-                low = ExprLowering(b, kernel, operand_pointers, axes, values)
-                value = low.lower(kernel.body)
-                if kernel.scale != 1.0:
-                    value = b.fmul(value, ir.Constant(value.type, kernel.scale))
-                total = combine(low, kernel.combiner, dtype, total, value)
-                if kernel.scan:  # every prefix is an output element
-                    store_element(b, total, out_pointer, dtype, low.out_index())
-                return total
-            k = inner[depth]
-            def body(b2: ir.IRBuilder, index: ir.Value, carried: list) -> list:
-                values[k] = index
-                return [nest(b2, depth + 1, carried[0])]
-            return emit_loop(b, axes[k].size, body, [total], name=f"r{k}")[0]
-        result = nest(builder, 0, identity_of(kernel.combiner, dtype))
-        if kernel.scan:
-            builder.branch(done)
-            builder.position_at_end(done)
-            builder.ret_void()
-            return function
-        for k in inner:
-            values[k] = ir.Constant(I64, 0)
-        lowering = ExprLowering(builder, kernel, operand_pointers, axes, values)
-        if kernel.accumulate:  # added to what the output holds (a fused variable update)
-            result = combine(lowering, kernel.combiner, dtype,
-                             load_element(builder, out_pointer, dtype, lowering.out_index()), result)
-    if kernel.scatter is not None:  # other threads may add into the same element
-        operation = "fadd" if dtypes.is_floating(dtype) else "add"
-        builder.atomic_rmw(operation, element_pointer(builder, out_pointer, dtype, lowering.out_index()),
-                           result, "monotonic")
-    else:
-        store_element(builder, result, out_pointer, dtype, lowering.out_index())
+    body.emit_point(builder, [ReducedLoop(k, axis.size) for k, axis in enumerate(axes) if axis.reduced])
     builder.branch(done)
     builder.position_at_end(done)
     builder.ret_void()

@@ -166,7 +166,7 @@ def build_pool_module(triple: str) -> ir.Module:
     taken = b.cmpxchg(busy, ir.Constant(I32, 0), ir.Constant(I32, 1), "acquire", "monotonic")
     b.cbranch(b.extract_value(taken, 1), shared, serial)
     b.position_at_end(serial)
-    emit_loop(b, count, lambda b2, part_index, _: (_call_task(b2, fn, arg, part_index), [])[1], name="part")
+    emit_loop(b, count, lambda b2, part_index: _call_task(b2, fn, arg, part_index), name="part")
     b.ret_void()
     b.position_at_end(shared)
     b.store(fn, function_slot)
