@@ -1,4 +1,4 @@
-"""Branchless transcendental functions emitted as LLVM IR.
+"""Transcendental functions emitted as LLVM IR, as branch-free inline code.
 
 Every emitter takes an ``ir.IRBuilder`` and a scalar float32 or float64
 value and returns a value of the same type.  The generated code uses only
@@ -6,7 +6,9 @@ arithmetic, bitcasts, integer ops, ``fcmp``/``select``, ``fpext``/``fptrunc``
 and the intrinsics ``llvm.fabs``, ``llvm.copysign``, ``llvm.rint`` and
 ``llvm.fma``: no calls into libm, no branches, and no fast-math flags.  That
 keeps it vectorisable by LLVM's loop vectoriser on the CPU and lowerable by the
-NVPTX backend, which has no libm.  ``llvm.fma`` is one correctly rounded
+NVPTX backend, which has no libm.  (One exception: sin and cos of |x| >= 2**40
+need a long reduction, which they make out of line, behind one call that keeps
+the loop vectorisable; see there.)  ``llvm.fma`` is one correctly rounded
 operation on both targets (FMA hardware on x86-64-v3+ and sm_80), and plain
 ``fmul``/``fadd`` are never contracted, so CPU and GPU results are identical.
 
@@ -14,8 +16,8 @@ float64 functions are evaluated in float64 with double-length (two-double)
 corrections.  float32 functions take the cheapest route that stays below
 1 ulp: exp, log and log1p in float32 with FMA-based error compensation;
 expm1, tanh, sigmoid, sin, cos, erf (and pow) in plain double, rounded once
-to float32.  Special values follow IEEE / numpy semantics.  sin and cos use
-a Cody-Waite reduction (no Payne-Hanek): accurate for |x| < 2**40, see there.
+to float32.  Special values follow IEEE / numpy semantics.  sin and cos
+reduce by Cody-Waite for |x| < 2**40 and by Payne-Hanek beyond, see there.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from math import factorial
 from typing import Sequence
 
 from llvmlite import ir
+from llvmlite.ir.values import FunctionAttributes
 
 __all__ = [
     "emit_exp",
@@ -987,25 +990,43 @@ def emit_pow(builder: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
 # sin and cos
 # ---------------------------------------------------------------------------
 #
-# x = n*(pi/2) + r with n = rint(x*2/pi) read from the low bits of a shifter
-# sum (exact while |x*2/pi| < 2**51; its low two bits are the quadrant) and
-# r = x - n*(P1 + P2 + P3), a three-double pi/2 (~160 bits; Cody-Waite with
-# FMA, no Payne-Hanek).  x - n*P1 is exact (n*P1 is formed exactly by the FMA
-# and the difference fits in a double), so for float64 r is carried to double
-# length and stays accurate even for x within 2**-58 of a multiple of pi/2.
-# Then sin x = +-sin r or +-cos r by the quadrant; both kernels are evaluated
-# and one picked by select (no branch).
+# x = n*(pi/2) + r with |r| <= ~pi/4, then sin x = +-sin r or +-cos r by the
+# quadrant n mod 4: both kernels are evaluated and one picked by select.  Two
+# reductions share the kernels:
 #
-# Accuracy: <= 1 ulp for |x| < 2**40 (float32 and float64).  The error grows
-# slowly beyond that (n*2**-160 against |r| >= ~2**-58); past |x| ~ 2**51,
-# where n is no longer exact, the results are meaningless but always lie in
-# [-1, 1] (r is clamped to [-1, 1]).  +-inf and NaN give NaN, sin(-0) = -0.
+# |x| < 2**40, inline and branch-free (Cody-Waite): n = rint(x*2/pi) read from
+# the low bits of a shifter sum (exact while |x*2/pi| < 2**51; its low two
+# bits are the quadrant) and r = x - n*(P1 + P2 + P3), a three-double pi/2
+# (~160 bits).  x - n*P1 is exact (n*P1 is formed exactly by the FMA and the
+# difference fits in a double), so for float64 r is carried to double length
+# and stays accurate even for x within 2**-58 of a multiple of pi/2; the error
+# n*2**-160 stays negligible against that while |x| < 2**40.
+#
+# |x| >= 2**40 up to the largest finite value, out of line (Payne-Hanek, see
+# _reduce_large): x*2/pi mod 4 from the bits of 2/pi that matter at x's
+# exponent, in 64-bit integer arithmetic, then r to double length.
+#
+# Accuracy: <= 1 ulp for every finite x (float32 and float64).  +-inf and NaN
+# give NaN, sin(-0) = -0.
 #
 # Kernels: sin r = r + r**3 * S(r**2), cos r = 1 - r**2/2 + r**4 * C(r**2) on
 # |r| <= 1 (a little past pi/4, for the slack in n), Chebyshev fits
 # (mpmath.chebyfit, coefficients rounded to double); weighted error of the
 # float64 tables below 2**-53.9, of the float32 ones (evaluated in double)
 # below 2**-38.9.
+#
+# Dispatch, with no branch in the caller: the inline code computes the fast
+# result for every x, then makes one call, select_large(fast, x, is_large) with
+# is_large = |x| >= 2**40 (false for NaN), which returns fast unless is_large.
+# A branch or a conditional call in an elementwise loop would stop LLVM's loop
+# vectoriser; an unconditional call does not, given vector variants (the
+# "vector-function-abi-variant" attribute).  They test the flags of all lanes
+# at once (one vptest on x86) and only when one is set go lane by lane to the
+# large-argument function.  On x86 they save every register they use
+# ("no_caller_saved_registers"), so the loop keeps its constants in registers
+# across the call: the dispatch costs a call, a test and a return per vector,
+# 1-3% of the loop on Zen 4.  On NVPTX (no loop vectoriser) select_large is
+# inlined: a branch around the call of the large-argument function.
 
 # pi to 50 digits.
 _PI = Decimal("3.14159265358979323846264338327950288419716939937510")
@@ -1064,6 +1085,8 @@ _COS_F32 = (
 )
 # |r| past this only happens once n is no longer exact (|x| >~ 2**51).
 _TRIG_R_CLAMP = 1.0
+# From this magnitude on, sin and cos take the large-argument path.
+_TRIG_LARGE = 2.0 ** 40
 
 
 def _quadrant_reduce(w: _Ops, x: ir.Value) -> tuple[ir.Value, ir.Value]:
@@ -1083,17 +1106,9 @@ def _select_quadrant(w: _Ops, quadrant: ir.Value, sin_r: ir.Value, cos_r: ir.Val
     return b.bitcast(b.xor(b.bitcast(value, w.ity), sign), w.ty)
 
 
-def _sin_cos_f64(ops: _Ops, x: ir.Value, cosine: bool) -> ir.Value:
-    n, quadrant = _quadrant_reduce(ops, x)
-    # r = x - n*pi/2 to double length.
-    r1 = ops.fma(n, ops.f(-_PIO2_1), x)  # exact
-    p2, p2_err = _two_product(ops, n, ops.f(_PIO2_2))
-    s, s_err = _two_sum(ops, r1, ops.neg(p2))
-    low = ops.sub(ops.sub(s_err, p2_err), ops.mul(n, ops.f(_PIO2_3)))
-    r_raw, r_lo = _two_sum(ops, s, low)
-    r = ops.clamp_keep_nan(r_raw, -_TRIG_R_CLAMP, _TRIG_R_CLAMP)
-    r_lo = ops.select(ops.cmp("==", r, r_raw), r_lo, ops.f(0.0))
-
+def _sin_cos_kernels_f64(ops: _Ops, r: ir.Value, r_lo: ir.Value, quadrant: ir.Value,
+                         cosine: bool) -> ir.Value:
+    """sin or cos of n*pi/2 + (r + r_lo), n mod 4 in the low bits of quadrant."""
     z, z_lo = _two_product(ops, r, r)
     # sin(r + r_lo) = r + (r**3 * S + r_lo*(1 - z/2)); the tail is < r/6.
     lo_term = ops.fma(r_lo, ops.mul(ops.f(-0.5), z), r_lo)
@@ -1106,47 +1121,395 @@ def _sin_cos_f64(ops: _Ops, x: ir.Value, cosine: bool) -> ir.Value:
     w_err = ops.sub(ops.sub(ops.f(1.0), w), half_z)
     lo_c = ops.sub(w_err, ops.fma(ops.f(0.5), z_lo, ops.mul(r, r_lo)))
     cos_r = ops.add(w, ops.fma(ops.mul(z, z), ops.polynomial(z, _COS_F64), lo_c))
-
     if cosine:
         quadrant = ops.b.add(quadrant, ops.i(1))
     return _select_quadrant(ops, quadrant, sin_r, cos_r)
 
 
-def _sin_cos_f32(ops: _Ops, x: ir.Value, cosine: bool) -> ir.Value:
-    """In double (float32 x is exact there): r to ~2**-53 relative (|r| >= ~2**-31
-    for float32 inputs), kernels to 2**-38.9, one rounding to float32."""
-    w = _wide(ops.b)
-    wide_x = ops.b.fpext(x, w.ty)
-    n, quadrant = _quadrant_reduce(w, wide_x)
-    r = w.fma(n, w.f(-_PIO2_1), wide_x)
-    r = w.fma(n, w.f(-_PIO2_2), r)
-    r = w.fma(n, w.f(-_PIO2_3), r)
-    r = w.clamp_keep_nan(r, -_TRIG_R_CLAMP, _TRIG_R_CLAMP)
+def _sin_cos_f64(ops: _Ops, x: ir.Value, cosine: bool) -> ir.Value:
+    n, quadrant = _quadrant_reduce(ops, x)
+    # r = x - n*pi/2 to double length.
+    r1 = ops.fma(n, ops.f(-_PIO2_1), x)  # exact
+    p2, p2_err = _two_product(ops, n, ops.f(_PIO2_2))
+    s, s_err = _two_sum(ops, r1, ops.neg(p2))
+    low = ops.sub(ops.sub(s_err, p2_err), ops.mul(n, ops.f(_PIO2_3)))
+    r_raw, r_lo = _two_sum(ops, s, low)
+    r = ops.clamp_keep_nan(r_raw, -_TRIG_R_CLAMP, _TRIG_R_CLAMP)
+    r_lo = ops.select(ops.cmp("==", r, r_raw), r_lo, ops.f(0.0))
+    return _sin_cos_kernels_f64(ops, r, r_lo, quadrant, cosine)
+
+
+def _sin_cos_kernels_f32(w: _Ops, r: ir.Value, quadrant: ir.Value, cosine: bool) -> ir.Value:
+    """The float32 kernels, in double: sin or cos of n*pi/2 + r, n mod 4 in quadrant."""
     z = w.mul(r, r)
     sin_r = w.fma(w.mul(r, z), w.polynomial(z, _SIN_F32), r)
     cos_r = w.fma(w.mul(z, z), w.polynomial(z, _COS_F32), w.fma(w.f(-0.5), z, w.f(1.0)))
     if cosine:
-        quadrant = ops.b.add(quadrant, w.i(1))
-    return ops.b.fptrunc(_select_quadrant(w, quadrant, sin_r, cos_r), ops.ty)
+        quadrant = w.b.add(quadrant, w.i(1))
+    return _select_quadrant(w, quadrant, sin_r, cos_r)
+
+
+def _sin_cos_f32_wide(w: _Ops, x: ir.Value, cosine: bool) -> ir.Value:
+    """For a float32 x widened to double (exact): r to ~2**-53 relative (|r| >= ~2**-31
+    for float32 inputs), kernels to 2**-38.9; the double result is rounded to float32
+    once, by the caller."""
+    n, quadrant = _quadrant_reduce(w, x)
+    r = w.fma(n, w.f(-_PIO2_1), x)
+    r = w.fma(n, w.f(-_PIO2_2), r)
+    r = w.fma(n, w.f(-_PIO2_3), r)
+    r = w.clamp_keep_nan(r, -_TRIG_R_CLAMP, _TRIG_R_CLAMP)
+    return _sin_cos_kernels_f32(w, r, quadrant, cosine)
+
+
+# ---------------------------------------------------------------------------
+# sin and cos of large arguments: Payne-Hanek
+# ---------------------------------------------------------------------------
+#
+# A double |x| = m * 2**e, m a 53-bit integer.  With 2/pi = sum b_k * 2**-k,
+# the bits b_k with k <= e - 2 only add multiples of 4 (whole turns) to
+# x*2/pi, so x*2/pi = m * W * 2**-190 (mod 4) for the 192-bit window
+# W = b_(e-1) .. b_(e+190), up to the bits left out, worth < 2**53 * 2**-190
+# = 2**-137.  Of R = m*W mod 2**192 the top two bits count quarter turns and
+# the other 190 are the fraction f of one; rounding to the nearest quarter
+# turn makes f signed, |f| <= 1/2, and r = f * pi/2.  The double closest to a
+# multiple of pi/2, 6381956970095103 * 2**797, is 2**-60.9 from it (|f| =
+# 2**-61.5), so f keeps at least 190 - 62 = 128 significant bits: plenty for
+# r to double length (2**-106).  float32 arguments take the same route in
+# double.
+
+def _pi_scaled(bits: int) -> int:
+    """floor(pi * 2**bits), by Machin's formula pi = 16 atan(1/5) - 4 atan(1/239) in
+    integer arithmetic with 32 guard bits (the truncated terms add up to far less)."""
+    guard = 32
+    one = 1 << (bits + guard)
+
+    def atan_of_inverse(n: int) -> int:
+        """atan(1/n) * one by its alternating series, each term truncated (error < 1)."""
+        power = one // n
+        total = power
+        k = 1
+        while power:
+            power //= n * n
+            total += (-1) ** k * (power // (2 * k + 1))
+            k += 1
+        return total
+
+    return (16 * atan_of_inverse(5) - 4 * atan_of_inverse(239)) >> guard
+
+
+def _two_over_pi_words(count: int) -> tuple[int, ...]:
+    """The bits of 2/pi in count 64-bit words, after one word of zeros (2/pi < 1):
+    word i holds b_(64i - 63) .. b_(64i), most significant first."""
+    bits = 64 * (count - 1)
+    guard = 64
+    # floor(2/pi * 2**bits): pi's last-place error moves the quotient by < 2**-guard.
+    scaled = (1 << (2 * bits + guard + 1)) // _pi_scaled(bits + guard)
+    return tuple((scaled >> (64 * (count - 1 - i))) & (2 ** 64 - 1) for i in range(count))
+
+
+# The window of a double with biased exponent E starts at bit e - 1 of 2/pi
+# (e = E - 1075), which is bit E - 1013 of the table counted from its leading
+# zero word.  Four words from word (E - 1013) // 64 on hold it; 20 words reach
+# E = 2047 (inf, whose result is replaced by NaN).
+_TWO_OVER_PI_WORDS = _two_over_pi_words(20)
+_LARGE_WINDOW_OFFSET = _FLOAT64.exponent_bias + _FLOAT64.mantissa_bits - 64 + 2
+
+
+def _two_over_pi_table(module: ir.Module) -> ir.GlobalVariable:
+    """The module's constant table of _TWO_OVER_PI_WORDS (as signed i64)."""
+    name = "mathlib.two_over_pi"
+    if name in module.globals:
+        return module.globals[name]
+    ty = ir.ArrayType(ir.IntType(64), len(_TWO_OVER_PI_WORDS))
+    table = ir.GlobalVariable(module, ty, name=name)
+    table.linkage = "internal"
+    table.global_constant = True
+    table.initializer = ir.Constant(ty, [word - (word >> 63 << 64) for word in _TWO_OVER_PI_WORDS])
+    return table
+
+
+def _reduce_large(w: _Ops, ax: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """(quadrant, r, r_lo) with ax = (4k + quadrant)*pi/2 + r + r_lo, |r| <= pi/4, for a
+    double ax = |x| >= 2**40 (see above; inf gives a meaningless result)."""
+    b = w.b
+    fmt = _FLOAT64
+    i128 = ir.IntType(128)
+    bits = b.bitcast(ax, w.ity)
+    m = b.or_(b.and_(bits, w.i(fmt.mantissa_mask)), w.i(1 << fmt.mantissa_bits))
+    start = b.sub(b.lshr(bits, w.i(fmt.mantissa_bits)), w.i(_LARGE_WINDOW_OFFSET))
+    first_word, shift = b.lshr(start, w.i(6)), b.and_(start, w.i(63))
+    table = _two_over_pi_table(b.module)
+    zero = ir.Constant(ir.IntType(32), 0)
+    words = [b.load(b.gep(table, [zero, b.add(first_word, w.i(k))], inbounds=True,
+                          source_etype=table.value_type), typ=w.ity) for k in range(4)]
+
+    def funnel(high: ir.Value, low: ir.Value, count: ir.Value) -> ir.Value:
+        """The 64 bits starting count (< 64) bits into high:low; low is shifted in
+        two steps so that no shift reaches 64 (poison in LLVM)."""
+        return b.or_(b.shl(high, count), b.lshr(b.lshr(low, w.i(1)), b.sub(w.i(63), count)))
+
+    def wide_product(a: ir.Value, c: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """a*c as (high, low) 64-bit words."""
+        product = b.mul(b.zext(a, i128), b.zext(c, i128))
+        return b.trunc(b.lshr(product, ir.Constant(i128, 64)), w.ity), b.trunc(product, w.ity)
+
+    w2, w1, w0 = (funnel(words[k], words[k + 1], shift) for k in range(3))
+    # R = m*W mod 2**192 in the words r2:r1:r0.
+    h0, r0 = wide_product(m, w0)
+    h1, l1 = wide_product(m, w1)
+    r1 = b.add(l1, h0)
+    carry = b.zext(b.icmp_unsigned("<", r1, h0), w.ity)
+    r2 = b.add(b.add(b.mul(m, w2), h1), carry)
+    # The nearest quarter turn: the top two bits of R + 2**189 ...
+    quadrant = b.lshr(b.add(r2, w.i(1 << 61)), w.i(62))
+    # ... and f * 2**192 = R << 2, read as a signed 192-bit number (f in [-1/2, 1/2)).
+    s2 = b.or_(b.shl(r2, w.i(2)), b.lshr(r1, w.i(62)))
+    s1 = b.or_(b.shl(r1, w.i(2)), b.lshr(r0, w.i(62)))
+    s0 = b.shl(r0, w.i(2))
+    # |f| * 2**192 (the ones' complement of a negative f is 2**-192 short: negligible).
+    sign = b.ashr(s2, w.i(63))
+    a2, a1, a0 = (b.xor(s, sign) for s in (s2, s1, s0))
+    # Normalise: a2 >= 4 (|f| >= 2**-61.5), so lz <= 61; the bound only keeps the shifts defined.
+    lz = b.ctlz(a2, ir.Constant(ir.IntType(1), 0))
+    lz = b.select(b.icmp_unsigned("<", lz, w.i(63)), lz, w.i(63))
+    top, following = funnel(a2, a1, lz), funnel(a1, a0, lz)
+    # |f| = (top + following * 2**-64) * 2**(-64 - lz): the upper 53 bits of top are exact
+    # in a double, the rest (< 2**11) and following go into the low part.
+    f_hi = b.uitofp(b.and_(top, w.i(-1 << 11)), w.ty)
+    top_rest = b.uitofp(b.and_(top, w.i(0x7FF)), w.ty)
+    f_lo = w.fma(b.uitofp(following, w.ty), w.f(2.0 ** -64), top_rest)
+    scale = b.bitcast(b.shl(b.sub(w.i(fmt.exponent_bias - 64), lz), w.i(fmt.mantissa_bits)), w.ty)
+    f_hi, f_lo = w.mul(f_hi, scale), w.mul(f_lo, scale)
+    # r = |f| * pi/2 to double length, then f's sign.
+    p = w.mul(f_hi, w.f(_PIO2_1))
+    tail = w.fma(f_hi, w.f(_PIO2_2), w.fma(f_lo, w.f(_PIO2_1), w.fma(f_hi, w.f(_PIO2_1), w.neg(p))))
+    r, r_lo = _fast_two_sum(w, p, tail)
+    negative = b.icmp_signed("<", s2, w.i(0))
+    return quadrant, w.select(negative, w.neg(r), r), w.select(negative, w.neg(r_lo), r_lo)
+
+
+def _sin_cos_large(w: _Ops, x: ir.Value, cosine: bool, single: bool) -> ir.Value:
+    """sin or cos of a double x with |x| >= 2**40 (a float32 argument when single: then
+    with the float32 kernels, to be rounded by the caller); +-inf and NaN give NaN."""
+    b = w.b
+    quadrant, r, r_lo = _reduce_large(w, w.fabs(x))
+    if single:
+        value = _sin_cos_kernels_f32(w, r, quadrant, cosine)
+    else:
+        value = _sin_cos_kernels_f64(w, r, r_lo, quadrant, cosine)
+    if not cosine:  # sin is odd, cos even: both were computed for |x|
+        value = w.select(_signbit(w, x), w.neg(value), value)
+    not_finite = b.fcmp_unordered("==", w.fabs(x), w.f(float("inf")))
+    return w.select(not_finite, w.sub(x, x), value)
+
+
+# ---------------------------------------------------------------------------
+# sin and cos: the out-of-line functions (see "Dispatch" above _PI)
+# ---------------------------------------------------------------------------
+#
+# They take and return doubles for both formats (a float32 result is rounded by
+# the caller), so that every vector variant the vectoriser picks on an AVX host
+# returns at least 256 bits: float32 loops run 4 lanes with AVX2, where a
+# float32 vector would have 128.  LLVM puts a vzeroupper before returning a
+# value narrower than 256 bits from a function that touched the upper halves of
+# the vector registers (as saving them does), which would wipe the caller's
+# registers that "no_caller_saved_registers" promises to keep.  So 128-bit
+# variants (two doubles; SSE-only hosts) and the scalar functions keep the
+# ordinary calling convention.
+
+_VECTOR_LANES = (2, 4, 8, 16)
+# Vector variants returning at least this many bits preserve the caller's registers.
+_PRESERVING_BITS = 256
+
+
+class _Attributes(FunctionAttributes):
+    """llvmlite's function attributes, also taking LLVM string attributes
+    ('"name"' or '"name"="value"'), which llvmlite does not list."""
+
+    def add(self, name: str) -> None:
+        if name.startswith('"'):
+            set.add(self, name)
+        else:
+            super().add(name)
+
+
+def _internal_function(module: ir.Module, name: str, fnty: ir.FunctionType,
+                       attributes: Sequence[str]) -> ir.Function:
+    function = ir.Function(module, fnty, name=name)
+    function.linkage = "internal"
+    function.attributes = _Attributes(attributes)
+    return function
+
+
+def _is_nvptx(module: ir.Module) -> bool:
+    return module.triple.startswith("nvptx")
+
+
+def _keep_until_vectorised(module: ir.Module, function: ir.Function) -> None:
+    """List function in llvm.compiler.used: a vector variant has no caller until the loop
+    vectoriser makes one, and would be deleted as dead code before it runs."""
+    ptr = ir.PointerType()
+    used = module.globals.get("llvm.compiler.used")
+    if used is None:
+        used = ir.GlobalVariable(module, ir.ArrayType(ptr, 0), name="llvm.compiler.used")
+        used.linkage = "appending"
+        used.section = "llvm.metadata"
+        members: list[ir.Constant] = []
+    else:
+        members = list(used.initializer.constant)
+    members.append(function)
+    used.value_type = ir.ArrayType(ptr, len(members))
+    used.initializer = ir.Constant(used.value_type, members)
+
+
+def _large_argument_function(module: ir.Module, cosine: bool, single: bool) -> ir.Function:
+    """double mathlib.<sin|cos>.<f32|f64>.large(double x): the Payne-Hanek path, for
+    |x| >= 2**40 (for f32, x is a widened float32 and the result is to be rounded)."""
+    name = f"mathlib.{'cos' if cosine else 'sin'}.{'f32' if single else 'f64'}.large"
+    if name in module.globals:
+        return module.globals[name]
+    double = ir.DoubleType()
+    function = _internal_function(module, name, ir.FunctionType(double, [double]),
+                                  ("noinline", "cold"))
+    builder = ir.IRBuilder(function.append_basic_block("entry"))
+    (x,) = function.args
+    builder.ret(_sin_cos_large(_Ops(builder, x), x, cosine, single))
+    return function
+
+
+def _emit_select_large(function: ir.Function, slow: ir.Function, slow_args: list[ir.Value]) -> None:
+    """Body of function(fast, x, is_large), scalar or vector: fast when is_large is 0 in
+    every lane (one test of all lanes), else slow(*slow_args)."""
+    fast, _, is_large = function.args
+    lanes = is_large.type.count if isinstance(is_large.type, ir.VectorType) else 1
+    builder = ir.IRBuilder(function.append_basic_block("entry"))
+    large_block = function.append_basic_block("large")
+    fast_block = function.append_basic_block("fast")
+    as_integer = builder.bitcast(is_large, ir.IntType(32 * lanes))
+    any_large = builder.icmp_unsigned("!=", as_integer, ir.Constant(as_integer.type, 0))
+    builder.cbranch(any_large, large_block, fast_block).set_weights([1, 1 << 20])
+    builder.position_at_end(fast_block)
+    builder.ret(fast)
+    builder.position_at_end(large_block)
+    builder.ret(builder.call(slow, slow_args))
+
+
+def _select_large_type(lanes: int) -> ir.FunctionType:
+    """(fast, x, is_large) -> result: doubles and an i32 flag (0 or -1), or vectors of
+    lanes of them.  The flag is narrower than x, so that it fits the vptest."""
+    double, i32 = ir.DoubleType(), ir.IntType(32)
+    if lanes == 1:
+        return ir.FunctionType(double, [double, double, i32])
+    vector = ir.VectorType(double, lanes)
+    return ir.FunctionType(vector, [vector, vector, ir.VectorType(i32, lanes)])
+
+
+def _emit_lane_by_lane(function: ir.Function, large: ir.Function, lanes: int) -> None:
+    """Body of function(fast, x, flags) on vectors: fast, with large(x) in each lane whose
+    flag is set, in a loop over the lanes."""
+    fast, x, flags = function.args
+    i32 = ir.IntType(32)
+    entry = function.append_basic_block("entry")
+    lane_block = function.append_basic_block("lane")
+    large_block = function.append_basic_block("large")
+    next_block = function.append_basic_block("next")
+    done_block = function.append_basic_block("done")
+    builder = ir.IRBuilder(entry)
+    builder.branch(lane_block)
+
+    builder.position_at_end(lane_block)
+    index = builder.phi(i32)
+    result = builder.phi(fast.type)
+    flag = builder.extract_element(flags, index)
+    builder.cbranch(builder.icmp_unsigned("!=", flag, ir.Constant(i32, 0)), large_block, next_block)
+
+    builder.position_at_end(large_block)
+    value = builder.call(large, [builder.extract_element(x, index)])
+    updated = builder.insert_element(result, value, index)
+    builder.branch(next_block)
+
+    builder.position_at_end(next_block)
+    merged = builder.phi(fast.type)
+    merged.add_incoming(result, lane_block)
+    merged.add_incoming(updated, large_block)
+    following = builder.add(index, ir.Constant(i32, 1))
+    builder.cbranch(builder.icmp_unsigned("<", following, ir.Constant(i32, lanes)),
+                    lane_block, done_block)
+    index.add_incoming(ir.Constant(i32, 0), entry)
+    index.add_incoming(following, next_block)
+    result.add_incoming(fast, entry)
+    result.add_incoming(merged, next_block)
+
+    builder.position_at_end(done_block)
+    builder.ret(merged)
+
+
+def _vector_select_large(module: ir.Module, large: ir.Function, scalar_name: str,
+                         lanes: int) -> ir.Function:
+    """The vector variant of select_large for lanes lanes, and the cold function it
+    calls when some flag is set.  (That one calls large, which has no vector variant,
+    so the SLP vectoriser cannot turn its calls back into a call of this variant.)"""
+    fnty = _select_large_type(lanes)
+    attributes: tuple[str, ...] = ("noinline",)
+    if 64 * lanes >= _PRESERVING_BITS:
+        attributes += ('"no_caller_saved_registers"',)
+    by_lane = _internal_function(module, f"{scalar_name}.v{lanes}.lanes", fnty,
+                                 attributes + ("cold", "minsize", "optsize"))
+    _emit_lane_by_lane(by_lane, large, lanes)
+    variant = _internal_function(module, f"{scalar_name}.v{lanes}", fnty, attributes)
+    _emit_select_large(variant, by_lane, list(variant.args))
+    _keep_until_vectorised(module, variant)
+    return variant
+
+
+def _select_large_function(module: ir.Module, cosine: bool, single: bool) -> ir.Function:
+    """double mathlib.<sin|cos>.<f32|f64>.select_large(double fast, double x, i32 is_large):
+    fast, or the large-argument result for x if is_large is nonzero.  Out of line with
+    vector variants on the CPU, inlined on NVPTX."""
+    large = _large_argument_function(module, cosine, single)
+    name = large.name.removesuffix(".large") + ".select_large"
+    if name in module.globals:
+        return module.globals[name]
+    nvptx = _is_nvptx(module)
+    function = _internal_function(module, name, _select_large_type(1),
+                                  ("alwaysinline",) if nvptx else ("noinline",))
+    _emit_select_large(function, large, [function.args[1]])
+    if not nvptx:
+        mappings = ",".join(
+            f"_ZGV_LLVM_N{lanes}vvv_{name}({_vector_select_large(module, large, name, lanes).name})"
+            for lanes in _VECTOR_LANES)
+        function.attributes.add(f'"vector-function-abi-variant"="{mappings}"')
+    return function
+
+
+def _sin_cos(builder: ir.IRBuilder, x: ir.Value, cosine: bool) -> ir.Value:
+    ops = _Ops(builder, x)
+    w = _wide(builder)
+    if ops.fmt is _FLOAT32:
+        wide_x = builder.fpext(x, w.ty)
+        fast = _sin_cos_f32_wide(w, wide_x, cosine)
+    else:
+        wide_x = x
+        fast = _sin_cos_f64(ops, x, cosine)
+    is_large = ops.cmp(">=", ops.fabs(x), ops.f(_TRIG_LARGE))  # false for NaN
+    select_large = _select_large_function(builder.module, cosine, ops.fmt is _FLOAT32)
+    result = builder.call(select_large, [fast, wide_x, builder.sext(is_large, ir.IntType(32))])
+    if ops.fmt is _FLOAT32:
+        result = builder.fptrunc(result, ops.ty)
+    if not cosine:
+        # Keeps sin(-0) = -0 (the reduction turns -0 into +0).
+        result = ops.select(ops.cmp("==", x, ops.f(0.0)), x, result)
+    return result
 
 
 def emit_sin(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """Emit sin(x) for a float or double x (see the notes above _PI)."""
-    ops = _Ops(builder, x)
-    if ops.fmt is _FLOAT32:
-        result = _sin_cos_f32(ops, x, cosine=False)
-    else:
-        result = _sin_cos_f64(ops, x, cosine=False)
-    # Keeps sin(-0) = -0 (the reduction turns -0 into +0).
-    return ops.select(ops.cmp("==", x, ops.f(0.0)), x, result)
+    return _sin_cos(builder, x, cosine=False)
 
 
 def emit_cos(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """Emit cos(x) for a float or double x (see the notes above _PI)."""
-    ops = _Ops(builder, x)
-    if ops.fmt is _FLOAT32:
-        return _sin_cos_f32(ops, x, cosine=True)
-    return _sin_cos_f64(ops, x, cosine=True)
+    return _sin_cos(builder, x, cosine=True)
 
 
 # ---------------------------------------------------------------------------
