@@ -19,6 +19,7 @@ nothing can deadlock and every caller computes the same parts in the same way.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 from llvmlite import ir
@@ -47,42 +48,63 @@ def _global(module: ir.Module, name: str, type_: ir.Type, value: object) -> ir.G
 MAX_PARTS = 0xFFFF
 
 
-def build_pool_module(triple: str) -> ir.Module:
-    module = ir.Module(name="graphgrad_pool")
-    arch = triple.split("-")[0]
-    futex = _FUTEX.get(arch) if "linux" in triple else None
-    wakeup = _global(module, "pool_wakeup", I32, 0)        # bumped for every task (futex word)
-    ticket = _global(module, "pool_ticket", I64, 0)        # generation | parts | next part
-    remaining = _global(module, "pool_remaining", I32, 0)  # parts not yet finished (futex word)
-    function_slot = _global(module, "pool_function", PTR, None)
-    argument_slot = _global(module, "pool_argument", PTR, None)
-    generation = _global(module, "pool_generation", I64, 0)  # the caller's own count
-    workers = _global(module, "pool_workers", I64, 0)
-    quit_flag = _global(module, "pool_quit", I32, 0)
-    busy = _global(module, "pool_busy", I32, 0)              # 1 while a caller owns the pool
-    syscall = None
-    if futex:
-        syscall = ir.Function(module, ir.FunctionType(I64, [I64], var_arg=True), name="syscall")
-    sched_yield = declare_function(module, "sched_yield", I32, [])
-    pause = declare_function(module, "llvm.x86.sse2.pause", ir.VoidType(), []) if arch == "x86_64" else None
+@dataclass(frozen=True)
+class _Pool:
+    """The pool's shared words (module globals, each on its own cache line) and the system calls
+    its functions wait and wake with."""
 
-    def relax(b: ir.IRBuilder) -> None:
-        if pause is not None:
-            b.call(pause, [])
+    wakeup: ir.GlobalVariable         # bumped for every task (futex word)
+    ticket: ir.GlobalVariable         # generation | parts | next part
+    remaining: ir.GlobalVariable      # parts not yet finished (futex word)
+    function_slot: ir.GlobalVariable
+    argument_slot: ir.GlobalVariable
+    generation: ir.GlobalVariable     # the caller's own count
+    workers: ir.GlobalVariable
+    quit_flag: ir.GlobalVariable
+    busy: ir.GlobalVariable           # 1 while a caller owns the pool
+    futex: int | None                 # the futex system call's number (Linux), else None
+    syscall: ir.Function | None
+    sched_yield: ir.Function
+    pause: ir.Function | None
 
-    def sleep_while_equal(b: ir.IRBuilder, address: ir.Value, value: ir.Value) -> None:
-        if syscall is not None:
-            b.call(syscall, [ir.Constant(I64, futex), address, ir.Constant(I32, _FUTEX_WAIT_PRIVATE), value,
-                             ir.Constant(PTR, None)])
+    @classmethod
+    def declare(cls, module: ir.Module, triple: str) -> "_Pool":
+        arch = triple.split("-")[0]
+        futex = _FUTEX.get(arch) if "linux" in triple else None
+        wakeup = _global(module, "pool_wakeup", I32, 0)
+        ticket = _global(module, "pool_ticket", I64, 0)
+        remaining = _global(module, "pool_remaining", I32, 0)
+        function_slot = _global(module, "pool_function", PTR, None)
+        argument_slot = _global(module, "pool_argument", PTR, None)
+        generation = _global(module, "pool_generation", I64, 0)
+        workers = _global(module, "pool_workers", I64, 0)
+        quit_flag = _global(module, "pool_quit", I32, 0)
+        busy = _global(module, "pool_busy", I32, 0)
+        syscall = None
+        if futex:
+            syscall = ir.Function(module, ir.FunctionType(I64, [I64], var_arg=True), name="syscall")
+        sched_yield = declare_function(module, "sched_yield", I32, [])
+        pause = declare_function(module, "llvm.x86.sse2.pause", ir.VoidType(), []) if arch == "x86_64" else None
+        return cls(wakeup, ticket, remaining, function_slot, argument_slot, generation, workers, quit_flag, busy,
+                   futex, syscall, sched_yield, pause)
+
+    def relax(self, b: ir.IRBuilder) -> None:
+        if self.pause is not None:
+            b.call(self.pause, [])
+
+    def sleep_while_equal(self, b: ir.IRBuilder, address: ir.Value, value: ir.Value) -> None:
+        if self.syscall is not None:
+            b.call(self.syscall, [ir.Constant(I64, self.futex), address, ir.Constant(I32, _FUTEX_WAIT_PRIVATE),
+                                  value, ir.Constant(PTR, None)])
         else:
-            b.call(sched_yield, [])
+            b.call(self.sched_yield, [])
 
-    def wake_all(b: ir.IRBuilder, address: ir.Value) -> None:
-        if syscall is not None:
-            b.call(syscall, [ir.Constant(I64, futex), address, ir.Constant(I32, _FUTEX_WAKE_PRIVATE),
-                             ir.Constant(I32, 2 ** 31 - 1)])
+    def wake_all(self, b: ir.IRBuilder, address: ir.Value) -> None:
+        if self.syscall is not None:
+            b.call(self.syscall, [ir.Constant(I64, self.futex), address, ir.Constant(I32, _FUTEX_WAKE_PRIVATE),
+                                  ir.Constant(I32, 2 ** 31 - 1)])
 
-    def wait_until(b: ir.IRBuilder, address: ir.Value, done: Callable[[ir.IRBuilder, ir.Value], ir.Value],
+    def wait_until(self, b: ir.IRBuilder, address: ir.Value, done: Callable[[ir.IRBuilder, ir.Value], ir.Value],
                    name: str) -> ir.Value:
         """Spin, then sleep, until ``done(value)`` holds for the 32-bit word; returns the value."""
         header = b.append_basic_block(f"{name}.check")
@@ -96,16 +118,29 @@ def build_pool_module(triple: str) -> ir.Module:
         value = b.load_atomic(address, "acquire", 4)
         b.cbranch(done(b, value), finished, slow)
         b.position_at_end(slow)
-        relax(b)
+        self.relax(b)
         exhausted = b.icmp_unsigned(">=", spins, ir.Constant(I64, SPINS))
         with b.if_then(exhausted):
-            sleep_while_equal(b, address, value)
+            self.sleep_while_equal(b, address, value)
         spins.add_incoming(b.select(exhausted, ir.Constant(I64, 0), b.add(spins, ir.Constant(I64, 1))), b.block)
         b.branch(header)
         b.position_at_end(finished)
         return value
 
-    # claim_and_run(): run parts of the current task while any is left to claim.
+
+def build_pool_module(triple: str) -> ir.Module:
+    module = ir.Module(name="graphgrad_pool")
+    pool = _Pool.declare(module, triple)
+    claim = _emit_claim_and_run(module, pool)
+    _emit_worker(module, pool, claim)
+    _emit_parallel(module, pool, claim)
+    _emit_set_workers(module, pool)
+    _emit_stop(module, pool)
+    return module
+
+
+def _emit_claim_and_run(module: ir.Module, pool: _Pool) -> ir.Function:
+    """``pool_claim_and_run()``: run parts of the current task while any is left to claim."""
     claim = ir.Function(module, ir.FunctionType(ir.VoidType(), []), name="pool_claim_and_run")
     claim.linkage = "internal"
     b = ir.IRBuilder(claim.append_basic_block("entry"))
@@ -115,23 +150,26 @@ def build_pool_module(triple: str) -> ir.Module:
     done = b.append_basic_block("done")
     b.branch(retry)
     b.position_at_end(retry)
-    current = b.load_atomic(ticket, "acquire", 8)
+    current = b.load_atomic(pool.ticket, "acquire", 8)
     part = b.and_(current, ir.Constant(I64, 0xFFFFFFFF))
     parts = b.and_(b.lshr(current, ir.Constant(I64, 32)), ir.Constant(I64, MAX_PARTS))
     b.cbranch(b.icmp_unsigned("<", part, parts), attempt, done)
     b.position_at_end(attempt)
-    exchange = b.cmpxchg(ticket, current, b.add(current, ir.Constant(I64, 1)), "acq_rel", "acquire")
+    exchange = b.cmpxchg(pool.ticket, current, b.add(current, ir.Constant(I64, 1)), "acq_rel", "acquire")
     b.cbranch(b.extract_value(exchange, 1), run, retry)
     b.position_at_end(run)
-    _call_task(b, b.load(function_slot, typ=PTR), b.load(argument_slot, typ=PTR), part)
-    left = b.atomic_rmw("sub", remaining, ir.Constant(I32, 1), "acq_rel")
+    _call_task(b, b.load(pool.function_slot, typ=PTR), b.load(pool.argument_slot, typ=PTR), part)
+    left = b.atomic_rmw("sub", pool.remaining, ir.Constant(I32, 1), "acq_rel")
     with b.if_then(b.icmp_unsigned("==", left, ir.Constant(I32, 1))):
-        wake_all(b, remaining)
+        pool.wake_all(b, pool.remaining)
     b.branch(retry)
     b.position_at_end(done)
     b.ret_void()
+    return claim
 
-    # graphgrad_pool_worker(id): serve tasks until told to quit.
+
+def _emit_worker(module: ir.Module, pool: _Pool, claim: ir.Function) -> None:
+    """``graphgrad_pool_worker(id)``: serve tasks until told to quit."""
     worker = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64]), name=WORKER_SYMBOL)
     b = ir.IRBuilder(worker.append_basic_block("entry"))
     entry = b.block
@@ -140,10 +178,10 @@ def build_pool_module(triple: str) -> ir.Module:
     b.position_at_end(loop)
     seen = b.phi(I32)
     seen.add_incoming(ir.Constant(I32, 0), entry)
-    current_wakeup = wait_until(b, wakeup, lambda b2, v: b2.icmp_unsigned("!=", v, seen), "wakeup")
+    current_wakeup = pool.wait_until(b, pool.wakeup, lambda b, value: b.icmp_unsigned("!=", value, seen), "wakeup")
     leave = b.append_basic_block("leave")
     serve = b.append_basic_block("serve")
-    b.cbranch(b.icmp_unsigned("!=", b.load_atomic(quit_flag, "acquire", 4), ir.Constant(I32, 0)), leave, serve)
+    b.cbranch(b.icmp_unsigned("!=", b.load_atomic(pool.quit_flag, "acquire", 4), ir.Constant(I32, 0)), leave, serve)
     b.position_at_end(serve)
     b.call(claim, [])
     seen.add_incoming(current_wakeup, b.block)
@@ -151,11 +189,14 @@ def build_pool_module(triple: str) -> ir.Module:
     b.position_at_end(leave)
     b.ret_void()
 
-    # graphgrad_parallel(fn, arg, parts)
+
+def _emit_parallel(module: ir.Module, pool: _Pool, claim: ir.Function) -> None:
+    """``graphgrad_parallel(fn, arg, parts)``: with the pool when this caller can take it (a
+    try-lock on ``busy``), else every part serially on the calling thread."""
     parallel = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64]), name=PARALLEL_SYMBOL)
     fn, arg, count = parallel.args
     b = ir.IRBuilder(parallel.append_basic_block("entry"))
-    helpers = b.load(workers, typ=I64)
+    helpers = b.load(pool.workers, typ=I64)
     serial = b.append_basic_block("serial")
     shared = b.append_basic_block("shared")
     take = b.append_basic_block("take")
@@ -163,43 +204,50 @@ def build_pool_module(triple: str) -> ir.Module:
                     b.or_(b.icmp_unsigned("==", helpers, ir.Constant(I64, 0)),
                           b.icmp_unsigned(">", count, ir.Constant(I64, MAX_PARTS)))), serial, take)
     b.position_at_end(take)
-    taken = b.cmpxchg(busy, ir.Constant(I32, 0), ir.Constant(I32, 1), "acquire", "monotonic")
+    taken = b.cmpxchg(pool.busy, ir.Constant(I32, 0), ir.Constant(I32, 1), "acquire", "monotonic")
     b.cbranch(b.extract_value(taken, 1), shared, serial)
     b.position_at_end(serial)
-    emit_loop(b, count, lambda b2, part_index: _call_task(b2, fn, arg, part_index), name="part")
+
+    def run_part(b: ir.IRBuilder, part: ir.Value) -> None:
+        _call_task(b, fn, arg, part)
+    emit_loop(b, count, run_part, name="part")
     b.ret_void()
     b.position_at_end(shared)
-    b.store(fn, function_slot)
-    b.store(arg, argument_slot)
-    b.store_atomic(b.trunc(count, I32), remaining, "release", 4)
-    next_generation = b.add(b.load(generation, typ=I64), ir.Constant(I64, 1))
-    b.store(next_generation, generation)
+    b.store(fn, pool.function_slot)
+    b.store(arg, pool.argument_slot)
+    b.store_atomic(b.trunc(count, I32), pool.remaining, "release", 4)
+    next_generation = b.add(b.load(pool.generation, typ=I64), ir.Constant(I64, 1))
+    b.store(next_generation, pool.generation)
     new_ticket = b.or_(b.shl(b.and_(next_generation, ir.Constant(I64, 0xFFFF)), ir.Constant(I64, 48)),
                        b.shl(count, ir.Constant(I64, 32)))
-    b.store_atomic(new_ticket, ticket, "release", 8)
-    b.atomic_rmw("add", wakeup, ir.Constant(I32, 1), "acq_rel")
-    wake_all(b, wakeup)
+    b.store_atomic(new_ticket, pool.ticket, "release", 8)
+    b.atomic_rmw("add", pool.wakeup, ir.Constant(I32, 1), "acq_rel")
+    pool.wake_all(b, pool.wakeup)
     b.call(claim, [])
-    wait_until(b, remaining, lambda b2, v: b2.icmp_unsigned("==", v, ir.Constant(I32, 0)), "remaining")
-    b.store_atomic(ir.Constant(I32, 0), busy, "release", 4)
+    pool.wait_until(b, pool.remaining, lambda b, value: b.icmp_unsigned("==", value, ir.Constant(I32, 0)),
+                    "remaining")
+    b.store_atomic(ir.Constant(I32, 0), pool.busy, "release", 4)
     b.ret_void()
 
-    # graphgrad_pool_set_workers(n): how many workers the runtime has started (0: run serially).
+
+def _emit_set_workers(module: ir.Module, pool: _Pool) -> None:
+    """``graphgrad_pool_set_workers(n)``: how many workers the runtime has started (0: run serially)."""
     setter = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64]), name=SET_WORKERS_SYMBOL)
     b = ir.IRBuilder(setter.append_basic_block("entry"))
-    b.store(setter.args[0], workers)
-    b.store_atomic(ir.Constant(I32, 0), quit_flag, "release", 4)
+    b.store(setter.args[0], pool.workers)
+    b.store_atomic(ir.Constant(I32, 0), pool.quit_flag, "release", 4)
     b.ret_void()
 
-    # graphgrad_pool_stop(): wake every worker and make it return.
+
+def _emit_stop(module: ir.Module, pool: _Pool) -> None:
+    """``graphgrad_pool_stop()``: wake every worker and make it return."""
     stop = ir.Function(module, ir.FunctionType(ir.VoidType(), []), name=STOP_SYMBOL)
     b = ir.IRBuilder(stop.append_basic_block("entry"))
-    b.store(ir.Constant(I64, 0), workers)
-    b.store_atomic(ir.Constant(I32, 1), quit_flag, "release", 4)
-    b.atomic_rmw("add", wakeup, ir.Constant(I32, 1), "acq_rel")
-    wake_all(b, wakeup)
+    b.store(ir.Constant(I64, 0), pool.workers)
+    b.store_atomic(ir.Constant(I32, 1), pool.quit_flag, "release", 4)
+    b.atomic_rmw("add", pool.wakeup, ir.Constant(I32, 1), "acq_rel")
+    pool.wake_all(b, pool.wakeup)
     b.ret_void()
-    return module
 
 
 def _call_task(b: ir.IRBuilder, task: ir.Value, argument: ir.Value, part: ir.Value) -> None:
