@@ -20,28 +20,29 @@ from .errors import (CompileError, DTypeError, FeedError, GraphgradError, GraphM
 from .hessians import hessian_vector_product, hessians  # noqa: F401
 from .graph import (Graph, GraphKeys, Operation, SourceLocation, Tensor, get_default_graph,  # noqa: F401
                     name_scope, reset_default_graph)
-from .ops.array import (broadcast_like, broadcast_to, element_count, expand_dims, identity,  # noqa: F401
-                        one_hot, ones_like, reshape, reshape_like, squeeze, stop_gradient,
-                        transpose, zeros_like)
-from .ops.base import convert_to_tensor  # noqa: F401
+from .ops.array import (element_count, expand_dims, identity, one_hot, ones_like, reshape,  # noqa: F401
+                        reshape_like, squeeze, stop_gradient, transpose, zeros_like)
+from .ops.base import constant, convert_to_tensor  # noqa: F401
+from .ops.broadcast import broadcast_like, broadcast_to, sum_to  # noqa: F401
 from .ops.elementwise import (abs, add, cast, clip_by_value, cos, divide, equal, erf, exp,  # noqa: F401
                               expm1, floor, greater, greater_equal, is_nan, less, less_equal, log,
                               log1p, logical_and, logical_not, logical_or, maximum, minimum, multiply,
                               negative, not_equal, pow, relu, rsqrt, sigmoid, sign, sin, sqrt, square,
                               subtract, tanh, where)
-from .ops.indexing import (concat, gather, getitem, pad, reverse, split, stack, strided_slice,  # noqa: F401
-                           tile, unsorted_segment_sum, unstack)
-from .ops.indexing import slice_ as slice  # noqa: F401,A001
+from .ops.gather import gather, unsorted_segment_sum  # noqa: F401
+from .ops.joining import concat, split, stack, tile, unstack  # noqa: F401
 from .ops.linalg import matmul  # noqa: F401
-from .ops.random import random_normal, random_uniform, set_random_seed, truncated_normal  # noqa: F401
+from .ops.padding import pad  # noqa: F401
+from .ops.random import random_normal, random_uniform, truncated_normal  # noqa: F401
+from .ops.random_seed import set_random_seed  # noqa: F401
 from .ops.reduction import (argmax, argmin, cumsum, reduce_logsumexp, reduce_max, reduce_mean,  # noqa: F401
-                            reduce_min, reduce_prod, reduce_sum, sum_to)
-from .ops.sources import (Variable, constant, global_variables, placeholder,  # noqa: F401
-                          trainable_variables)
+                            reduce_min, reduce_prod, reduce_sum)
+from .ops.slicing import getitem, reverse, strided_slice  # noqa: F401
+from .ops.slicing import slice_ as slice  # noqa: F401,A001
+from .ops.sources import Variable, global_variables, placeholder, trainable_variables  # noqa: F401
 from .ops.state import (assign, assign_add, assign_sub, global_variables_initializer, group,  # noqa: F401
                         no_op)
 from .ops.state import tuple_ as tuple  # noqa: F401,A001
-
 
 def control_dependencies(control_inputs: Any) -> Any:
     """``with cc.control_dependencies([op]):`` new nodes run after ``op`` (and what it depends on);

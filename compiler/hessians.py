@@ -22,9 +22,8 @@ from .autodiff import gradients
 from .errors import ShapeError
 from .graph import Tensor, user_location
 from .ops.array import reshape, stop_gradient, zeros_like
-from .ops.base import convert_to_tensor
+from .ops.base import constant, convert_to_tensor
 from .ops.elementwise import add, multiply, where
-from .ops.sources import constant
 from .shapes import format_shape
 
 

@@ -19,12 +19,10 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from ..philox import MULTIPLIERS, ROUNDS, WEYL
+
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
-
-ROUNDS = 10
-MULTIPLIERS = (0xD2511F53, 0xCD9E8D57)
-WEYL = (0x9E3779B9, 0xBB67AE85)
 
 
 def _low_high(builder: ir.IRBuilder, value: ir.Value) -> tuple[ir.Value, ir.Value]:

@@ -1,4 +1,5 @@
-"""Ops that move or relabel elements: broadcast, transpose, expand/squeeze, reshape, one_hot, fill.
+"""Ops that move or relabel elements: transpose, expand/squeeze, reshape, one_hot, fill (broadcasts
+are in ``broadcast.py``).
 
 All but reshape are elementwise with a ``dim_map`` (which output dimension each input dimension
 walks), so they fuse into neighbouring kernels as strided loads. Reshape is a ``layout`` op: a new
@@ -13,28 +14,19 @@ import numpy as np
 
 from .. import dtypes
 from ..graph import Operation, Tensor
-from ..shapes import RuleError, broadcast_dim_map, broadcast_shapes, format_shape, normalize_axes, normalize_axis
-from . import reduction as _reduction
-from .base import OpDef, same_dtype
-
-
-def _first_dtype(types: Sequence[np.dtype], attrs: Mapping[str, Any]) -> np.dtype:
-    return types[0]
-
-
-def _identity_lower(sb: Any, args: Sequence[Any], attrs: Mapping[str, Any]) -> Any:
-    return args[0]
+from ..shapes import RuleError, format_shape, normalize_axes, normalize_axis
+from .base import OpDef
+from .rules import dtype_from_attrs, first_dtype, pass_through, same_shape_as_first
 
 
 # -- identity and stop_gradient ------------------------------------------------------------
 
-Identity = OpDef("Identity", "elementwise", lambda shapes, attrs: shapes[0], _first_dtype,
+Identity = OpDef("Identity", "elementwise", same_shape_as_first, first_dtype,
                  reference=lambda values, attrs: np.array(values[0]),
-                 grad_rule=lambda op, g: [g], lower_scalar=_identity_lower)
-StopGradient = OpDef("StopGradient", "elementwise", lambda shapes, attrs: shapes[0], _first_dtype,
+                 grad_rule=lambda op, g: [g], lower_scalar=pass_through)
+StopGradient = OpDef("StopGradient", "elementwise", same_shape_as_first, first_dtype,
                      reference=lambda values, attrs: np.array(values[0]),
-                     grad_rule=lambda op, g: [None], lower_scalar=_identity_lower)
-
+                     grad_rule=lambda op, g: [None], lower_scalar=pass_through)
 
 
 def identity(x: Any, name: str | None = None) -> Tensor:
@@ -44,45 +36,6 @@ def identity(x: Any, name: str | None = None) -> Tensor:
 def stop_gradient(x: Any, name: str | None = None) -> Tensor:
     """The same value, through which ``gradients`` does not propagate."""
     return StopGradient(x, name=name)
-
-
-# -- broadcasting --------------------------------------------------------------------------
-
-def _broadcast_to_shape(shapes: Sequence[tuple], attrs: Mapping[str, Any]) -> tuple:
-    target = tuple(attrs["shape"])
-    result = broadcast_shapes(shapes[0], target)
-    if len(shapes[0]) > len(target) or any(
-            r is not None and t is not None and r != t for r, t in zip(result, target)):
-        raise RuleError(f"cannot broadcast {format_shape(shapes[0])} to {format_shape(target)}")
-    return target
-
-
-BroadcastTo = OpDef("BroadcastTo", "elementwise", _broadcast_to_shape, _first_dtype,
-                    reference=lambda values, attrs: np.broadcast_to(values[0], attrs["shape"]).copy(),
-                    grad_rule=lambda op, g: [_reduction.sum_to(g, op.inputs[0])],
-                    lower_scalar=_identity_lower,
-                    dim_map=lambda shapes, out, attrs: [broadcast_dim_map(shapes[0], out)])
-
-BroadcastLike = OpDef(
-    "BroadcastLike", "elementwise",
-    lambda shapes, attrs: _broadcast_to_shape(shapes[:1], {"shape": shapes[1]}), _first_dtype,
-    reference=lambda values, attrs: np.broadcast_to(values[0], np.shape(values[1])).copy(),
-    grad_rule=lambda op, g: [_reduction.sum_to(g, op.inputs[0]), None],
-    lower_scalar=_identity_lower,
-    dim_map=lambda shapes, out, attrs: [broadcast_dim_map(shapes[0], out), (None,) * len(shapes[1])],
-    shape_only_inputs=(1,))
-
-
-def broadcast_to(x: Any, shape: Sequence[int | None], name: str | None = None) -> Tensor:
-    """Broadcast ``x`` to ``shape`` (numpy rules)."""
-    return BroadcastTo(x, shape=tuple(shape), name=name)
-
-
-def broadcast_like(x: Any, like: Tensor, name: str | None = None) -> Tensor:
-    """Broadcast ``x`` to the (compile-time) shape of ``like``; ``like``'s values are not read."""
-    if isinstance(x, Tensor) and x.shape == like.shape and None not in like.shape:
-        return x
-    return BroadcastLike(x, like, name=name)
 
 
 # -- transpose -----------------------------------------------------------------------------
@@ -99,10 +52,10 @@ def _perm(rank: int, attrs: Mapping[str, Any]) -> tuple[int, ...]:
 
 Transpose = OpDef(
     "Transpose", "elementwise",
-    lambda shapes, attrs: tuple(shapes[0][p] for p in _perm(len(shapes[0]), attrs)), _first_dtype,
+    lambda shapes, attrs: tuple(shapes[0][p] for p in _perm(len(shapes[0]), attrs)), first_dtype,
     reference=lambda values, attrs: np.transpose(values[0], _perm(np.ndim(values[0]), attrs)).copy(),
     grad_rule=lambda op, g: [transpose(g, list(np.argsort(_perm(len(op.inputs[0].shape), op.attrs))))],
-    lower_scalar=_identity_lower,
+    lower_scalar=pass_through,
     dim_map=lambda shapes, out, attrs: [tuple(int(k) for k in np.argsort(_perm(len(shapes[0]), attrs)))])
 
 
@@ -128,11 +81,11 @@ def _expand_dim_map(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any
     return [tuple(d if d < axis else d + 1 for d in range(len(shapes[0])))]
 
 
-ExpandDims = OpDef("ExpandDims", "elementwise", _expand_shape, _first_dtype,
+ExpandDims = OpDef("ExpandDims", "elementwise", _expand_shape, first_dtype,
                    reference=lambda values, attrs: np.expand_dims(
                        values[0], _expand_axis(np.ndim(values[0]), attrs)),
                    grad_rule=lambda op, g: [squeeze(g, [_expand_axis(len(op.inputs[0].shape), op.attrs)])],
-                   lower_scalar=_identity_lower, dim_map=_expand_dim_map)
+                   lower_scalar=pass_through, dim_map=_expand_dim_map)
 
 
 def _squeeze_axes(shape: tuple, attrs: Mapping[str, Any]) -> tuple[int, ...]:
@@ -168,11 +121,11 @@ def _squeeze_grad(op: Operation, g: Tensor) -> list[Tensor]:
 Squeeze = OpDef("Squeeze", "elementwise",
                 lambda shapes, attrs: tuple(d for i, d in enumerate(shapes[0])
                                             if i not in _squeeze_axes(shapes[0], attrs)),
-                _first_dtype,
+                first_dtype,
                 reference=lambda values, attrs: np.reshape(values[0], tuple(
                     d for i, d in enumerate(np.shape(values[0]))
                     if i not in _squeeze_axes(np.shape(values[0]), attrs))),
-                grad_rule=_squeeze_grad, lower_scalar=_identity_lower, dim_map=_squeeze_dim_map)
+                grad_rule=_squeeze_grad, lower_scalar=pass_through, dim_map=_squeeze_dim_map)
 
 
 def expand_dims(x: Any, axis: int, name: str | None = None) -> Tensor:
@@ -210,13 +163,13 @@ def _reshape_shape(shapes: Sequence[tuple], attrs: Mapping[str, Any]) -> tuple:
     return tuple(target)
 
 
-Reshape = OpDef("Reshape", "layout", _reshape_shape, _first_dtype,
+Reshape = OpDef("Reshape", "layout", _reshape_shape, first_dtype,
                 reference=lambda values, attrs: np.reshape(values[0], _reshape_shape(
                     [np.shape(values[0])], attrs)).copy(),
                 grad_rule=lambda op, g: [reshape_like(g, op.inputs[0])])
 
 ReshapeLike = OpDef("ReshapeLike", "layout",
-                    lambda shapes, attrs: _reshape_shape(shapes[:1], {"shape": shapes[1]}), _first_dtype,
+                    lambda shapes, attrs: _reshape_shape(shapes[:1], {"shape": shapes[1]}), first_dtype,
                     reference=lambda values, attrs: np.reshape(values[0], np.shape(values[1])).copy(),
                     grad_rule=lambda op, g: [reshape_like(g, op.inputs[0]), None],
                     shape_only_inputs=(1,))
@@ -270,7 +223,7 @@ def one_hot(indices: Any, depth: int, on_value: float = 1.0, off_value: float = 
                   dtype=dtypes.as_dtype(dtype), _rank=rank, name=name)
 
 
-Fill = OpDef("Fill", "elementwise", lambda shapes, attrs: shapes[0], lambda types, attrs: attrs["dtype"],
+Fill = OpDef("Fill", "elementwise", same_shape_as_first, dtype_from_attrs,
              reference=lambda values, attrs: np.full(np.shape(values[0]), attrs["value"], attrs["dtype"]),
              grad_rule=lambda op, g: [None],
              lower_scalar=lambda sb, args, attrs: sb.literal(attrs["value"], attrs["dtype"]),
@@ -292,9 +245,12 @@ def _count_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> 
     return np.array(math.prod(shape[a] for a in axes), dtype=attrs["dtype"])
 
 
-ElementCount = OpDef("ElementCount", "shape",
-                     lambda shapes, attrs: (normalize_axes(attrs["axis"], len(shapes[0])), ())[1],
-                     lambda types, attrs: attrs["dtype"], reference=_count_reference,
+def _count_shape(shapes: Sequence[tuple], attrs: Mapping[str, Any]) -> tuple:
+    normalize_axes(attrs["axis"], len(shapes[0]))  # checks the axes
+    return ()
+
+
+ElementCount = OpDef("ElementCount", "shape", _count_shape, dtype_from_attrs, reference=_count_reference,
                      grad_rule=lambda op, g: [None], shape_only_inputs=(0,))
 
 

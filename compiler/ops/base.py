@@ -14,6 +14,9 @@ An op is declared once, with every rule side by side:
   ``shape``: a value that depends only on input shapes, folded to a constant at compile time;
   ``source`` / ``state`` / ``group`` / ``host``: placeholders, constants and variables; assignments;
   grouping; host-side actions (variable initialisation).
+
+``apply`` turns Python and numpy operands into constants, so the ``Const`` op is declared here too.
+Rule pieces that many ops share are in ``rules.py``.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from .. import dtypes
 from ..errors import DTypeError, ShapeError
 from ..graph import Operation, Tensor, get_default_graph, user_location
 from ..shapes import RuleError, broadcast_dim_map, format_shape
+from .rules import dtype_from_attrs, no_gradient, shape_from_attrs
 
 KINDS = ("source", "elementwise", "reduce", "layout", "shape", "state", "group", "host")
 REGISTRY: dict[str, "OpDef"] = {}
@@ -100,7 +104,6 @@ def convert_to_tensor(value: Any, dtype: np.dtype | None = None, name: str | Non
     """A Tensor as it is, or a constant made from a Python or numpy value."""
     if isinstance(value, Tensor):
         return value
-    from .sources import constant
     return constant(value, dtype=dtype, name=name or "Const")
 
 
@@ -151,30 +154,39 @@ def apply(opdef: OpDef, inputs: Sequence[Any], attrs: Mapping[str, Any], name: s
     return op.outputs[0] if op.outputs else op
 
 
-# -- helpers for rules ------------------------------------------------------------------------
+# -- constants -----------------------------------------------------------------------------------
 
-def same_dtype(types: Sequence[np.dtype], attrs: Mapping[str, Any]) -> np.dtype:
-    first = types[0]
-    for other in types[1:]:
-        if other != first:
-            raise RuleError("operands have different dtypes "
-                            + " and ".join(t.name for t in types) + " (use cc.cast)", "dtype")
-    return first
+Const = OpDef("Const", "source", shape_from_attrs, dtype_from_attrs,
+              reference=lambda values, attrs: attrs["value"], grad_rule=no_gradient)
 
 
-def floating_dtype(types: Sequence[np.dtype], attrs: Mapping[str, Any]) -> np.dtype:
-    dtype = same_dtype(types, attrs)
-    if not dtypes.is_floating(dtype):
-        raise RuleError(f"needs a float32 or float64 operand, got {dtype.name}", "dtype")
-    return dtype
+def constant(value: Any, dtype: Any = None, shape: Sequence[int] | None = None,
+             name: str | None = None) -> Tensor:
+    """A constant tensor.
 
-
-def numeric_dtype(types: Sequence[np.dtype], attrs: Mapping[str, Any]) -> np.dtype:
-    dtype = same_dtype(types, attrs)
-    if dtype == dtypes.bool_:
-        raise RuleError("needs a numeric operand, got bool", "dtype")
-    return dtype
-
-
-def no_gradient(op: Operation, grad: Tensor) -> list[None]:
-    return [None] * len(op.inputs)
+    >>> constant([1.0, 2.0], dtype="float32").shape
+    (2,)
+    """
+    array = np.asarray(value)
+    if dtype is None:
+        # Python floats default to float32 and ints to int32, as in TF1.
+        if not isinstance(value, np.ndarray) and not isinstance(value, np.generic):
+            dtype = {"f": dtypes.float32, "i": dtypes.int32, "u": dtypes.int32, "b": dtypes.bool_}.get(
+                array.dtype.kind, array.dtype)
+        else:
+            dtype = array.dtype
+    dtype = dtypes.as_dtype(dtype)
+    try:
+        array = array.astype(dtype)
+    except (TypeError, ValueError) as exc:
+        raise DTypeError(f"constant {name!r}: cannot convert value to {dtype.name} "
+                         f"(at {user_location()})") from exc
+    if shape is not None:
+        try:
+            array = np.broadcast_to(array, tuple(shape)).copy()
+        except ValueError:
+            raise ShapeError(f"constant {name!r}: value of shape {array.shape} does not fit shape "
+                             f"{tuple(shape)} (at {user_location()})") from None
+    array = np.array(array, order="C")
+    array.setflags(write=False)
+    return apply(Const, (), {"value": array, "shape": array.shape, "dtype": dtype}, name or "Const")

@@ -25,9 +25,13 @@ from .. import dtypes
 from ..graph import Operation, Tensor, user_location
 from ..kernel_ir import IndexedInput
 from ..shapes import RuleError, format_shape
-from . import array as _array
-from . import linalg as _linalg
-from .base import LoopNest, OpDef, floating_dtype
+from .array import reshape, transpose
+from .base import LoopNest, OpDef
+from .joining import concat
+from .linalg import matmul
+from .padding import pad
+from .rules import clamp_index, first_dtype, floating_dtype, same_shape_as_second, same_shape_as_third
+from .slicing import StridedSlice
 
 I64 = dtypes.int64
 
@@ -77,16 +81,12 @@ def _inside(sb: Any, index: Any, size: int) -> Any:
     return sb.logical_and(sb.ge(index, 0), sb.lt(index, size))
 
 
-def _clamp(sb: Any, index: Any, size: int) -> Any:
-    return sb.maximum(sb.minimum(index, size - 1), 0)
-
-
 def _tap(sb: Any, x: IndexedInput, rows: Window, cols: Window, n: Any, oh: Any, kh: Any, ow: Any, kw: Any,
          c: Any) -> tuple[Any, Any]:
     """(whether it lies inside the image, the pixel) that output (oh, ow) reads at tap (kh, kw)."""
     ih, iw = rows.source(sb, oh, kh), cols.source(sb, ow, kw)
     inside = sb.logical_and(_inside(sb, ih, rows.size), _inside(sb, iw, cols.size))
-    return inside, x.at(sb, [n, _clamp(sb, ih, rows.size), _clamp(sb, iw, cols.size), c])
+    return inside, x.at(sb, [n, clamp_index(sb, ih, rows.size), clamp_index(sb, iw, cols.size), c])
 
 
 def _reading_window(sb: Any, rows: Window, cols: Window) -> tuple[Any, Any, Any]:
@@ -94,7 +94,7 @@ def _reading_window(sb: Any, rows: Window, cols: Window) -> tuple[Any, Any, Any]
     in range, whose window reads input (ih, iw) at tap (kh, kw), and whether there is one."""
     oh, row_ok = rows.output_of(sb, sb.axis_index(1), sb.axis_index(4))
     ow, col_ok = cols.output_of(sb, sb.axis_index(2), sb.axis_index(5))
-    return _clamp(sb, oh, rows.out), _clamp(sb, ow, cols.out), sb.logical_and(row_ok, col_ok)
+    return clamp_index(sb, oh, rows.out), clamp_index(sb, ow, cols.out), sb.logical_and(row_ok, col_ok)
 
 
 def _pair(value: Any, name: str) -> tuple[int, int]:
@@ -255,7 +255,7 @@ TAP_GEMM_MIN_WORK = 1 << 16   # per image and filter tap: below it the loop nest
 
 
 def _swap_channels(w: Tensor) -> Tensor:
-    return _array.transpose(w, (0, 1, 3, 2))
+    return transpose(w, (0, 1, 3, 2))
 
 
 def _conv_grad(op: Operation, g: Tensor) -> list[Tensor]:
@@ -269,7 +269,6 @@ def _filter_gradient(x: Tensor, g: Tensor, w: Tensor, op: Operation) -> Tensor:
     tap reads (a strided slice of the padded input, [N*OH*OW, C]) and ``G`` the output gradient
     [N*OH*OW, F]: the GEMM does the long reduction over N*OH*OW. Small convolutions (under
     ``TAP_GEMM_MIN_WORK`` multiply-adds per image and tap) and unknown spatial sizes use a loop nest."""
-    from . import indexing
     attrs = _conv_attrs(op)
     (_, height, width, channels), (kh, kw, _, features) = x.shape, w.shape
     if None in (height, width, channels, kh, kw, features) or 0 in (height, width, channels, kh, kw, features):
@@ -282,8 +281,8 @@ def _filter_gradient(x: Tensor, g: Tensor, w: Tensor, op: Operation) -> Tensor:
         reach = (window.out - 1) * window.stride + (window.kernel - 1) * window.dilation + 1
         padding.append((window.pad, max(reach - window.size - window.pad, 0)))
     padding.append((0, 0))
-    padded = indexing.pad(x, padding) if any(p != (0, 0) for p in padding) else x
-    gradient_rows = _array.reshape(g, (-1, features))
+    padded = pad(x, padding) if any(p != (0, 0) for p in padding) else x
+    gradient_rows = reshape(g, (-1, features))
     taps = []
     for i in range(kh):
         for j in range(kw):
@@ -292,9 +291,9 @@ def _filter_gradient(x: Tensor, g: Tensor, w: Tensor, op: Operation) -> Tensor:
                 start = tap * window.dilation
                 spec.append((start, start + (window.out - 1) * window.stride + 1, window.stride))
             spec.append((None, None, 1))
-            pixels = _array.reshape(indexing.StridedSlice(padded, spec=tuple(spec)), (-1, channels))
-            taps.append(_linalg.matmul(pixels, gradient_rows, transpose_a=True))
-    return _array.reshape(indexing.concat(taps, axis=0), (kh, kw, channels, features))
+            pixels = reshape(StridedSlice(padded, spec=tuple(spec)), (-1, channels))
+            taps.append(matmul(pixels, gradient_rows, transpose_a=True))
+    return reshape(concat(taps, axis=0), (kh, kw, channels, features))
 
 
 def _backprop_input_grad(op: Operation, g: Tensor) -> list[Tensor | None]:
@@ -313,11 +312,11 @@ def _backprop_filter_grad(op: Operation, g: Tensor) -> list[Tensor | None]:
 Conv2D = OpDef("Conv2D", "reduce", _conv_shape, floating_dtype, reference=_conv_reference,
                grad_rule=_conv_grad, loop_nest=_conv_nest, indexed_inputs=(0,))
 Conv2DBackpropInput = OpDef(
-    "Conv2DBackpropInput", "reduce", lambda shapes, attrs: tuple(shapes[2]),
+    "Conv2DBackpropInput", "reduce", same_shape_as_third,
     lambda types, attrs: floating_dtype(types[:2], attrs), reference=_backprop_input_reference,
     grad_rule=_backprop_input_grad, loop_nest=_backprop_input_nest, indexed_inputs=(0,), shape_only_inputs=(2,))
 Conv2DBackpropFilter = OpDef(
-    "Conv2DBackpropFilter", "reduce", lambda shapes, attrs: tuple(shapes[2]),
+    "Conv2DBackpropFilter", "reduce", same_shape_as_third,
     lambda types, attrs: floating_dtype(types[:2], attrs), reference=_backprop_filter_reference,
     grad_rule=_backprop_filter_grad, loop_nest=_backprop_filter_nest, indexed_inputs=(0,), shape_only_inputs=(2,))
 
@@ -476,7 +475,7 @@ def _max_pool_gather_lower(sb: Any, args: Sequence[Any], attrs: Mapping[str, Any
     ih = rows.source(sb, sb.index(1), sb.index_div(tap, cols.kernel))
     iw = cols.source(sb, sb.index(2), sb.index_rem(tap, cols.kernel))
     inside = sb.logical_and(_inside(sb, ih, rows.size), _inside(sb, iw, cols.size))
-    value = x.at(sb, [sb.index(0), _clamp(sb, ih, rows.size), _clamp(sb, iw, cols.size), sb.index(3)])
+    value = x.at(sb, [sb.index(0), clamp_index(sb, ih, rows.size), clamp_index(sb, iw, cols.size), sb.index(3)])
     return sb.select(inside, value, sb.literal(0, x.dtype))
 
 
@@ -536,19 +535,19 @@ MaxPool = OpDef("MaxPool", "reduce", _pool_shape, floating_dtype, reference=_max
 MaxPoolArgmax = OpDef("MaxPoolArgmax", "reduce", lambda shapes, attrs: _pool_shape(shapes[:1], attrs),
                       lambda types, attrs: I64, reference=_argmax_reference,
                       grad_rule=lambda op, g: [None, None], loop_nest=_pool_nest("argmax"), indexed_inputs=(0,))
-MaxPoolGrad = OpDef("MaxPoolGrad", "reduce", lambda shapes, attrs: tuple(shapes[2]),
-                    lambda types, attrs: types[0], reference=_max_pool_grad_reference,
+MaxPoolGrad = OpDef("MaxPoolGrad", "reduce", same_shape_as_third,
+                    first_dtype, reference=_max_pool_grad_reference,
                     grad_rule=_max_pool_grad_grad, loop_nest=_max_pool_grad_nest,
                     indexed_inputs=(0, 1), shape_only_inputs=(2,))
-MaxPoolGather = OpDef("MaxPoolGather", "elementwise", lambda shapes, attrs: tuple(shapes[1]),
-                      lambda types, attrs: types[0], reference=_max_pool_gather_reference,
+MaxPoolGather = OpDef("MaxPoolGather", "elementwise", same_shape_as_second,
+                      first_dtype, reference=_max_pool_gather_reference,
                       grad_rule=lambda op, g: [MaxPoolGrad(g, op.inputs[1], op.inputs[0], **_pool_attrs(op)), None],
                       lower_scalar=_max_pool_gather_lower,
                       dim_map=lambda shapes, out, attrs: [(None,) * 4, (0, 1, 2, 3)], indexed_inputs=(0,))
 AvgPool = OpDef("AvgPool", "reduce", _pool_shape, floating_dtype, reference=_avg_pool_reference,
                 grad_rule=_avg_pool_grad, loop_nest=_pool_nest("avg"), indexed_inputs=(0,))
-AvgPoolGrad = OpDef("AvgPoolGrad", "reduce", lambda shapes, attrs: tuple(shapes[1]),
-                    lambda types, attrs: types[0], reference=_avg_pool_grad_reference,
+AvgPoolGrad = OpDef("AvgPoolGrad", "reduce", same_shape_as_second,
+                    first_dtype, reference=_avg_pool_grad_reference,
                     grad_rule=lambda op, g: [AvgPool(g, **_pool_attrs(op)), None],
                     loop_nest=_avg_pool_grad_nest, indexed_inputs=(0,), shape_only_inputs=(1,))
 

@@ -13,8 +13,9 @@ import numpy as np
 from .. import dtypes
 from ..graph import Operation, Tensor
 from ..shapes import RuleError, broadcast_shapes, format_shape
-from . import reduction as _reduction
-from .base import (OpDef, floating_dtype, no_gradient, numeric_dtype, same_dtype)
+from .base import OpDef, convert_to_tensor
+from .broadcast import unbroadcast
+from .rules import dtype_from_attrs, floating_dtype, no_gradient, numeric_dtype, same_dtype
 
 
 def _broadcast_rule(shapes: Sequence[tuple], attrs: Mapping[str, Any]) -> tuple:
@@ -30,13 +31,6 @@ def _bool_operands(types: Sequence[np.dtype], attrs: Mapping[str, Any]) -> np.dt
     if any(t != dtypes.bool_ for t in types):
         raise RuleError("needs bool operands, got " + ", ".join(t.name for t in types), "dtype")
     return dtypes.bool_
-
-
-def _unbroadcast(grad: Tensor, like: Tensor) -> Tensor:
-    """Sum ``grad`` down to ``like``'s shape (undoing broadcasting)."""
-    if grad.shape == like.shape and None not in like.shape:
-        return grad
-    return _reduction.sum_to(grad, like)
 
 
 def elementwise(name: str, lower: Callable[..., Any], reference: Callable[..., np.ndarray],
@@ -60,30 +54,30 @@ def _pow_grad(op: Operation, g: Tensor) -> list[Tensor]:
     positive = greater(x, 0.0)
     safe_log = where(positive, log(where(positive, x, 1.0)), 0.0)
     gy = g * z * safe_log
-    return [_unbroadcast(gx, x), _unbroadcast(gy, y)]
+    return [unbroadcast(gx, x), unbroadcast(gy, y)]
 
 
 def _max_min_grad(pick_first: Callable[[Tensor, Tensor], Tensor]) -> Callable:
     def grad_rule(op: Operation, g: Tensor) -> list[Tensor]:
         x, y = op.inputs
         mask = pick_first(x, y)
-        return [_unbroadcast(where(mask, g, 0.0), x), _unbroadcast(where(mask, 0.0, g), y)]
+        return [unbroadcast(where(mask, g, 0.0), x), unbroadcast(where(mask, 0.0, g), y)]
     return grad_rule
 
 
 Add = elementwise("Add", lambda sb, x, y: sb.add(x, y), np.add,
-                  lambda op, g: [_unbroadcast(g, op.inputs[0]), _unbroadcast(g, op.inputs[1])],
+                  lambda op, g: [unbroadcast(g, op.inputs[0]), unbroadcast(g, op.inputs[1])],
                   numeric_dtype)
 Sub = elementwise("Sub", lambda sb, x, y: sb.sub(x, y), np.subtract,
-                  lambda op, g: [_unbroadcast(g, op.inputs[0]), _unbroadcast(negative(g), op.inputs[1])],
+                  lambda op, g: [unbroadcast(g, op.inputs[0]), unbroadcast(negative(g), op.inputs[1])],
                   numeric_dtype)
 Mul = elementwise("Mul", lambda sb, x, y: sb.mul(x, y), np.multiply,
-                  lambda op, g: [_unbroadcast(g * op.inputs[1], op.inputs[0]),
-                                 _unbroadcast(g * op.inputs[0], op.inputs[1])],
+                  lambda op, g: [unbroadcast(g * op.inputs[1], op.inputs[0]),
+                                 unbroadcast(g * op.inputs[0], op.inputs[1])],
                   numeric_dtype)
 Div = elementwise("Div", lambda sb, x, y: sb.div(x, y), np.divide,
-                  lambda op, g: [_unbroadcast(g / op.inputs[1], op.inputs[0]),
-                                 _unbroadcast(negative(g) * op.inputs[0] / square(op.inputs[1]),
+                  lambda op, g: [unbroadcast(g / op.inputs[1], op.inputs[0]),
+                                 unbroadcast(negative(g) * op.inputs[0] / square(op.inputs[1]),
                                               op.inputs[1])],
                   floating_dtype)
 Pow = elementwise("Pow", _pow_lower, np.power, _pow_grad, floating_dtype)
@@ -143,7 +137,7 @@ def _where_dtype(types: Sequence[np.dtype], attrs: Mapping[str, Any]) -> np.dtyp
 
 def _where_grad(op: Operation, g: Tensor) -> list[Tensor | None]:
     condition, x, y = op.inputs
-    return [None, _unbroadcast(where(condition, g, 0), x), _unbroadcast(where(condition, 0, g), y)]
+    return [None, unbroadcast(where(condition, g, 0), x), unbroadcast(where(condition, 0, g), y)]
 
 
 Where = elementwise("Where", lambda sb, c, x, y: sb.select(c, x, y),
@@ -157,7 +151,7 @@ def _cast_grad(op: Operation, g: Tensor) -> list[Tensor | None]:
     return [None]
 
 
-Cast = OpDef("Cast", "elementwise", _broadcast_rule, lambda types, attrs: attrs["dtype"],
+Cast = OpDef("Cast", "elementwise", _broadcast_rule, dtype_from_attrs,
              reference=lambda values, attrs: np.asarray(values[0]).astype(attrs["dtype"]),
              grad_rule=_cast_grad,
              lower_scalar=lambda sb, args, attrs: sb.cast(args[0], attrs["dtype"]))
@@ -283,7 +277,6 @@ def is_nan(x: Any, name: str | None = None) -> Tensor:
 
 def where(condition: Any, x: Any, y: Any, name: str | None = None) -> Tensor:
     """``x`` where ``condition`` else ``y``, all three broadcast together."""
-    from .base import convert_to_tensor
     if not isinstance(x, Tensor) and isinstance(y, Tensor):
         x = convert_to_tensor(np.asarray(x).astype(y.dtype), y.dtype)
     if not isinstance(y, Tensor) and isinstance(x, Tensor):
@@ -344,8 +337,8 @@ def _clip_grad(op: Operation, g: Tensor) -> list[Tensor]:
     inside = logical_and(greater_equal(t, lo), below_hi)
     to_hi = logical_and(logical_not(below_hi), greater_equal(hi, lo))
     to_lo = logical_not(logical_or(inside, to_hi))
-    return [_unbroadcast(where(inside, g, 0), t), _unbroadcast(where(to_lo, g, 0), lo),
-            _unbroadcast(where(to_hi, g, 0), hi)]
+    return [unbroadcast(where(inside, g, 0), t), unbroadcast(where(to_lo, g, 0), lo),
+            unbroadcast(where(to_hi, g, 0), hi)]
 
 
 ClipByValue = OpDef("ClipByValue", "elementwise", _clip_shape, numeric_dtype,

@@ -11,8 +11,9 @@ import numpy as np
 
 from ..graph import Operation, Tensor
 from ..shapes import RuleError, broadcast_shapes, format_shape
-from . import reduction as _reduction
-from .base import LoopNest, OpDef, numeric_dtype
+from .base import LoopNest, OpDef
+from .broadcast import unbroadcast
+from .rules import numeric_dtype
 
 
 def _matrix_dims(shape: tuple, transposed: bool) -> tuple[Any, Any]:
@@ -72,13 +73,7 @@ def _matmul_grad(op: Operation, g: Tensor) -> list[Tensor]:
     else:
         grad_a = matmul(b, g, transpose_a=True, transpose_b=True)
         grad_b = matmul(g, a, transpose_a=True, transpose_b=True)
-    return [_unbatch(grad_a, a), _unbatch(grad_b, b)]
-
-
-def _unbatch(grad: Tensor, like: Tensor) -> Tensor:
-    if grad.shape == like.shape and None not in like.shape:
-        return grad
-    return _reduction.sum_to(grad, like)
+    return [unbroadcast(grad_a, a), unbroadcast(grad_b, b)]
 
 
 MatMul = OpDef("MatMul", "reduce", _matmul_shape, numeric_dtype, reference=_matmul_reference,

@@ -1,21 +1,26 @@
-"""Neural-network functions (``cc.nn``): compositions of primitive ops, written to be stable.
+"""Neural-network functions (``cc.nn``): compositions of primitive ops, written to be stable, and
+``dropout`` (a draw of the ``RandomUniform`` op of ``random.py``).
 
 None of these has rules of its own: their gradients come from the primitives they are built of.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
+
+import numpy as np
 
 from .. import dtypes
 from ..errors import DTypeError, ShapeError
 from ..graph import Tensor, user_location
-from ..shapes import format_shape
+from ..shapes import format_shape, normalize_axes
 from .array import one_hot, squeeze, stop_gradient
 from .base import convert_to_tensor
 from .elementwise import relu, sigmoid, tanh  # noqa: F401  (re-exported as cc.nn.*)
 from .elementwise import abs as abs_
 from .elementwise import (cast, clip_by_value, erf, exp, expm1, greater, greater_equal, less, log1p,
                           logical_and, maximum, minimum, negative, rsqrt, square, where)
+from .random import RandomUniform, random_tensor, static_shape
+from .random_seed import check_seed
 from .reduction import reduce_logsumexp, reduce_mean, reduce_sum
 
 
@@ -27,7 +32,6 @@ def log_softmax(logits: Any, axis: int = -1, name: str | None = None) -> Tensor:
 
 def softmax(logits: Any, axis: int = -1, name: str | None = None) -> Tensor:
     """``exp(log_softmax(logits))``: each slice along ``axis`` sums to 1."""
-    from .elementwise import exp
     return exp(log_softmax(logits, axis=axis))
 
 
@@ -206,5 +210,83 @@ def in_top_k(predictions: Any, targets: Any, k: int, name: str | None = None) ->
 
 
 def _axes_list(axes: Any, rank: int) -> list[int]:
-    from ..shapes import normalize_axes
     return list(normalize_axes(axes if axes is None or isinstance(axes, int) else tuple(axes), rank))
+
+
+# -- dropout ------------------------------------------------------------------------------------
+
+def dropout(x: Any, keep_prob: Any = None, rate: Any = None, noise_shape: Sequence[int | None] | None = None,
+            seed: int | None = None, name: str | None = None) -> Tensor:
+    """TF1 dropout: ``x / keep_prob`` where a uniform number is below ``keep_prob``, else 0.
+
+    Give exactly one of ``keep_prob`` (in ``(0, 1]``) and ``rate = 1 - keep_prob`` (in ``[0, 1)``):
+    a Python number, or a scalar tensor (e.g. a placeholder fed 1.0 at evaluation). ``noise_shape``
+    (broadcastable to ``x``'s shape; None entries stand for ``x``'s dims, an extension) shares one
+    keep/drop decision along its size-1 dims. New decisions are drawn at every ``Session.run``;
+    within a step the gradient uses the same mask as the forward value (it is the same tensor).
+
+    >>> import numpy as np, compiler as cc
+    >>> from runtime import Session
+    >>> g = cc.Graph()
+    >>> with g.as_default():
+    ...     x = cc.placeholder("float32", shape=(None, 4))
+    ...     y = cc.nn.dropout(x, rate=0.5, seed=0)
+    >>> with Session(g) as sess:
+    ...     out = sess.run(y, {x: np.ones((3, 4), "float32")})
+    >>> sorted(set(out.ravel().tolist())) in ([0.0, 2.0], [0.0], [2.0])
+    True
+    """
+    x = convert_to_tensor(x)
+    where_at = user_location()
+    if not dtypes.is_floating(x.dtype):
+        raise DTypeError(f"dropout: x must be float32 or float64, got {x.dtype.name} (at {where_at})")
+    if (keep_prob is None) == (rate is None):
+        raise ValueError(f"dropout: give exactly one of keep_prob and rate (at {where_at})")
+    shape = _noise_shape(noise_shape, x, where_at)
+    seed = check_seed(seed, "dropout")
+    probability = rate if rate is not None else keep_prob
+    what = "rate" if rate is not None else "keep_prob"
+    if isinstance(probability, Tensor):
+        if probability.dtype != x.dtype:
+            raise DTypeError(f"dropout: {what} is {probability.dtype.name} but x is {x.dtype.name} "
+                             f"(at {where_at})")
+        if probability.shape not in ((), (1,)):
+            raise ShapeError(f"dropout: {what} must be a scalar, got shape "
+                             f"{format_shape(probability.shape)} (at {where_at})")
+    else:
+        try:
+            value = float(probability)
+        except (TypeError, ValueError):
+            raise TypeError(f"dropout: {what} must be a number or a scalar tensor, got {probability!r} "
+                            f"(at {where_at})") from None
+        inside = 0.0 <= value < 1.0 if rate is not None else 0.0 < value <= 1.0
+        if not inside:
+            bounds = "[0, 1)" if rate is not None else "(0, 1]"
+            raise ValueError(f"dropout: {what} must be in {bounds}, got {probability!r} (at {where_at})")
+        if value == (0.0 if rate is not None else 1.0):
+            return x  # nothing is dropped (as TF1 does when keep_prob is known to be 1)
+    graph = x.graph
+    with graph.as_default(), graph.name_scope(name or "dropout"):
+        if isinstance(probability, Tensor):
+            keep = 1.0 - probability if rate is not None else probability
+        else:
+            keep_value = 1.0 - value if rate is not None else value
+            keep = convert_to_tensor(np.asarray(keep_value, x.dtype), x.dtype)
+        uniform = random_tensor(RandomUniform, shape, x.dtype, seed, like=x, name="RandomUniform")
+        return where(less(uniform, keep), x / keep, 0.0)
+
+
+def _noise_shape(noise_shape: Any, x: Tensor, where_at: Any) -> tuple:
+    """The shape of the keep/drop decisions: None entries are taken from ``x`` when compiled."""
+    if noise_shape is None:
+        return (None,) * len(x.shape)
+    shape = static_shape(noise_shape, "dropout", allow_unknown=True)
+    if len(shape) > len(x.shape):
+        raise ShapeError(f"dropout: noise_shape {format_shape(shape)} has more dims than x "
+                         f"{format_shape(x.shape)} (at {where_at})")
+    lead = len(x.shape) - len(shape)
+    for d, full in zip(shape, x.shape[lead:]):
+        if d is not None and d != 1 and full is not None and d != full:
+            raise ShapeError(f"dropout: noise_shape {format_shape(shape)} does not broadcast to x's "
+                             f"shape {format_shape(x.shape)} (at {where_at})")
+    return shape

@@ -1,20 +1,18 @@
 """Random ops: uniform, normal and truncated normal numbers computed inside the generated code.
 
-The numbers come from Philox-4x32-10, a counter-based generator (``codegen/random_bits.py``): a
-pure function of a 64-bit key, a 64-bit block number and a 64-bit run count. So an element's value
-depends only on
+The numbers come from Philox-4x32-10, a counter-based generator (``compiler/philox.py``, and
+``codegen/random_bits.py`` in the generated code): a pure function of a 64-bit key, a 64-bit block
+number and a 64-bit run count. So an element's value depends only on
 
-- the **key**, made from the graph seed and the op seed (TensorFlow 1.x rules, see ``get_seed``),
-- the **run count**: how many steps of this graph have computed a random op before, kept in a
-  hidden int64 variable ``random_counter`` (one per graph, non-trainable, in the global variables
-  collection, so ``optim.Saver`` checkpoints it and ``global_variables_initializer`` resets it),
+- the **key**, made from the graph seed and the op seed (TensorFlow 1.x rules, see
+  ``random_seed.get_seed``),
+- the **run count**: how many steps of this graph have computed a random op before (the hidden
+  ``random_counter`` variable of ``random_seed.py``; every random op of one step reads the same
+  count, and ``counter_updates`` adds the step's increment),
 - the element's **position** (its row-major index in the op's output).
 
-Each ``Session.run`` that computes any random op adds 1 to the counter (the step also runs the
-counter's ``assign_add``, see ``counter_updates`` and ``passes.specialize.needed_operations``);
-reads of it see the start-of-step value, so every random op of one step uses the same count and the
-next step gets new numbers. Step ``k`` gives the same numbers in every process and on the targets
-"cpu", "reference" and "cuda".
+Step ``k`` gives the same numbers in every process and on the targets "cpu", "reference" and
+"cuda".
 
 Words to floats (exact integer arithmetic, then a power-of-two scale):
 
@@ -46,151 +44,19 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from .. import dtypes
-from ..codegen.random_bits import MULTIPLIERS, ROUNDS, WEYL
 from ..errors import DTypeError, ShapeError
-from ..graph import Graph, Operation, Tensor, get_default_graph, user_location
+from ..graph import Operation, Tensor, get_default_graph, user_location
+from ..philox import philox4x32
 from ..shapes import RuleError, format_shape
-from .base import OpDef, apply, no_gradient
+from .base import OpDef, apply, convert_to_tensor
+from .random_seed import RANDOM_COUNTER_UPDATE_COLLECTION, check_seed, get_seed, philox_key, random_counter
+from .rules import no_gradient
 
-DEFAULT_GRAPH_SEED = 87654321          # the graph seed when none is set (TF1's default)
-RANDOM_COUNTER_NAME = "random_counter"
-RANDOM_COUNTER_COLLECTION = "random_counter"           # [the counter Variable]
-RANDOM_COUNTER_UPDATE_COLLECTION = "random_counter_update"  # [its assign_add(counter, 1) tensor]
 TRUNCATION = 2.0                        # truncated_normal keeps |z| <= 2 standard deviations
 TRUNCATED_PAIRS = 4                     # Box-Muller pairs drawn per truncated element (8 candidates)
 
 _MASK32 = 0xFFFFFFFF
 _MASK64 = (1 << 64) - 1
-
-
-# -- Philox in numpy (the reference twin of codegen/random_bits.py) -------------------------------
-
-def philox4x32(counter: Sequence[Any], key: Sequence[Any]) -> tuple[np.ndarray, ...]:
-    """Philox-4x32-10 of four counter words and two key words (arrays or ints, each < 2**32).
-
-    Returns the four output words as uint64 arrays holding 32-bit values. Arithmetic is in uint64:
-    a 32x32-bit product fits, and its high and low halves are a shift and a mask away.
-
-    >>> [hex(int(w)) for w in philox4x32([0, 0, 0, 0], [0, 0])]
-    ['0x6627e8d5', '0xe169c58d', '0xbc57ac4c', '0x9b00dbd8']
-    """
-    mask, shift = np.uint64(_MASK32), np.uint64(32)
-    c0, c1, c2, c3 = (np.asarray(c, dtype=np.uint64) & mask for c in counter)
-    k0, k1 = (np.asarray(k, dtype=np.uint64) & mask for k in key)
-    m0, m1 = np.uint64(MULTIPLIERS[0]), np.uint64(MULTIPLIERS[1])
-    w0, w1 = np.uint64(WEYL[0]), np.uint64(WEYL[1])
-    for round_number in range(ROUNDS):
-        if round_number:
-            k0 = (k0 + w0) & mask
-            k1 = (k1 + w1) & mask
-        p0 = c0 * m0
-        p1 = c2 * m1
-        c0, c1, c2, c3 = ((p1 >> shift) ^ c1 ^ k0, p1 & mask, (p0 >> shift) ^ c3 ^ k1, p0 & mask)
-    return c0, c1, c2, c3
-
-
-def _mix64(value: int) -> int:
-    """A 64-bit finaliser (splitmix64): nearby seeds give unrelated keys."""
-    z = (value + 0x9E3779B97F4A7C15) & _MASK64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
-    return z ^ (z >> 31)
-
-
-def philox_key(graph_seed: int, op_seed: int) -> int:
-    """The 64-bit Philox key (low word k0, high word k1) of a (graph seed, op seed) pair."""
-    return _mix64(_mix64(graph_seed & _MASK64) ^ (op_seed & _MASK64))
-
-
-# -- seeds (TensorFlow 1.x rules) -----------------------------------------------------------------
-
-def _check_seed(seed: Any, what: str) -> int | None:
-    if seed is None:
-        return None
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"{what}: seed must be an int or None, got {seed!r} (at {user_location()})")
-    return int(seed)
-
-
-def set_random_seed(seed: int | None) -> None:
-    """Set the graph-level seed of the default graph (``Graph.seed``); None unsets it.
-
-    As in TensorFlow 1.x, random ops built afterwards with no op seed get a deterministic op seed
-    of their own, so a script that sets the graph seed draws the same numbers in every run.
-
-    >>> import compiler as cc
-    >>> from runtime import Session
-    >>> g = cc.Graph()
-    >>> with g.as_default():
-    ...     cc.set_random_seed(42)
-    ...     u = cc.random_uniform((2,))
-    >>> g.seed
-    42
-    >>> with Session(g) as sess:
-    ...     sess.run(u).shape
-    (2,)
-    """
-    get_default_graph().seed = _check_seed(seed, "set_random_seed")
-
-
-def get_seed(op_seed: int | None, graph: Graph | None = None) -> tuple[int, int]:
-    """The (graph seed, op seed) pair a random op built now uses (TensorFlow 1.x's ``get_seed``).
-
-    With a graph seed and no op seed, the op seed is the op's creation index in the graph; with an
-    op seed and no graph seed, the graph seed is ``DEFAULT_GRAPH_SEED``. With neither, both
-    defaults apply: the numbers are still deterministic, one stream per op.
-
-    >>> g = Graph()
-    >>> with g.as_default():
-    ...     get_seed(7)
-    (87654321, 7)
-    """
-    graph = graph or get_default_graph()
-    op_seed = _check_seed(op_seed, "random op")
-    graph_seed = graph.seed if graph.seed is not None else DEFAULT_GRAPH_SEED
-    if op_seed is None:
-        op_seed = len(graph.get_operations())
-    return int(graph_seed), int(op_seed)
-
-
-# -- the run counter ------------------------------------------------------------------------------
-
-def get_random_counter(graph: Graph | None = None) -> Any:
-    """The graph's hidden run counter (an int64 scalar ``Variable``), or None before any random op.
-
-    >>> g = Graph()
-    >>> get_random_counter(g) is None
-    True
-    """
-    graph = graph or get_default_graph()
-    found = graph.get_collection(RANDOM_COUNTER_COLLECTION)
-    return found[0] if found else None
-
-
-def _random_counter(graph: Graph) -> Tensor:
-    """The counter, created with its ``assign_add(counter, 1)`` on the graph's first random op."""
-    counter = get_random_counter(graph)
-    if counter is None:
-        from .sources import Variable
-        from .state import assign_add
-        with graph.init_scope():  # the counter belongs to the graph, not to the first random op
-            counter = Variable(np.zeros((), dtypes.int64), name=RANDOM_COUNTER_NAME, trainable=False)
-            update = assign_add(counter, np.ones((), dtypes.int64), name=RANDOM_COUNTER_NAME + "_increment")
-        graph.add_to_collection(RANDOM_COUNTER_COLLECTION, counter)
-        graph.add_to_collection(RANDOM_COUNTER_UPDATE_COLLECTION, update)
-    return counter
-
-
-def counter_updates(operations: Iterable[Operation]) -> list[Operation]:
-    """The counter increments a step must also run when it computes any of ``operations``: one
-    per graph that has a random op among them."""
-    updates: list[Operation] = []
-    for op in operations:
-        if op.type in RANDOM_OP_TYPES:
-            found = op.graph.get_collection(RANDOM_COUNTER_UPDATE_COLLECTION)
-            if found and found[0].op not in updates:
-                updates.append(found[0].op)
-    return updates
 
 
 # -- the shared algorithm: words -> floats ----------------------------------------------------
@@ -428,6 +294,18 @@ TruncatedNormal = _random_op("TruncatedNormal", "truncated")
 RANDOM_OP_TYPES = frozenset(op.name for op in (RandomUniform, RandomStandardNormal, TruncatedNormal))
 
 
+def counter_updates(operations: Iterable[Operation]) -> list[Operation]:
+    """The counter increments a step must also run when it computes any of ``operations``: one
+    per graph that has a random op among them."""
+    updates: list[Operation] = []
+    for op in operations:
+        if op.type in RANDOM_OP_TYPES:
+            found = op.graph.get_collection(RANDOM_COUNTER_UPDATE_COLLECTION)
+            if found and found[0].op not in updates:
+                updates.append(found[0].op)
+    return updates
+
+
 # -- building ---------------------------------------------------------------------------------
 
 def _float_dtype(dtype: Any, op_type: str) -> np.dtype:
@@ -442,7 +320,8 @@ def _float_dtype(dtype: Any, op_type: str) -> np.dtype:
     return result
 
 
-def _static_shape(shape: Any, op_type: str, allow_unknown: bool = False) -> tuple:
+def static_shape(shape: Any, op_type: str, allow_unknown: bool = False) -> tuple:
+    """``shape`` as a tuple of non-negative ints (and None where ``allow_unknown``), checked."""
     if isinstance(shape, Tensor):
         raise TypeError(f"{op_type}: shape must be a list of ints, not the tensor {shape.name!r} "
                         f"(at {user_location()})")
@@ -465,11 +344,13 @@ def _static_shape(shape: Any, op_type: str, allow_unknown: bool = False) -> tupl
     return tuple(result)
 
 
-def _random_tensor(opdef: OpDef, shape: tuple, dtype: np.dtype, seed: int | None,
-                   like: Tensor | None = None, name: str | None = None) -> Tensor:
+def random_tensor(opdef: OpDef, shape: tuple, dtype: np.dtype, seed: int | None,
+                  like: Tensor | None = None, name: str | None = None) -> Tensor:
+    """Standard draws of ``opdef`` (one of the random ops), keyed by ``seed`` and the graph seed; None
+    entries of ``shape`` take the matching dims of ``like``, in whose graph the op is built."""
     graph = like.graph if like is not None else get_default_graph()
     graph_seed, op_seed = get_seed(seed, graph)
-    counter = _random_counter(graph)
+    counter = random_counter(graph)
     inputs = [counter] if like is None else [counter, like]
     attrs = {"shape": shape, "dtype": dtype, "seed": graph_seed, "seed2": op_seed,
              "key": philox_key(graph_seed, op_seed)}
@@ -478,7 +359,6 @@ def _random_tensor(opdef: OpDef, shape: tuple, dtype: np.dtype, seed: int | None
 
 def _affine(standard: Tensor, scale: Any, shift: Any, identity: tuple[float, float]) -> Tensor:
     """``standard * scale + shift``; Python numbers are rounded to the dtype first (as constants)."""
-    from .base import convert_to_tensor
     dtype = standard.dtype
     with standard.graph.as_default():
         if not isinstance(scale, Tensor) and not isinstance(shift, Tensor) and \
@@ -507,12 +387,12 @@ def random_uniform(shape: Sequence[int], minval: Any = 0, maxval: Any = 1, dtype
     >>> bool(((-1 <= first) & (first < 1)).all()), bool((first != second).any())
     (True, True)
     """
-    shape = _static_shape(shape, "RandomUniform")
+    shape = static_shape(shape, "RandomUniform")
     dtype = _float_dtype(dtype, "RandomUniform")
-    seed = _check_seed(seed, "RandomUniform")
+    seed = check_seed(seed, "RandomUniform")
     graph = get_default_graph()
     with graph.name_scope(name or "random_uniform"):
-        standard = _random_tensor(RandomUniform, shape, dtype, seed, name="RandomUniform")
+        standard = random_tensor(RandomUniform, shape, dtype, seed, name="RandomUniform")
         if isinstance(minval, Tensor) or isinstance(maxval, Tensor):
             with graph.as_default():
                 return _affine(standard, maxval - minval, minval, (1.0, 0.0))
@@ -560,88 +440,9 @@ def truncated_normal(shape: Sequence[int], mean: Any = 0.0, stddev: Any = 1.0, d
 def _scaled_normal(opdef: OpDef, shape: Sequence[int], mean: Any, stddev: Any, dtype: Any, seed: int | None,
                    scope: str) -> Tensor:
     """``mean + stddev * z`` for standard draws ``z`` of ``opdef``, arguments checked in its name."""
-    shape = _static_shape(shape, opdef.name)
+    shape = static_shape(shape, opdef.name)
     dtype = _float_dtype(dtype, opdef.name)
-    seed = _check_seed(seed, opdef.name)
+    seed = check_seed(seed, opdef.name)
     with get_default_graph().name_scope(scope):
-        standard = _random_tensor(opdef, shape, dtype, seed, name=opdef.name)
+        standard = random_tensor(opdef, shape, dtype, seed, name=opdef.name)
         return _affine(standard, stddev, mean, (1.0, 0.0))
-
-
-def dropout(x: Any, keep_prob: Any = None, rate: Any = None, noise_shape: Sequence[int | None] | None = None,
-            seed: int | None = None, name: str | None = None) -> Tensor:
-    """TF1 dropout: ``x / keep_prob`` where a uniform number is below ``keep_prob``, else 0.
-
-    Give exactly one of ``keep_prob`` (in ``(0, 1]``) and ``rate = 1 - keep_prob`` (in ``[0, 1)``):
-    a Python number, or a scalar tensor (e.g. a placeholder fed 1.0 at evaluation). ``noise_shape``
-    (broadcastable to ``x``'s shape; None entries stand for ``x``'s dims, an extension) shares one
-    keep/drop decision along its size-1 dims. New decisions are drawn at every ``Session.run``;
-    within a step the gradient uses the same mask as the forward value (it is the same tensor).
-
-    >>> import numpy as np, compiler as cc
-    >>> from runtime import Session
-    >>> g = cc.Graph()
-    >>> with g.as_default():
-    ...     x = cc.placeholder("float32", shape=(None, 4))
-    ...     y = cc.nn.dropout(x, rate=0.5, seed=0)
-    >>> with Session(g) as sess:
-    ...     out = sess.run(y, {x: np.ones((3, 4), "float32")})
-    >>> sorted(set(out.ravel().tolist())) in ([0.0, 2.0], [0.0], [2.0])
-    True
-    """
-    from .base import convert_to_tensor
-    from .elementwise import less, where
-    x = convert_to_tensor(x)
-    where_at = user_location()
-    if not dtypes.is_floating(x.dtype):
-        raise DTypeError(f"dropout: x must be float32 or float64, got {x.dtype.name} (at {where_at})")
-    if (keep_prob is None) == (rate is None):
-        raise ValueError(f"dropout: give exactly one of keep_prob and rate (at {where_at})")
-    shape = _noise_shape(noise_shape, x, where_at)
-    seed = _check_seed(seed, "dropout")
-    probability = rate if rate is not None else keep_prob
-    what = "rate" if rate is not None else "keep_prob"
-    if isinstance(probability, Tensor):
-        if probability.dtype != x.dtype:
-            raise DTypeError(f"dropout: {what} is {probability.dtype.name} but x is {x.dtype.name} "
-                             f"(at {where_at})")
-        if probability.shape not in ((), (1,)):
-            raise ShapeError(f"dropout: {what} must be a scalar, got shape "
-                             f"{format_shape(probability.shape)} (at {where_at})")
-    else:
-        try:
-            value = float(probability)
-        except (TypeError, ValueError):
-            raise TypeError(f"dropout: {what} must be a number or a scalar tensor, got {probability!r} "
-                            f"(at {where_at})") from None
-        inside = 0.0 <= value < 1.0 if rate is not None else 0.0 < value <= 1.0
-        if not inside:
-            bounds = "[0, 1)" if rate is not None else "(0, 1]"
-            raise ValueError(f"dropout: {what} must be in {bounds}, got {probability!r} (at {where_at})")
-        if value == (0.0 if rate is not None else 1.0):
-            return x  # nothing is dropped (as TF1 does when keep_prob is known to be 1)
-    graph = x.graph
-    with graph.as_default(), graph.name_scope(name or "dropout"):
-        if isinstance(probability, Tensor):
-            keep = 1.0 - probability if rate is not None else probability
-        else:
-            keep_value = 1.0 - value if rate is not None else value
-            keep = convert_to_tensor(np.asarray(keep_value, x.dtype), x.dtype)
-        uniform = _random_tensor(RandomUniform, shape, x.dtype, seed, like=x, name="RandomUniform")
-        return where(less(uniform, keep), x / keep, 0.0)
-
-
-def _noise_shape(noise_shape: Any, x: Tensor, where_at: Any) -> tuple:
-    """The shape of the keep/drop decisions: None entries are taken from ``x`` when compiled."""
-    if noise_shape is None:
-        return (None,) * len(x.shape)
-    shape = _static_shape(noise_shape, "dropout", allow_unknown=True)
-    if len(shape) > len(x.shape):
-        raise ShapeError(f"dropout: noise_shape {format_shape(shape)} has more dims than x "
-                         f"{format_shape(x.shape)} (at {where_at})")
-    lead = len(x.shape) - len(shape)
-    for d, full in zip(shape, x.shape[lead:]):
-        if d is not None and d != 1 and full is not None and d != full:
-            raise ShapeError(f"dropout: noise_shape {format_shape(shape)} does not broadcast to x's "
-                             f"shape {format_shape(x.shape)} (at {where_at})")
-    return shape

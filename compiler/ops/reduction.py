@@ -1,5 +1,5 @@
-"""Reductions: sum, max, min, prod, argmax/argmin, cumsum and sum_to are loop nests; reduce_mean and
-reduce_logsumexp compose.
+"""Reductions: sum, max, min, prod, argmax/argmin and cumsum are loop nests; reduce_mean and
+reduce_logsumexp compose (``sum_to``, the inverse of broadcasting, is in ``broadcast.py``).
 
 A reduction lowers to one loop nest over the input's shape with the reduced axes summed (or maxed)
 into the output; the elementwise expression producing the input is fused into it.
@@ -14,9 +14,14 @@ from .. import dtypes
 from ..errors import DTypeError, NoGradientError, ShapeError
 from ..graph import Operation, Tensor, user_location
 from ..shapes import RuleError, format_shape, normalize_axes, normalize_axis
-from . import array as _array
 from . import elementwise as _ew
-from .base import LoopNest, OpDef, convert_to_tensor, numeric_dtype
+from .array import element_count, expand_dims, squeeze, stop_gradient
+from .base import LoopNest, OpDef, convert_to_tensor
+from .broadcast import broadcast_like
+from .padding import Pad
+from .rules import numeric_dtype, same_shape_as_first, same_shape_as_second
+from .slicing import StridedSlice
+from .slicing import reverse as reversed_along  # cumsum has an argument named reverse
 
 
 def _reduced_shape(shape: tuple, axes: tuple[int, ...], keepdims: bool) -> tuple:
@@ -43,12 +48,12 @@ def _with_reduced_dims(t: Tensor, op: Operation) -> Tensor:
     if op.attrs["keepdims"]:
         return t
     for axis in normalize_axes(op.attrs["axis"], len(op.inputs[0].shape)):
-        t = _array.expand_dims(t, axis)
+        t = expand_dims(t, axis)
     return t
 
 
 def _sum_grad(op: Operation, g: Tensor) -> list[Tensor]:
-    return [_array.broadcast_like(_with_reduced_dims(g, op), op.inputs[0])]
+    return [broadcast_like(_with_reduced_dims(g, op), op.inputs[0])]
 
 
 def _max_grad(op: Operation, g: Tensor) -> list[Tensor]:
@@ -79,38 +84,6 @@ ReduceMax = OpDef("ReduceMax", "reduce", _reduce_shape_rule, numeric_dtype, refe
                   grad_rule=_max_grad, loop_nest=_reduce_nest("max"))
 
 
-def _sum_to_axes(source: tuple, target: tuple) -> tuple[int, ...]:
-    lead = len(source) - len(target)
-    if lead < 0:
-        raise RuleError(f"cannot sum {format_shape(source)} down to the larger rank of {format_shape(target)}")
-    return tuple(range(lead)) + tuple(lead + i for i, d in enumerate(target)
-                                      if d == 1 and source[lead + i] != 1)
-
-
-def _sum_to_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any]) -> LoopNest:
-    space = tuple(shapes[0])
-    return LoopNest(space, (tuple(range(len(space))), (None,) * len(shapes[1])),
-                    _sum_to_axes(space, tuple(shapes[1])), "sum", lambda sb, args: args[0])
-
-
-def _sum_to_shape(shapes: Sequence[tuple], attrs: Mapping[str, Any]) -> tuple:
-    _sum_to_axes(shapes[0], shapes[1])
-    return tuple(shapes[1])
-
-
-SumTo = OpDef("SumTo", "reduce", _sum_to_shape, lambda types, attrs: types[0],
-              reference=lambda values, attrs: np.asarray(np.sum(
-                  values[0], axis=_sum_to_axes(np.shape(values[0]), np.shape(values[1])),
-                  dtype=np.asarray(values[0]).dtype)).reshape(np.shape(values[1])),
-              grad_rule=lambda op, g: [_array.broadcast_like(g, op.inputs[0]), None],
-              loop_nest=_sum_to_nest, shape_only_inputs=(1,))
-
-
-def sum_to(x: Tensor, like: Tensor, name: str | None = None) -> Tensor:
-    """Sum ``x`` over the axes along which ``like`` was broadcast to get ``x``'s shape."""
-    return SumTo(x, like, name=name)
-
-
 def reduce_sum(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False,
                name: str | None = None) -> Tensor:
     """Sum over ``axis`` (all axes when None).
@@ -134,21 +107,21 @@ def reduce_mean(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool 
     if not dtypes.is_floating(total.dtype):
         raise DTypeError(f"reduce_mean needs a float tensor, got {total.dtype.name} {x.name!r} "
                          f"(cast it first) (at {user_location()})")
-    return _ew.divide(total, _array.element_count(x, _axis_attr(axis), total.dtype))
+    return _ew.divide(total, element_count(x, _axis_attr(axis), total.dtype))
 
 
 def reduce_logsumexp(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False,
                      name: str | None = None) -> Tensor:
     """``log(sum(exp(x)))`` computed stably by shifting by the max (which gets no gradient)."""
     axis = _axis_attr(axis)
-    peak = _array.stop_gradient(reduce_max(x, axis, keepdims=True))
+    peak = stop_gradient(reduce_max(x, axis, keepdims=True))
     # An infinite max would make x - max NaN; shift by 0 there instead (as TF does).
     peak = _ew.where(_ew.equal(_ew.abs(peak), float("inf")), 0.0, peak)
     total = reduce_sum(_ew.exp(x - peak), axis, keepdims=True)
     result = _ew.log(total) + peak
     if keepdims:
         return result
-    return _array.squeeze(result, normalize_axes(axis, len(result.shape)))
+    return squeeze(result, normalize_axes(axis, len(result.shape)))
 
 
 def _axis_attr(axis: Any) -> Any:
@@ -278,10 +251,13 @@ def _third_order(op: Operation, g: Tensor) -> list[Tensor]:
                           f"at {op.location})")
 
 
-ProdOfOthersPairs = OpDef("ProdOfOthersPairs", "reduce",
-                          lambda shapes, attrs: tuple(shapes[0]) + tuple(
-                              shapes[0][a] for a in normalize_axes(attrs["axis"], len(shapes[0]))),
-                          numeric_dtype, reference=_pairs_reference, grad_rule=_third_order, loop_nest=_pairs_nest)
+def _pairs_shape(shapes: Sequence[tuple], attrs: Mapping[str, Any]) -> tuple:
+    # x's shape, then the reduced dims again: the position of the second factor left out.
+    shape = tuple(shapes[0])
+    return shape + tuple(shape[a] for a in normalize_axes(attrs["axis"], len(shape)))
+
+
+ProdOfOthersPairs = OpDef("ProdOfOthersPairs", "reduce", _pairs_shape, numeric_dtype, reference=_pairs_reference, grad_rule=_third_order, loop_nest=_pairs_nest)
 
 
 def _sum_over_others_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any]) -> LoopNest:
@@ -314,12 +290,12 @@ def _sum_over_others_reference(values: Sequence[np.ndarray], attrs: Mapping[str,
     return result
 
 
-SumOverOthers = OpDef("SumOverOthers", "reduce", lambda shapes, attrs: tuple(shapes[1]), numeric_dtype,
+SumOverOthers = OpDef("SumOverOthers", "reduce", same_shape_as_second, numeric_dtype,
                       reference=_sum_over_others_reference, grad_rule=_third_order,
                       loop_nest=_sum_over_others_nest)
 
 
-ProdOfOthers = OpDef("ProdOfOthers", "reduce", lambda shapes, attrs: tuple(shapes[0]), numeric_dtype,
+ProdOfOthers = OpDef("ProdOfOthers", "reduce", same_shape_as_first, numeric_dtype,
                      reference=_prod_of_others_reference, grad_rule=_prod_of_others_grad,
                      loop_nest=_prod_of_others_nest)
 
@@ -392,7 +368,7 @@ def _arg(kind: str, x: Any, axis: int | None, output_type: Any, name: str | None
                           f"{format_shape(x.shape)} (at {user_location()})")
     extreme = (reduce_max if kind == "argmax" else reduce_min)(x, axis, keepdims=True)
     with x.graph.as_default():
-        return ArgReduce(x, _array.stop_gradient(extreme), axis=axis, kind=kind,
+        return ArgReduce(x, stop_gradient(extreme), axis=axis, kind=kind,
                          output_type=dtypes.as_dtype(output_type), name=name)
 
 
@@ -428,16 +404,13 @@ def _running_sum_grad(op: Operation, g: Tensor) -> list[Tensor]:
     return [cumsum(g, op.attrs["axis"], reverse=True)]
 
 
-RunningSum = OpDef("Cumsum", "reduce", lambda shapes, attrs: (normalize_axis(attrs["axis"], len(shapes[0])),
-                                                            tuple(shapes[0]))[1],
-                   numeric_dtype, reference=_running_sum_reference, grad_rule=_running_sum_grad,
-                   loop_nest=_running_sum_nest)
+def _running_sum_shape(shapes: Sequence[tuple], attrs: Mapping[str, Any]) -> tuple:
+    normalize_axis(attrs["axis"], len(shapes[0]))  # checks the axis
+    return tuple(shapes[0])
 
 
-def _flip(x: Tensor, axis: int) -> Tensor:
-    from .indexing import StridedSlice
-    spec = tuple((None, None, -1) if d == axis else (None, None, 1) for d in range(len(x.shape)))
-    return StridedSlice(x, spec=spec)
+RunningSum = OpDef("Cumsum", "reduce", _running_sum_shape, numeric_dtype, reference=_running_sum_reference,
+                   grad_rule=_running_sum_grad, loop_nest=_running_sum_nest)
 
 
 def cumsum(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = False,
@@ -448,16 +421,15 @@ def cumsum(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = False
     >>> cumsum(constant([1.0, 2.0, 3.0])).shape
     (3,)
     """
-    from .indexing import Pad, StridedSlice
     x = convert_to_tensor(x)
     rank = len(x.shape)
     axis = normalize_axis(int(axis), rank) if rank else 0
     if rank == 0:
         raise ShapeError(f"cumsum needs at least one dimension, got the scalar {x.name!r} (at {user_location()})")
     if reverse:
-        x = _flip(x, axis)
+        x = reversed_along(x, [axis])
     if exclusive:  # shift by one along the axis: [0, x0, x1, …, x(n-2)]
         padded = Pad(x, paddings=tuple((1, 0) if d == axis else (0, 0) for d in range(rank)), constant_values=0)
         x = StridedSlice(padded, spec=tuple((None, -1, 1) if d == axis else (None, None, 1) for d in range(rank)))
     result = RunningSum(x, axis=axis, name=name)
-    return _flip(result, axis) if reverse else result
+    return reversed_along(result, [axis]) if reverse else result

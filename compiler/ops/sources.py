@@ -1,4 +1,5 @@
-"""Where values come from: placeholders (fed each step), constants, and variables (state)."""
+"""Where values come from besides constants (``base.py``): placeholders, fed at each step, and
+variables, whose values persist across steps and change only by the assignments of ``state.py``."""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -6,25 +7,16 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import dtypes
-from ..errors import DTypeError, ShapeError
+from ..errors import ShapeError
 from ..graph import GraphKeys, Tensor, get_default_graph, user_location
-from .base import OpDef, apply, no_gradient
+from .array import identity
+from .base import OpDef, apply
+from .rules import dtype_from_attrs, no_gradient, shape_from_attrs
+from .state import VariableOp, assign, assign_add, assign_sub
 
 
-def _attr_shape(shapes: Sequence[tuple], attrs: dict) -> tuple:
-    return tuple(attrs["shape"])
-
-
-def _attr_dtype(types: Sequence[np.dtype], attrs: dict) -> np.dtype:
-    return attrs["dtype"]
-
-
-Placeholder = OpDef("Placeholder", "source", _attr_shape, _attr_dtype, reference=None,
+Placeholder = OpDef("Placeholder", "source", shape_from_attrs, dtype_from_attrs, reference=None,
                     grad_rule=no_gradient)
-Const = OpDef("Const", "source", _attr_shape, _attr_dtype,
-              reference=lambda values, attrs: attrs["value"], grad_rule=no_gradient)
-VariableOp = OpDef("Variable", "source", _attr_shape, _attr_dtype, reference=None,
-                   grad_rule=no_gradient)
 
 
 def placeholder(dtype: Any, shape: Sequence[int | None] | None = None, name: str | None = None) -> Tensor:
@@ -41,38 +33,6 @@ def placeholder(dtype: Any, shape: Sequence[int | None] | None = None, name: str
     if any(d is not None and d < 0 for d in shape):
         raise ShapeError(f"placeholder {name!r}: negative dimension in {shape} (at {user_location()})")
     return apply(Placeholder, (), {"shape": shape, "dtype": dtypes.as_dtype(dtype)}, name or "Placeholder")
-
-
-def constant(value: Any, dtype: Any = None, shape: Sequence[int] | None = None,
-             name: str | None = None) -> Tensor:
-    """A constant tensor.
-
-    >>> constant([1.0, 2.0], dtype="float32").shape
-    (2,)
-    """
-    array = np.asarray(value)
-    if dtype is None:
-        # Python floats default to float32 and ints to int32, as in TF1.
-        if not isinstance(value, np.ndarray) and not isinstance(value, np.generic):
-            dtype = {"f": dtypes.float32, "i": dtypes.int32, "u": dtypes.int32, "b": dtypes.bool_}.get(
-                array.dtype.kind, array.dtype)
-        else:
-            dtype = array.dtype
-    dtype = dtypes.as_dtype(dtype)
-    try:
-        array = array.astype(dtype)
-    except (TypeError, ValueError) as exc:
-        raise DTypeError(f"constant {name!r}: cannot convert value to {dtype.name} "
-                         f"(at {user_location()})") from exc
-    if shape is not None:
-        try:
-            array = np.broadcast_to(array, tuple(shape)).copy()
-        except ValueError:
-            raise ShapeError(f"constant {name!r}: value of shape {array.shape} does not fit shape "
-                             f"{tuple(shape)} (at {user_location()})") from None
-    array = np.array(array, order="C")
-    array.setflags(write=False)
-    return apply(Const, (), {"value": array, "shape": array.shape, "dtype": dtype}, name or "Const")
 
 
 class Variable(Tensor):
@@ -113,19 +73,15 @@ class Variable(Tensor):
 
     def assign(self, value: Any, name: str | None = None) -> Tensor:
         """An op that sets the variable to ``value`` when run; its output is the new value."""
-        from .state import assign
         return assign(self, value, name=name)
 
     def assign_add(self, delta: Any, name: str | None = None) -> Tensor:
-        from .state import assign_add
         return assign_add(self, delta, name=name)
 
     def assign_sub(self, delta: Any, name: str | None = None) -> Tensor:
-        from .state import assign_sub
         return assign_sub(self, delta, name=name)
 
     def read_value(self) -> Tensor:
-        from .array import identity
         return identity(self)
 
     def load(self, value: Any, session: Any) -> None:

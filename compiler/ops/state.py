@@ -1,4 +1,5 @@
-"""State: assignments to variables, grouping, and the host-side variable initialiser.
+"""State: the op that holds a variable's value, assignments to it, grouping, and the host-side
+variable initialiser (the ``Variable`` class itself is in ``sources.py``).
 
 An assignment's output is the variable's new value. Inside one compiled step every read of a
 variable sees its value from the start of the step, unless the reading op was built inside
@@ -14,7 +15,13 @@ import numpy as np
 from ..errors import GraphMismatchError
 from ..graph import Operation, Tensor, get_default_graph, user_location
 from ..shapes import RuleError, format_shape
+from .array import identity
 from .base import OpDef, apply, convert_to_tensor
+from .rules import dtype_from_attrs, no_gradient, shape_from_attrs
+
+
+VariableOp = OpDef("Variable", "source", shape_from_attrs, dtype_from_attrs, reference=None,
+                   grad_rule=no_gradient)
 
 
 def _assign_shape(shapes: Sequence[tuple], attrs: Mapping[str, Any]) -> tuple:
@@ -56,8 +63,7 @@ InitVariables = OpDef("InitVariables", "host", lambda shapes, attrs: (), lambda 
 
 
 def _check_variable(ref: Any, what: str) -> None:
-    from .sources import Variable
-    if not isinstance(ref, Variable):
+    if not (isinstance(ref, Tensor) and ref.op.opdef is VariableOp):
         raise TypeError(f"{what} needs a Variable, got {ref!r} (at {user_location()})")
 
 
@@ -115,7 +121,6 @@ def tuple_(tensors: Sequence[Any], control_inputs: Sequence[Any] | None = None,
     >>> update = cc.assign_add(v, [1.0, 1.0])
     >>> new_v, = cc.tuple([v], control_inputs=[update])   # reads v after the update
     """
-    from .array import identity
     present = [t for t in tensors if t is not None]
     gate = group(*present, *(control_inputs or []), name=name or "tuple")
     with gate.graph.control_dependencies([gate]):

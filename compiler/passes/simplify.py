@@ -6,7 +6,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..ops.sources import Const
+from ..ops.base import Const
 from .specialize import Node
 
 # Constants up to this many elements are folded at compile time; larger ones stay computed.

@@ -19,8 +19,8 @@ import compiler as cc
 import optim
 from compiler.codegen import random_bits
 from compiler.codegen.cpu import new_host_target_machine
-from compiler.ops.random import (DEFAULT_GRAPH_SEED, get_random_counter, get_seed, philox4x32,
-                                 philox_key)
+from compiler.ops.random_seed import DEFAULT_GRAPH_SEED, get_random_counter, get_seed, philox_key
+from compiler.philox import philox4x32
 from optim.saver import Saver
 from runtime import Session
 

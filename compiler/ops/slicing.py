@@ -1,0 +1,196 @@
+"""Slices: ``strided_slice``, ``slice``, ``reverse`` and ``x[key]`` (numpy's basic indexing).
+
+A strided slice is elementwise over its output (so it fuses into its consumer) and reads its input
+through an ``IndexedInput``: the input is materialised in a buffer and the op computes, per output
+element, which element to read. Its gradient puts each element back where it was read from.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import ShapeError
+from ..graph import Operation, Tensor, user_location
+from ..kernel_ir import IndexedInput
+from ..shapes import RuleError, format_shape, normalize_axis
+from .array import expand_dims, identity, squeeze
+from .base import OpDef, convert_to_tensor
+from .rules import clamp_index, first_dtype, no_broadcast_dims
+
+
+# -- strided slice ---------------------------------------------------------------------------
+# attrs["spec"]: one (start, stop, step) per input dimension, Python slice semantics (None allowed).
+
+def _slice_range(spec: tuple, size: int) -> range:
+    return range(*slice(*spec).indices(size))
+
+
+def _slice_shape(shapes: Sequence[tuple], attrs: Mapping[str, Any]) -> tuple:
+    shape, spec = shapes[0], attrs["spec"]
+    if len(spec) != len(shape):
+        raise RuleError(f"{len(spec)} slice dimensions for the rank-{len(shape)} shape {format_shape(shape)}")
+    for start, stop, step in spec:
+        if step == 0:
+            raise RuleError("slice step cannot be zero")
+    return tuple(None if n is None else len(_slice_range(s, n)) for s, n in zip(spec, shape))
+
+
+def lower_strided_slice(sb: Any, args: Sequence[Any], attrs: Mapping[str, Any]) -> Any:
+    """The element of ``args[0]`` (an ``IndexedInput``) that ``attrs["spec"]`` reads."""
+    source: IndexedInput = args[0]
+    indices = []
+    for dim, (spec, size) in enumerate(zip(attrs["spec"], source.shape)):
+        positions = _slice_range(spec, size)
+        if len(positions) == 0:
+            return sb.literal(0, source.dtype)  # an empty result: no element is ever computed
+        index = sb.index(dim)
+        if positions.step != 1:
+            index = sb.mul(index, positions.step)
+        if positions.start != 0:
+            index = sb.add(index, positions.start)
+        indices.append(index)
+    return source.at(sb, indices)
+
+
+def _slice_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    return np.array(np.asarray(values[0])[tuple(slice(*s) for s in attrs["spec"])])
+
+
+def _slice_grad(op: Operation, g: Tensor) -> list[Tensor]:
+    return [SliceGrad(g, op.inputs[0], spec=op.attrs["spec"])]
+
+
+StridedSlice = OpDef("StridedSlice", "elementwise", _slice_shape, first_dtype, reference=_slice_reference,
+                     grad_rule=_slice_grad, lower_scalar=lower_strided_slice, dim_map=no_broadcast_dims,
+                     indexed_inputs=(0,))
+
+
+def _slice_grad_lower(sb: Any, args: Sequence[Any], attrs: Mapping[str, Any]) -> Any:
+    # Input element i came from output element q = (i - start) / step when that is whole and in range.
+    grad: IndexedInput = args[0]
+    zero = sb.literal(0, grad.dtype)
+    inside, indices = None, []
+    for dim, (spec, size) in enumerate(zip(attrs["spec"], sb.output_shape)):
+        positions = _slice_range(spec, size)
+        if len(positions) == 0:
+            return zero
+        offset = sb.index(dim)
+        if positions.start != 0:
+            offset = sb.sub(offset, positions.start)
+        checks = []
+        if positions.step != 1:
+            checks.append(sb.eq(sb.index_rem(offset, positions.step), 0))
+            offset = sb.index_div(offset, positions.step)
+        checks += [sb.ge(offset, 0), sb.lt(offset, len(positions))]
+        for check in checks:
+            inside = check if inside is None else sb.logical_and(inside, check)
+        indices.append(clamp_index(sb, offset, len(positions)))
+    value = grad.at(sb, indices)
+    return value if inside is None else sb.select(inside, value, zero)
+
+
+def _slice_grad_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    grad, like = np.asarray(values[0]), np.asarray(values[1])
+    result = np.zeros(like.shape, grad.dtype)
+    result[tuple(slice(*s) for s in attrs["spec"])] = grad
+    return result
+
+
+def _slice_grad_shape(shapes: Sequence[tuple], attrs: Mapping[str, Any]) -> tuple:
+    expected = _slice_shape(shapes[1:], attrs)
+    if any(a is not None and b is not None and a != b for a, b in zip(expected, shapes[0])):
+        raise RuleError(f"gradient of shape {format_shape(shapes[0])} for a slice of shape "
+                        f"{format_shape(expected)}")
+    return tuple(shapes[1])
+
+
+SliceGrad = OpDef(
+    "StridedSliceGrad", "elementwise", _slice_grad_shape, first_dtype, reference=_slice_grad_reference,
+    grad_rule=lambda op, g: [StridedSlice(g, spec=op.attrs["spec"]), None],
+    lower_scalar=_slice_grad_lower, dim_map=no_broadcast_dims,
+    indexed_inputs=(0,), shape_only_inputs=(1,))
+
+
+def strided_slice(x: Any, spec: Sequence[slice | tuple], name: str | None = None) -> Tensor:
+    """``x[s0, s1, …]`` for one Python slice (or ``(start, stop, step)``) per dimension.
+
+    >>> import compiler as cc
+    >>> cc.strided_slice(cc.constant(np.arange(10.0)), [slice(1, None, 3)]).shape
+    (3,)
+    """
+    triples = tuple((s.start, s.stop, s.step if s.step is not None else 1) if isinstance(s, slice)
+                    else (s[0], s[1], s[2] if len(s) > 2 and s[2] is not None else 1) for s in spec)
+    triples = tuple(tuple(None if v is None else int(v) for v in t) for t in triples)
+    return StridedSlice(x, spec=triples, name=name)
+
+
+def reverse(x: Any, axis: int | Sequence[int], name: str | None = None) -> Tensor:
+    """The elements of ``x`` in reverse order along each dimension in ``axis`` (TF1's ``tf.reverse``).
+
+    >>> import compiler as cc
+    >>> cc.reverse(cc.constant(np.arange(6.0).reshape(2, 3)), axis=[1]).shape
+    (2, 3)
+    """
+    x = convert_to_tensor(x)
+    axes = {normalize_axis(int(a), len(x.shape)) for a in ([axis] if isinstance(axis, (int, np.integer)) else axis)}
+    if not axes:
+        return identity(x, name=name)
+    spec = tuple((None, None, -1) if d in axes else (None, None, 1) for d in range(len(x.shape)))
+    return StridedSlice(x, spec=spec, name=name)
+
+
+def slice_(x: Any, begin: Sequence[int], size: Sequence[int], name: str | None = None) -> Tensor:
+    """TF1's ``tf.slice``: ``size[d]`` elements from ``begin[d]`` along each dimension (-1: to the end)."""
+    spec = [(int(b), None if int(n) == -1 else int(b) + int(n), 1) for b, n in zip(begin, size)]
+    if isinstance(x, Tensor) and len(spec) != len(x.shape):
+        raise ShapeError(f"slice: begin has {len(spec)} entries for {x.name!r} of rank {len(x.shape)} "
+                         f"(at {user_location()})")
+    return StridedSlice(x, spec=tuple(spec), name=name)
+
+
+def getitem(x: Tensor, key: Any) -> Tensor:
+    """``x[key]`` with ints, slices (steps and negative indices), ``...`` and ``None``, as numpy's
+    basic indexing. An int index out of range is a ``ShapeError`` when the dimension is known."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    if sum(1 for k in key if k is Ellipsis) > 1:
+        raise ShapeError(f"{x.name!r}[…]: an index can only have one ellipsis (at {user_location()})")
+    consuming = sum(1 for k in key if k is not None and k is not Ellipsis)
+    rank = len(x.shape)
+    if consuming > rank:
+        raise ShapeError(f"{x.name!r}: too many indices ({consuming}) for shape {format_shape(x.shape)} "
+                         f"(at {user_location()})")
+    if Ellipsis in key:
+        at = key.index(Ellipsis)
+        key = key[:at] + (slice(None),) * (rank - consuming) + key[at + 1:]
+    else:
+        key = key + (slice(None),) * (rank - consuming)
+    spec, drop, insert = [], [], []
+    dim = 0
+    for position, k in enumerate(key):
+        if k is None:
+            insert.append(position)
+            continue
+        if isinstance(k, slice):
+            spec.append((k.start, k.stop, 1 if k.step is None else k.step))
+        elif isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+            k = int(k)
+            size = x.shape[dim]
+            if size is not None and not -size <= k < size:
+                raise ShapeError(f"index {k} is out of range for dimension {dim} of {x.name!r} with shape "
+                                 f"{format_shape(x.shape)} (at {user_location()})")
+            spec.append((k, k + 1 if k != -1 else None, 1))
+            drop.append(dim)
+        else:
+            raise TypeError(f"{x.name!r}[…]: only ints, slices, ... and None are supported, got {k!r} "
+                            f"(use cc.gather for tensor indices) (at {user_location()})")
+        dim += 1
+    result = x
+    if any(s != (None, None, 1) for s in spec):
+        result = StridedSlice(x, spec=tuple(tuple(None if v is None else int(v) for v in s) for s in spec))
+    if drop:
+        result = squeeze(result, drop)
+    for position in insert:
+        result = expand_dims(result, position)
+    return result
