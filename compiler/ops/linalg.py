@@ -84,7 +84,8 @@ def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False,
            name: str | None = None) -> Tensor:
     """Matrix product of the last two axes; a leading batch axis broadcasts.
 
-    >>> matmul(constant(np.ones((2, 3))), constant(np.ones((3, 4)))).shape
+    >>> import numpy as np, compiler as cc
+    >>> cc.matmul(cc.constant(np.ones((2, 3))), cc.constant(np.ones((3, 4)))).shape
     (2, 4)
     """
     return MatMul(a, b, transpose_a=bool(transpose_a), transpose_b=bool(transpose_b), name=name)

@@ -88,7 +88,8 @@ def reduce_sum(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool =
                name: str | None = None) -> Tensor:
     """Sum over ``axis`` (all axes when None).
 
-    >>> reduce_sum(constant([[1.0, 2.0], [3.0, 4.0]]), axis=1).shape
+    >>> import compiler as cc
+    >>> cc.reduce_sum(cc.constant([[1.0, 2.0], [3.0, 4.0]]), axis=1).shape
     (2,)
     """
     return ReduceSum(x, axis=_axis_attr(axis), keepdims=bool(keepdims), name=name)
@@ -311,7 +312,8 @@ def reduce_prod(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool 
     """Product over ``axis`` (1 for an empty reduction). Its gradient is exact with zeros in ``x``
     (no division); it costs the reduced size squared per element, its second derivative the cube.
 
-    >>> reduce_prod(constant([[1.0, 2.0], [3.0, 4.0]]), axis=0).shape
+    >>> import compiler as cc
+    >>> cc.reduce_prod(cc.constant([[1.0, 2.0], [3.0, 4.0]]), axis=0).shape
     (2,)
     """
     return ReduceProd(x, axis=_axis_attr(axis), keepdims=bool(keepdims), name=name)
@@ -376,7 +378,8 @@ def argmax(x: Any, axis: int | None = None, output_type: Any = "int64", name: st
     """The position of the largest element along ``axis`` (0 when None, as TF1); the first one on
     ties, the first NaN if there is one (as numpy).
 
-    >>> argmax(constant([[1.0, 5.0], [7.0, 2.0]]), axis=1).shape
+    >>> import compiler as cc
+    >>> cc.argmax(cc.constant([[1.0, 5.0], [7.0, 2.0]]), axis=1).shape
     (2,)
     """
     return _arg("argmax", x, axis, output_type, name)
@@ -418,7 +421,8 @@ def cumsum(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = False
     """Running sums along ``axis`` (TF1 semantics): ``exclusive`` leaves each element out of its
     own sum, ``reverse`` sums from the end. One pass along the axis per row.
 
-    >>> cumsum(constant([1.0, 2.0, 3.0])).shape
+    >>> import compiler as cc
+    >>> cc.cumsum(cc.constant([1.0, 2.0, 3.0])).shape
     (3,)
     """
     x = convert_to_tensor(x)
