@@ -13,6 +13,7 @@ alpha, beta)``
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import llvmlite.binding as llvm
 import numpy as np
@@ -105,6 +106,33 @@ def emit_gemm(module: ir.Module, dtype: np.dtype) -> ir.Function:
     b.ret_void()
 
     b.position_at_end(main_block)
+
+    def pack_and_multiply(b: ir.IRBuilder, block: _Block) -> None:
+        b_source = _gep(b, bm, scalar, b.add(b.mul(block.pc, rsb), b.mul(block.jc, csb)))
+        # B block (kc x nc): rows walk k (stride rsb), columns walk n (stride csb).
+        b.call(pack_b, [b_source, csb, rsb, block.nc, block.kc, bp])
+        b.call(macro, [_const(0), m, block.jc, block.nc, block.pc, block.kc, a, rsa, csa, c, rsc, csc, ap, bp,
+                       block.accumulate, alpha])
+    _emit_block_loops(b, shape, n, k, keep_c, pack_and_multiply)
+    b.ret_void()
+    return function
+
+
+@dataclass(frozen=True)
+class _Block:
+    """One step of the blocked product: ``C[:, jc:jc+nc] (+)= A[:, pc:pc+kc] @ B[pc:pc+kc, jc:jc+nc]``."""
+
+    jc: ir.Value
+    nc: ir.Value
+    pc: ir.Value
+    kc: ir.Value
+    accumulate: ir.Value   # i1: add to C (every depth block but the first, or all when C is kept)
+
+
+def _emit_block_loops(b: ir.IRBuilder, shape: GemmShape, n: ir.Value, k: ir.Value, keep_c: ir.Value,
+                      multiply: Callable[[ir.IRBuilder, _Block], None]) -> None:
+    """The loops over column blocks (``NC`` wide) and, within each, depth blocks (equal, at most
+    ``KC`` deep); ``multiply`` emits one block's product."""
     blocks_k = _blocks(b, k, shape.kc)
     depth_step = _depth_step(b, k, blocks_k)
 
@@ -115,16 +143,9 @@ def emit_gemm(module: ir.Module, dtype: np.dtype) -> ir.Function:
         def over_pc(b: ir.IRBuilder, pc_index: ir.Value) -> None:
             pc = b.mul(pc_index, depth_step)
             kc = _min(b, depth_step, b.sub(k, pc))
-            accumulate = b.or_(b.icmp_signed("!=", pc_index, _const(0)), keep_c)
-            b_source = _gep(b, bm, scalar, b.add(b.mul(pc, rsb), b.mul(jc, csb)))
-            # B block (kc x nc): rows walk k (stride rsb), columns walk n (stride csb).
-            b.call(pack_b, [b_source, csb, rsb, nc, kc, bp])
-            b.call(macro, [_const(0), m, jc, nc, pc, kc, a, rsa, csa, c, rsc, csc, ap, bp, accumulate, alpha])
+            multiply(b, _Block(jc, nc, pc, kc, b.or_(b.icmp_signed("!=", pc_index, _const(0)), keep_c)))
         emit_loop(b, blocks_k, over_pc, name="pc")
-
     emit_loop(b, _blocks(b, n, shape.nc), over_jc, name="jc")
-    b.ret_void()
-    return function
 
 
 def _blocks(b: ir.IRBuilder, count: ir.Value, size: int) -> ir.Value:
@@ -226,11 +247,11 @@ def _emit_pack(module: ir.Module, dtype: np.dtype, name: str, width: int) -> ir.
         def over_chunk(b: ir.IRBuilder, chunk: ir.Value) -> None:
             first = b.mul(chunk, _const(lanes))
             rows_in = [b.load(_gep(b, panel_src, scalar, b.add(b.mul(_const(r), rs), first)), typ=vector_type,
-                               align=dtype.itemsize) for r in range(width)]
+                              align=dtype.itemsize) for r in range(width)]
             whole = _concatenate(b, rows_in)
             mask = [r * lanes + d for d in range(lanes) for r in range(width)]
             transposed = b.shuffle_vector(whole, ir.Constant(whole.type, ir.Undefined),
-                                           ir.Constant(ir.VectorType(ir.IntType(32), len(mask)), mask))
+                                          ir.Constant(ir.VectorType(ir.IntType(32), len(mask)), mask))
             b.store(transposed, _gep(b, panel_dst, scalar, b.mul(first, _const(width))), align=dtype.itemsize)
         emit_loop(b, chunks, over_chunk, name="chunk")
         done_depth = b.mul(chunks, _const(lanes))
@@ -334,14 +355,14 @@ def _emit_micro_kernel(module: ir.Module, dtype: np.dtype, shape: GemmShape) -> 
     def multiply_add(b: ir.IRBuilder, kk: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
         b_row = _gep(b, b_panel, scalar, b.mul(kk, _const(shape.nr)))
         b_vectors = [b.load(_gep(b, b_row, scalar, _const(v * shape.vector)), typ=vector_type,
-                             align=dtype.itemsize) for v in range(lanes)]
+                            align=dtype.itemsize) for v in range(lanes)]
         a_row = _gep(b, a_panel, scalar, b.mul(kk, _const(shape.mr)))
         out = []
         for r in range(shape.mr):
             a_value = b.load(_gep(b, a_row, scalar, _const(r)), typ=scalar)
             splat = b.insert_element(ir.Constant(vector_type, ir.Undefined), a_value, _const(0))
             splat = b.shuffle_vector(splat, ir.Constant(vector_type, ir.Undefined),
-                                      ir.Constant(ir.VectorType(ir.IntType(32), shape.vector), [0] * shape.vector))
+                                     ir.Constant(ir.VectorType(ir.IntType(32), shape.vector), [0] * shape.vector))
             for v in range(lanes):
                 out.append(b.call(fma, [splat, b_vectors[v], acc[r * lanes + v]]))
         return out
@@ -437,7 +458,7 @@ def _take_workspaces(b: ir.IRBuilder, dtype: np.dtype, elements: int) -> tuple[i
 
     def try_take(b: ir.IRBuilder) -> ir.Value:
         exchange = b.cmpxchg(busy, ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), 1),
-                              "acquire", "monotonic")
+                             "acquire", "monotonic")
         return b.extract_value(exchange, 1)
 
     entry = b.block
@@ -543,7 +564,7 @@ def emit_library_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> i
         base = b.mul(t, _const(_GEMM_ARGS))
         for i, value in enumerate(arguments):
             b.store(value if value.type == I64 else b.ptrtoint(value, I64),
-                     _gep(b, slots, I64, b.add(base, _const(i))))
+                    _gep(b, slots, I64, b.add(base, _const(i))))
 
     # Tall enough for every part to own whole A blocks: the parts share one packed B block
     # (each packs a slice of it) and split the rows, so nothing is packed twice.
@@ -566,24 +587,14 @@ def emit_library_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> i
                          ("ap", workspace_a(b, _const(0))),
                          ("alpha", b.bitcast(alpha, I64)), ("parts", parts)):
         put(b, field, value)
-    blocks_k = _blocks(b, k, shape.kc)
-    depth_step = _depth_step(b, k, blocks_k)
 
-    def over_jc(b: ir.IRBuilder, jc_index: ir.Value) -> None:
-        jc = b.mul(jc_index, _const(shape.nc))
-        put(b, "jc", jc)
-        put(b, "nc", _min(b, _const(shape.nc), b.sub(n, jc)))
-
-        def over_pc(b: ir.IRBuilder, pc_index: ir.Value) -> None:
-            pc = b.mul(pc_index, depth_step)
-            put(b, "pc", pc)
-            put(b, "kc", _min(b, depth_step, b.sub(k, pc)))
-            put(b, "accumulate", b.or_(b.icmp_signed("!=", pc_index, _const(0)),
-                                         b.icmp_signed("!=", beta, _const(0))))
-            b.call(parallel, [pack_task, context, parts])     # returns when every slice is packed
-            b.call(parallel, [macro_task, context, parts])
-        emit_loop(b, blocks_k, over_pc, name="pc")
-    emit_loop(b, _blocks(b, n, shape.nc), over_jc, name="jc")
+    def multiply_together(b: ir.IRBuilder, block: _Block) -> None:
+        for field, value in (("jc", block.jc), ("nc", block.nc), ("pc", block.pc), ("kc", block.kc),
+                             ("accumulate", block.accumulate)):
+            put(b, field, value)
+        b.call(parallel, [pack_task, context, parts])     # returns when every slice is packed
+        b.call(parallel, [macro_task, context, parts])
+    _emit_block_loops(b, shape, n, k, b.icmp_signed("!=", beta, _const(0)), multiply_together)
     b.branch(finish)
 
     b.position_at_end(split_block)

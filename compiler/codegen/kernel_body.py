@@ -87,8 +87,10 @@ class KernelBody:
             lowering = self.lowering(b)
             value = self._term(b, lowering)
             index = lowering.out_index()
-            held = self._previous_prefix(b, index) if kernel.scan else load_element(b, self.out_pointer, dtype,
-                                                                                     index)
+            if kernel.scan:
+                held = self._previous_prefix(b, index)
+            else:
+                held = load_element(b, self.out_pointer, dtype, index)
             store_element(b, combine(lowering, kernel.combiner, dtype, held, value), self.out_pointer, dtype, index)
             return
         total = self._fold(b, reduced_loops, identity_of(kernel.combiner, dtype))
