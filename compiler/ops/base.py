@@ -20,8 +20,9 @@ Rule pieces that many ops share are in ``rules.py``.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -152,6 +153,16 @@ def apply(opdef: OpDef, inputs: Sequence[Any], attrs: Mapping[str, Any], name: s
     specs = [(out_shape, out_dtype)] * opdef.num_outputs
     op = graph.add_operation(opdef, tensors, dict(attrs), specs, name, location)
     return op.outputs[0] if op.outputs else op
+
+
+@contextlib.contextmanager
+def composite_scope(name: str, values: Sequence[Any]) -> Iterator[str]:
+    """The name scope of the ops that a function composed of several ops builds (TF1's
+    ``name_scope(name, default_name, values)``): in the graph of the first tensor among ``values``
+    (the default graph when there is none), which is also the default graph inside."""
+    graph = next((v.graph for v in values if isinstance(v, Tensor)), None) or get_default_graph()
+    with graph.as_default(), graph.name_scope(name) as scope:
+        yield scope
 
 
 # -- constants -----------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 ``dropout`` (a draw of the ``RandomUniform`` op of ``random.py``).
 
 None of these has rules of its own: their gradients come from the primitives they are built of.
+As in TF1, ``name`` names the scope of the ops each function builds (TF1's default name otherwise).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from ..errors import DTypeError, ShapeError
 from ..graph import Tensor, user_location
 from ..shapes import format_shape, normalize_axes
 from .array import one_hot, squeeze, stop_gradient
-from .base import convert_to_tensor
+from .base import composite_scope, convert_to_tensor
 from .elementwise import relu, sigmoid, tanh  # noqa: F401  (re-exported as cc.nn.*)
 from .elementwise import abs as abs_
 from .elementwise import (cast, clip_by_value, erf, exp, expm1, greater, greater_equal, less, log1p,
@@ -26,13 +27,15 @@ from .reduction import reduce_logsumexp, reduce_mean, reduce_sum
 
 def log_softmax(logits: Any, axis: int = -1, name: str | None = None) -> Tensor:
     """``logits - logsumexp(logits)`` along ``axis``: stable for large or very negative logits."""
-    logits = convert_to_tensor(logits)
-    return logits - reduce_logsumexp(logits, axis=axis, keepdims=True)
+    with composite_scope(name or "LogSoftmax", [logits]):
+        logits = convert_to_tensor(logits)
+        return logits - reduce_logsumexp(logits, axis=axis, keepdims=True)
 
 
 def softmax(logits: Any, axis: int = -1, name: str | None = None) -> Tensor:
     """``exp(log_softmax(logits))``: each slice along ``axis`` sums to 1."""
-    return exp(log_softmax(logits, axis=axis))
+    with composite_scope(name or "Softmax", [logits]):
+        return exp(log_softmax(logits, axis=axis))
 
 
 def softmax_cross_entropy_with_logits(labels: Any = None, logits: Any = None, axis: int = -1,
@@ -41,32 +44,34 @@ def softmax_cross_entropy_with_logits(labels: Any = None, logits: Any = None, ax
 
     As in TF1, the gradient flows only into ``logits`` (``labels`` are treated as constants).
     """
-    logits = convert_to_tensor(logits)
-    labels = convert_to_tensor(labels, logits.dtype)
-    if labels.dtype != logits.dtype:
-        raise DTypeError(f"softmax_cross_entropy_with_logits: labels are {labels.dtype.name} but "
-                         f"logits are {logits.dtype.name} (at {user_location()})")
-    return -reduce_sum(stop_gradient(labels) * log_softmax(logits, axis=axis), axis=axis)
+    with composite_scope(name or "softmax_cross_entropy_with_logits", [logits, labels]):
+        logits = convert_to_tensor(logits)
+        labels = convert_to_tensor(labels, logits.dtype)
+        if labels.dtype != logits.dtype:
+            raise DTypeError(f"softmax_cross_entropy_with_logits: labels are {labels.dtype.name} but "
+                             f"logits are {logits.dtype.name} (at {user_location()})")
+        return -reduce_sum(stop_gradient(labels) * log_softmax(logits, axis=axis), axis=axis)
 
 
 def sparse_softmax_cross_entropy_with_logits(labels: Any = None, logits: Any = None,
                                              name: str | None = None) -> Tensor:
     """Per-example cross-entropy with integer class ``labels`` (int32/int64) of shape ``logits[:-1]``."""
-    logits = convert_to_tensor(logits)
-    labels = convert_to_tensor(labels)
-    if not dtypes.is_integer(labels.dtype):
-        raise DTypeError(f"sparse_softmax_cross_entropy_with_logits: labels must be int32 or int64, "
-                         f"got {labels.dtype.name} (at {user_location()})")
-    if len(labels.shape) != len(logits.shape) - 1:
-        raise ShapeError(f"sparse_softmax_cross_entropy_with_logits: labels {format_shape(labels.shape)} "
-                         f"must have rank one less than logits {format_shape(logits.shape)} "
-                         f"(at {user_location()})")
-    depth = logits.shape[-1]
-    if depth is None:
-        raise ShapeError(f"sparse_softmax_cross_entropy_with_logits: the class dimension of logits "
-                         f"{format_shape(logits.shape)} must be known (at {user_location()})")
-    targets = one_hot(labels, depth, dtype=logits.dtype)
-    return -reduce_sum(targets * log_softmax(logits), axis=-1)
+    with composite_scope(name or "SparseSoftmaxCrossEntropyWithLogits", [labels, logits]):
+        logits = convert_to_tensor(logits)
+        labels = convert_to_tensor(labels)
+        if not dtypes.is_integer(labels.dtype):
+            raise DTypeError(f"sparse_softmax_cross_entropy_with_logits: labels must be int32 or int64, "
+                             f"got {labels.dtype.name} (at {user_location()})")
+        if len(labels.shape) != len(logits.shape) - 1:
+            raise ShapeError(f"sparse_softmax_cross_entropy_with_logits: labels {format_shape(labels.shape)} "
+                             f"must have rank one less than logits {format_shape(logits.shape)} "
+                             f"(at {user_location()})")
+        depth = logits.shape[-1]
+        if depth is None:
+            raise ShapeError(f"sparse_softmax_cross_entropy_with_logits: the class dimension of logits "
+                             f"{format_shape(logits.shape)} must be known (at {user_location()})")
+        targets = one_hot(labels, depth, dtype=logits.dtype)
+        return -reduce_sum(targets * log_softmax(logits), axis=-1)
 
 
 def _float_features(function: str, features: Any) -> Tensor:
@@ -81,24 +86,27 @@ def softplus(features: Any, name: str | None = None) -> Tensor:
     """``log(1 + exp(x))``, computed as ``max(x, 0) + log1p(exp(-|x|))`` (no overflow, no
     cancellation). Both branches are picked by ``x >= 0``, so at 0 the graph is the identity
     ``x + softplus(-x)`` and gradients of every order are exact there too."""
-    x = _float_features("softplus", features)
-    positive = greater_equal(x, 0.0)
-    return where(positive, x, 0.0) + log1p(exp(where(positive, negative(x), x)))
+    with composite_scope(name or "Softplus", [features]):
+        x = _float_features("softplus", features)
+        positive = greater_equal(x, 0.0)
+        return where(positive, x, 0.0) + log1p(exp(where(positive, negative(x), x)))
 
 
 def leaky_relu(features: Any, alpha: float = 0.2, name: str | None = None) -> Tensor:
     """``x`` where ``x > 0``, else ``alpha * x`` (TF: integer features are cast to float32)."""
-    x = convert_to_tensor(features)
-    if not dtypes.is_floating(x.dtype):
-        x = cast(x, dtypes.float32)
-    return where(greater(x, 0.0), x, x * alpha)
+    with composite_scope(name or "LeakyRelu", [features]):
+        x = convert_to_tensor(features)
+        if not dtypes.is_floating(x.dtype):
+            x = cast(x, dtypes.float32)
+        return where(greater(x, 0.0), x, x * alpha)
 
 
 def elu(features: Any, name: str | None = None) -> Tensor:
     """``x`` where ``x > 0``, else ``exp(x) - 1``. The exponential only ever sees
     ``min(x, 0)``: no overflow, so no ``inf * 0`` in the gradient of the unused branch."""
-    x = _float_features("elu", features)
-    return where(greater(x, 0.0), x, expm1(minimum(x, 0.0)))
+    with composite_scope(name or "Elu", [features]):
+        x = _float_features("elu", features)
+        return where(greater(x, 0.0), x, expm1(minimum(x, 0.0)))
 
 
 def gelu(features: Any, approximate: bool = False, name: str | None = None) -> Tensor:
@@ -107,14 +115,15 @@ def gelu(features: Any, approximate: bool = False, name: str | None = None) -> T
     Exact: ``0.5 * x * (1 + erf(x / sqrt(2)))``; ``approximate=True``: the tanh form
     ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3)))`` (as TF).
     """
-    x = _float_features("gelu", features)
-    if approximate:
-        # Past |x| = 20 the tanh is exactly +-1; clipping there keeps x**3 finite, so the
-        # gradient is 0 rather than 0 * inf for huge |x|. The values are unchanged.
-        xc = clip_by_value(x, -20.0, 20.0)
-        inner = 0.7978845608028654 * (xc + 0.044715 * (xc * xc * xc))
-        return 0.5 * x * (1.0 + tanh(inner))
-    return 0.5 * x * (1.0 + erf(x * 0.7071067811865476))
+    with composite_scope(name or "Gelu", [features]):
+        x = _float_features("gelu", features)
+        if approximate:
+            # Past |x| = 20 the tanh is exactly +-1; clipping there keeps x**3 finite, so the
+            # gradient is 0 rather than 0 * inf for huge |x|. The values are unchanged.
+            xc = clip_by_value(x, -20.0, 20.0)
+            inner = 0.7978845608028654 * (xc + 0.044715 * (xc * xc * xc))
+            return 0.5 * x * (1.0 + tanh(inner))
+        return 0.5 * x * (1.0 + erf(x * 0.7071067811865476))
 
 
 def _check_same_shape(function: str, labels: Tensor, logits: Tensor) -> None:
@@ -131,65 +140,71 @@ def sigmoid_cross_entropy_with_logits(labels: Any = None, logits: Any = None,
     TF's stable form ``max(x, 0) - x*z + log1p(exp(-|x|))``, with both branches picked by
     ``x >= 0`` (exact gradients at 0). As in TF the gradient reaches labels too.
     """
-    if labels is None or logits is None:
-        raise ValueError("sigmoid_cross_entropy_with_logits needs labels= and logits=")
-    logits = _float_features("sigmoid_cross_entropy_with_logits", logits)
-    labels = convert_to_tensor(labels, logits.dtype)
-    if labels.dtype != logits.dtype:
-        raise DTypeError(f"sigmoid_cross_entropy_with_logits: labels are {labels.dtype.name} but "
-                         f"logits are {logits.dtype.name} (at {user_location()})")
-    _check_same_shape("sigmoid_cross_entropy_with_logits", labels, logits)
-    positive = greater_equal(logits, 0.0)
-    relu_logits = where(positive, logits, 0.0)
-    neg_abs_logits = where(positive, negative(logits), logits)
-    return relu_logits - logits * labels + log1p(exp(neg_abs_logits))
+    with composite_scope(name or "logistic_loss", [logits, labels]):
+        if labels is None or logits is None:
+            raise ValueError("sigmoid_cross_entropy_with_logits needs labels= and logits=")
+        logits = _float_features("sigmoid_cross_entropy_with_logits", logits)
+        labels = convert_to_tensor(labels, logits.dtype)
+        if labels.dtype != logits.dtype:
+            raise DTypeError(f"sigmoid_cross_entropy_with_logits: labels are {labels.dtype.name} but "
+                             f"logits are {logits.dtype.name} (at {user_location()})")
+        _check_same_shape("sigmoid_cross_entropy_with_logits", labels, logits)
+        positive = greater_equal(logits, 0.0)
+        relu_logits = where(positive, logits, 0.0)
+        neg_abs_logits = where(positive, negative(logits), logits)
+        return relu_logits - logits * labels + log1p(exp(neg_abs_logits))
 
 
 # -- layers' building blocks ------------------------------------------------------------------
 
 def bias_add(value: Any, bias: Any, name: str | None = None) -> Tensor:
     """``value + bias`` with ``bias`` (1-D) added along the last dimension, as TF1's NHWC bias_add."""
-    value = convert_to_tensor(value)
-    bias = convert_to_tensor(bias, value.dtype)
-    if len(bias.shape) != 1 or not value.shape or (
-            bias.shape[0] is not None and value.shape[-1] is not None and bias.shape[0] != value.shape[-1]):
-        raise ShapeError(f"bias_add: bias {format_shape(bias.shape)} must be 1-D with the size of the last "
-                         f"dimension of {value.name!r} {format_shape(value.shape)} (at {user_location()})")
-    return value + bias
+    with composite_scope(name or "BiasAdd", [value, bias]):
+        value = convert_to_tensor(value)
+        bias = convert_to_tensor(bias, value.dtype)
+        if len(bias.shape) != 1 or not value.shape or (
+                bias.shape[0] is not None and value.shape[-1] is not None and bias.shape[0] != value.shape[-1]):
+            raise ShapeError(f"bias_add: bias {format_shape(bias.shape)} must be 1-D with the size of the last "
+                             f"dimension of {value.name!r} {format_shape(value.shape)} (at {user_location()})")
+        return value + bias
 
 
 def l2_loss(t: Any, name: str | None = None) -> Tensor:
     """``sum(t ** 2) / 2``, as TF1 (a weight-decay term)."""
-    t = _float_features("l2_loss", t)
-    return reduce_sum(t * t) * 0.5
+    with composite_scope(name or "L2Loss", [t]):
+        t = _float_features("l2_loss", t)
+        return reduce_sum(t * t) * 0.5
 
 
 def l2_normalize(x: Any, axis: int | None = None, epsilon: float = 1e-12, name: str | None = None) -> Tensor:
     """``x / sqrt(max(sum(x**2, axis), epsilon))``: unit L2 norm along ``axis`` (all axes when None)."""
-    x = _float_features("l2_normalize", x)
-    squared = reduce_sum(x * x, axis, keepdims=True)
-    return x * rsqrt(maximum(squared, epsilon))
+    with composite_scope(name or "l2_normalize", [x]):
+        x = _float_features("l2_normalize", x)
+        squared = reduce_sum(x * x, axis, keepdims=True)
+        return x * rsqrt(maximum(squared, epsilon))
 
 
 def moments(x: Any, axes: Any, keepdims: bool = False, name: str | None = None) -> tuple[Tensor, Tensor]:
     """(mean, variance) of ``x`` over ``axes``, as TF1 (the variance is the mean squared deviation)."""
-    x = _float_features("moments", x)
-    mean = reduce_mean(x, axes, keepdims=True)
-    variance = reduce_mean(square(x - mean), axes, keepdims=True)  # differentiable to every order
-    if not keepdims:
-        mean, variance = squeeze(mean, _axes_list(axes, len(x.shape))), squeeze(variance, _axes_list(axes, len(x.shape)))
-    return mean, variance
+    with composite_scope(name or "moments", [x]):
+        x = _float_features("moments", x)
+        mean = reduce_mean(x, axes, keepdims=True)
+        variance = reduce_mean(square(x - mean), axes, keepdims=True)  # differentiable to every order
+        if not keepdims:
+            mean, variance = squeeze(mean, _axes_list(axes, len(x.shape))), squeeze(variance, _axes_list(axes, len(x.shape)))
+        return mean, variance
 
 
 def batch_normalization(x: Any, mean: Any, variance: Any, offset: Any, scale: Any, variance_epsilon: float,
                         name: str | None = None) -> Tensor:
     """``scale * (x - mean) / sqrt(variance + epsilon) + offset`` (offset and scale may be None)."""
-    x = _float_features("batch_normalization", x)
-    inverse = rsqrt(convert_to_tensor(variance, x.dtype) + variance_epsilon)
-    if scale is not None:
-        inverse = inverse * convert_to_tensor(scale, x.dtype)
-    result = (x - convert_to_tensor(mean, x.dtype)) * inverse
-    return result + convert_to_tensor(offset, x.dtype) if offset is not None else result
+    with composite_scope(name or "batchnorm", [x, mean, variance, offset, scale]):
+        x = _float_features("batch_normalization", x)
+        inverse = rsqrt(convert_to_tensor(variance, x.dtype) + variance_epsilon)
+        if scale is not None:
+            inverse = inverse * convert_to_tensor(scale, x.dtype)
+        result = (x - convert_to_tensor(mean, x.dtype)) * inverse
+        return result + convert_to_tensor(offset, x.dtype) if offset is not None else result
 
 
 def in_top_k(predictions: Any, targets: Any, k: int, name: str | None = None) -> Tensor:
@@ -197,16 +212,17 @@ def in_top_k(predictions: Any, targets: Any, k: int, name: str | None = None) ->
 
     As TF1: a target whose prediction ties the k-th largest counts as in the top k; a row with a
     non-finite prediction at the target is False."""
-    predictions = _float_features("in_top_k", predictions)
-    targets = convert_to_tensor(targets)
-    if len(predictions.shape) != 2 or len(targets.shape) != 1:
-        raise ShapeError(f"in_top_k: predictions must be [batch, classes] and targets [batch], got "
-                         f"{format_shape(predictions.shape)} and {format_shape(targets.shape)} (at {user_location()})")
-    chosen = one_hot(targets, predictions.shape[-1], dtype=predictions.dtype)
-    target_value = reduce_sum(where(greater(chosen, 0.0), predictions, 0.0), axis=1, keepdims=True)
-    above = reduce_sum(cast(greater(predictions, target_value), dtypes.int32), axis=1)
-    finite = less(abs_(target_value), float("inf"))
-    return logical_and(less(above, int(k)), squeeze(finite, [1]))
+    with composite_scope(name or "InTopK", [predictions, targets]):
+        predictions = _float_features("in_top_k", predictions)
+        targets = convert_to_tensor(targets)
+        if len(predictions.shape) != 2 or len(targets.shape) != 1:
+            raise ShapeError(f"in_top_k: predictions must be [batch, classes] and targets [batch], got "
+                             f"{format_shape(predictions.shape)} and {format_shape(targets.shape)} (at {user_location()})")
+        chosen = one_hot(targets, predictions.shape[-1], dtype=predictions.dtype)
+        target_value = reduce_sum(where(greater(chosen, 0.0), predictions, 0.0), axis=1, keepdims=True)
+        above = reduce_sum(cast(greater(predictions, target_value), dtypes.int32), axis=1)
+        finite = less(abs_(target_value), float("inf"))
+        return logical_and(less(above, int(k)), squeeze(finite, [1]))
 
 
 def _axes_list(axes: Any, rank: int) -> list[int]:
@@ -265,8 +281,7 @@ def dropout(x: Any, keep_prob: Any = None, rate: Any = None, noise_shape: Sequen
             raise ValueError(f"dropout: {what} must be in {bounds}, got {probability!r} (at {where_at})")
         if value == (0.0 if rate is not None else 1.0):
             return x  # nothing is dropped (as TF1 does when keep_prob is known to be 1)
-    graph = x.graph
-    with graph.as_default(), graph.name_scope(name or "dropout"):
+    with composite_scope(name or "dropout", [x]):
         if isinstance(probability, Tensor):
             keep = 1.0 - probability if rate is not None else probability
         else:

@@ -16,7 +16,7 @@ from ..graph import Operation, Tensor, user_location
 from ..shapes import RuleError, format_shape, normalize_axes, normalize_axis
 from . import elementwise as _ew
 from .array import element_count, expand_dims, squeeze, stop_gradient
-from .base import LoopNest, OpDef, convert_to_tensor
+from .base import LoopNest, OpDef, composite_scope, convert_to_tensor
 from .broadcast import broadcast_like
 from .padding import Pad
 from .rules import numeric_dtype, same_shape_as_first, same_shape_as_second
@@ -115,14 +115,15 @@ def reduce_logsumexp(x: Any, axis: int | Sequence[int] | None = None, keepdims: 
                      name: str | None = None) -> Tensor:
     """``log(sum(exp(x)))`` computed stably by shifting by the max (which gets no gradient)."""
     axis = _axis_attr(axis)
-    peak = stop_gradient(reduce_max(x, axis, keepdims=True))
-    # An infinite max would make x - max NaN; shift by 0 there instead (as TF does).
-    peak = _ew.where(_ew.equal(_ew.abs(peak), float("inf")), 0.0, peak)
-    total = reduce_sum(_ew.exp(x - peak), axis, keepdims=True)
-    result = _ew.log(total) + peak
-    if keepdims:
-        return result
-    return squeeze(result, normalize_axes(axis, len(result.shape)))
+    with composite_scope(name or "ReduceLogSumExp", [x]):
+        peak = stop_gradient(reduce_max(x, axis, keepdims=True))
+        # An infinite max would make x - max NaN; shift by 0 there instead (as TF does).
+        peak = _ew.where(_ew.equal(_ew.abs(peak), float("inf")), 0.0, peak)
+        total = reduce_sum(_ew.exp(x - peak), axis, keepdims=True)
+        result = _ew.log(total) + peak
+        if keepdims:
+            return result
+        return squeeze(result, normalize_axes(axis, len(result.shape)))
 
 
 def _axis_attr(axis: Any) -> Any:
