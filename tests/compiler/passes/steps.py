@@ -14,9 +14,11 @@ from runtime import Session
 from runtime.executable import Executable
 
 Fetch = Tensor | Operation
+FeedShapes = dict[Tensor, tuple[int, ...]]
+Step = tuple[list[Fetch], FeedShapes]              # what to fetch, and the shape of each feed
 
 
-def specialized_nodes(fetches: Sequence[Fetch], feed_shapes: dict[Tensor, tuple[int, ...]] | None = None
+def specialized_nodes(fetches: Sequence[Fetch], feed_shapes: FeedShapes | None = None
                       ) -> tuple[list[Node], list[Node | None]]:
     """The nodes that ``compile_step`` hands to the rewrite passes, and the nodes of the fetched
     tensors (None for operations)."""

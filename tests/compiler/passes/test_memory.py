@@ -14,7 +14,7 @@ from compiler.kernel_ir import Kernel, Program
 from compiler.passes import memory
 from compiler.pipeline import compile_step
 
-from .steps import kernels_covering, mlp_training_step
+from .steps import Step, kernels_covering, mlp_training_step
 
 
 def _without(monkeypatch: pytest.MonkeyPatch, pass_name: str) -> None:
@@ -26,7 +26,7 @@ def _writes_variable(program: Program, kernel: Kernel) -> bool:
     return program.buffers[kernel.out.buffer].role == "variable"
 
 
-def _momentum_like_update() -> tuple[list[cc.Operation], dict]:
+def _momentum_like_update() -> Step:
     """``m = 0.9 m + g; w -= 0.1 m``: the new ``m`` is stored and read again by ``w``'s update."""
     grad = cc.placeholder("float32", (4, 3), name="g")
     m = cc.Variable(np.zeros((4, 3), "float32"), name="m")
@@ -55,7 +55,7 @@ def test_mlp_adam_step_updates_slots_in_place() -> None:
     assert len(program.kernels) == 51, exe.report()
 
 
-def _update_between_a_read_and_unrelated_work() -> tuple[list, dict]:
+def _update_between_a_read_and_unrelated_work() -> Step:
     v = cc.Variable(np.ones(3, "float32"), name="v")
     x = cc.placeholder("float32", (3,), name="x")
     y = cc.placeholder("float32", (5,), name="y")
@@ -81,7 +81,7 @@ def test_an_assignment_runs_right_after_the_last_read_of_the_old_value(graph, mo
     assert _positions(last)["AssignAdd"] == len(last.kernels) - 1 == last.first_assignment
 
 
-def _matmul_bias_relu_read_twice() -> tuple[list, dict]:
+def _matmul_bias_relu_read_twice() -> Step:
     x = cc.placeholder("float32", (8, 5), name="x")
     w = cc.placeholder("float32", (5, 3), name="w")
     b = cc.placeholder("float32", (3,), name="b")
@@ -100,7 +100,7 @@ def test_an_elementwise_kernel_writes_over_an_input_that_dies_with_it(graph, mon
     assert relu.out.buffer != matmul.out.buffer
 
 
-def _chain_of_reductions() -> tuple[list, dict]:
+def _chain_of_reductions() -> Step:
     x = cc.placeholder("float32", (64, 64), name="x")
     rows = cc.reduce_sum(cc.exp(x), axis=1)
     columns = cc.reduce_sum(x * 2.0, axis=0)
@@ -108,7 +108,7 @@ def _chain_of_reductions() -> tuple[list, dict]:
     return [cc.reduce_sum(cc.tanh(peaks))], {x: (64, 64)}
 
 
-def _mlp_inference() -> tuple[list, dict]:
+def _mlp_inference() -> Step:
     x = cc.placeholder("float32", (16, 32), name="x")
     h = x
     for width in (64, 32, 64, 8):
@@ -117,7 +117,7 @@ def _mlp_inference() -> tuple[list, dict]:
     return [h], {x: (16, 32)}
 
 
-STEPS: dict[str, Callable[[], tuple[list, dict]]] = {
+STEPS: dict[str, Callable[[], Step]] = {
     "chain-of-reductions": _chain_of_reductions,
     "mlp-inference": _mlp_inference,
     "momentum-update": _momentum_like_update,
