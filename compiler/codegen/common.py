@@ -249,58 +249,10 @@ class ExprLowering:
                             self.kernel.out.offset)
 
     def _prim(self, expr: Prim, args: list[ir.Value]) -> ir.Value:
-        b = self.builder
-        op = expr.op
-        arg_dtype = expr.args[0].dtype if expr.args else expr.dtype
-        floating = dtypes.is_floating(arg_dtype)
-        if op in ("add", "sub", "mul", "div"):
-            if floating:
-                return {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "div": b.fdiv}[op](args[0], args[1])
-            if op == "div":
-                raise NotImplementedError("integer division is not an op")
-            return {"add": b.add, "sub": b.sub, "mul": b.mul}[op](args[0], args[1])
-        if op in ("maximum", "minimum"):
-            return self.max_min(op, arg_dtype, args[0], args[1])
-        if op == "neg":
-            return b.fneg(args[0]) if floating else b.sub(ir.Constant(args[0].type, 0), args[0])
-        if op in ("exp", "expm1", "log", "log1p", "tanh", "sigmoid", "sin", "cos", "erf"):
-            return getattr(mathlib, f"emit_{op}")(b, args[0])
-        if op == "pow":
-            return mathlib.emit_pow(b, args[0], args[1])
-        if op in ("sqrt", "floor"):
-            return b.call(b.module.declare_intrinsic(f"llvm.{op}", [args[0].type]), [args[0]])
-        if op == "abs":
-            if floating:
-                return b.call(b.module.declare_intrinsic("llvm.fabs", [args[0].type]), [args[0]])
-            negative = b.icmp_signed("<", args[0], ir.Constant(args[0].type, 0))
-            return b.select(negative, b.sub(ir.Constant(args[0].type, 0), args[0]), args[0])
-        if op in ("lt", "le", "gt", "ge", "eq", "ne"):
-            symbol = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}[op]
-            if floating:
-                # Ordered comparisons are false with NaN; != is unordered (true with NaN), as numpy.
-                return (b.fcmp_unordered if op == "ne" else b.fcmp_ordered)(symbol, args[0], args[1])
-            if arg_dtype == dtypes.bool_:
-                return b.icmp_unsigned(symbol, args[0], args[1])
-            return b.icmp_signed(symbol, args[0], args[1])
-        if op == "isnan":
-            return b.fcmp_unordered("uno", args[0], args[0])
-        if op == "select":
-            return b.select(args[0], args[1], args[2])
-        if op == "logical_and":
-            return b.and_(args[0], args[1])
-        if op == "logical_or":
-            return b.or_(args[0], args[1])
-        if op == "logical_not":
-            return b.xor(args[0], ir.Constant(I1, 1))
-        if op == "cast":
-            return self.cast(args[0], arg_dtype, expr.dtype)
-        if op == "index_div":
-            return b.sdiv(args[0], args[1])
-        if op == "index_rem":
-            return b.srem(args[0], args[1])
-        if op == "philox":
-            return random_bits.emit_philox(b, *args)
-        raise NotImplementedError(f"primitive {op}")
+        lower = _PRIMITIVE_LOWERINGS.get(expr.op)
+        if lower is None:
+            raise NotImplementedError(f"primitive {expr.op}")
+        return lower(self, expr, args)
 
     def max_min(self, op: str, dtype: np.dtype, x: ir.Value, y: ir.Value) -> ir.Value:
         b = self.builder
@@ -335,6 +287,89 @@ class ExprLowering:
         if target.itemsize > source.itemsize:
             return b.sext(value, to_type)
         return b.trunc(value, to_type)
+
+
+# -- primitives: name -> lowering(lowering, expression, lowered arguments) ----------------------
+
+_PrimitiveLowering = Callable[[ExprLowering, Prim, list[ir.Value]], ir.Value]
+_COMPARISON_SYMBOLS = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+
+
+def _argument_dtype(expr: Prim) -> np.dtype:
+    return expr.args[0].dtype if expr.args else expr.dtype
+
+
+def _arithmetic(op: str) -> _PrimitiveLowering:
+    def lower(lowering: ExprLowering, expr: Prim, args: list[ir.Value]) -> ir.Value:
+        b = lowering.builder
+        if dtypes.is_floating(_argument_dtype(expr)):
+            return {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "div": b.fdiv}[op](args[0], args[1])
+        if op == "div":
+            raise NotImplementedError("integer division is not an op")
+        return {"add": b.add, "sub": b.sub, "mul": b.mul}[op](args[0], args[1])
+    return lower
+
+
+def _max_min(lowering: ExprLowering, expr: Prim, args: list[ir.Value]) -> ir.Value:
+    return lowering.max_min(expr.op, _argument_dtype(expr), args[0], args[1])
+
+
+def _negate(lowering: ExprLowering, expr: Prim, args: list[ir.Value]) -> ir.Value:
+    b = lowering.builder
+    if dtypes.is_floating(_argument_dtype(expr)):
+        return b.fneg(args[0])
+    return b.sub(ir.Constant(args[0].type, 0), args[0])
+
+
+def _polynomial(lowering: ExprLowering, expr: Prim, args: list[ir.Value]) -> ir.Value:
+    """A transcendental from ``mathlib`` (``emit_exp``, ``emit_pow``, …)."""
+    return getattr(mathlib, f"emit_{expr.op}")(lowering.builder, *args)
+
+
+def _intrinsic(lowering: ExprLowering, expr: Prim, args: list[ir.Value]) -> ir.Value:
+    """LLVM's own ``llvm.sqrt`` / ``llvm.floor``."""
+    b = lowering.builder
+    return b.call(b.module.declare_intrinsic(f"llvm.{expr.op}", [args[0].type]), [args[0]])
+
+
+def _absolute(lowering: ExprLowering, expr: Prim, args: list[ir.Value]) -> ir.Value:
+    b = lowering.builder
+    if dtypes.is_floating(_argument_dtype(expr)):
+        return b.call(b.module.declare_intrinsic("llvm.fabs", [args[0].type]), [args[0]])
+    negative = b.icmp_signed("<", args[0], ir.Constant(args[0].type, 0))
+    return b.select(negative, b.sub(ir.Constant(args[0].type, 0), args[0]), args[0])
+
+
+def _compare(lowering: ExprLowering, expr: Prim, args: list[ir.Value]) -> ir.Value:
+    b = lowering.builder
+    symbol = _COMPARISON_SYMBOLS[expr.op]
+    arg_dtype = _argument_dtype(expr)
+    if dtypes.is_floating(arg_dtype):
+        # Ordered comparisons are false with NaN; != is unordered (true with NaN), as numpy.
+        return (b.fcmp_unordered if expr.op == "ne" else b.fcmp_ordered)(symbol, args[0], args[1])
+    if arg_dtype == dtypes.bool_:
+        return b.icmp_unsigned(symbol, args[0], args[1])
+    return b.icmp_signed(symbol, args[0], args[1])
+
+
+_PRIMITIVE_LOWERINGS: dict[str, _PrimitiveLowering] = {
+    **{op: _arithmetic(op) for op in ("add", "sub", "mul", "div")},
+    "maximum": _max_min, "minimum": _max_min,
+    "neg": _negate,
+    **{op: _polynomial for op in ("exp", "expm1", "log", "log1p", "tanh", "sigmoid", "sin", "cos", "erf", "pow")},
+    "sqrt": _intrinsic, "floor": _intrinsic,
+    "abs": _absolute,
+    **{op: _compare for op in _COMPARISON_SYMBOLS},
+    "isnan": lambda lowering, expr, args: lowering.builder.fcmp_unordered("uno", args[0], args[0]),
+    "select": lambda lowering, expr, args: lowering.builder.select(args[0], args[1], args[2]),
+    "logical_and": lambda lowering, expr, args: lowering.builder.and_(args[0], args[1]),
+    "logical_or": lambda lowering, expr, args: lowering.builder.or_(args[0], args[1]),
+    "logical_not": lambda lowering, expr, args: lowering.builder.xor(args[0], ir.Constant(I1, 1)),
+    "cast": lambda lowering, expr, args: lowering.cast(args[0], _argument_dtype(expr), expr.dtype),
+    "index_div": lambda lowering, expr, args: lowering.builder.sdiv(args[0], args[1]),
+    "index_rem": lambda lowering, expr, args: lowering.builder.srem(args[0], args[1]),
+    "philox": lambda lowering, expr, args: random_bits.emit_philox(lowering.builder, *args),
+}
 
 
 def combine(lowering: ExprLowering, combiner: str, dtype: np.dtype, accumulated: ir.Value,
