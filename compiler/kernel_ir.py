@@ -83,15 +83,24 @@ class ScalarBuilder:
     """Builds interned scalar expressions; ops' ``lower_scalar`` rules receive one of these.
 
     Python numbers are lifted to literals of the other operand's dtype. ``index(dim)`` is the loop
-    index along the op's output dimension ``dim`` (an int64), for ops such as one_hot.
+    index along the op's output dimension ``dim`` (an int64), for ops such as one_hot. One builder
+    serves a whole kernel body; ``begin_op`` tells it which op is lowered next.
     """
 
     def __init__(self) -> None:
         self._interned: dict[tuple, ScalarExpr] = {}
-        self._dim_axes: Sequence[int | None] = ()
+        self._dim_axes: tuple[int | None, ...] = ()
         # The concrete shapes of the op being lowered (inputs, including shape-only ones; output).
         self.input_shapes: tuple[tuple[int, ...], ...] = ()
         self.output_shape: tuple[int, ...] = ()
+
+    def begin_op(self, dim_axes: Sequence[int | None], input_shapes: Sequence[tuple[int, ...]],
+                 output_shape: tuple[int, ...]) -> None:
+        """Set the op whose ``lower_scalar`` runs next: the kernel axis each of its output dimensions
+        walks (``None``: broadcast, index 0) and its concrete shapes."""
+        self._dim_axes = tuple(dim_axes)
+        self.input_shapes = tuple(input_shapes)
+        self.output_shape = output_shape
 
     # -- leaves ---------------------------------------------------------------------------------
     def load(self, operand: int, dtype: np.dtype) -> ScalarExpr:
@@ -210,11 +219,17 @@ class Buffer:
 
 @dataclass(frozen=True)
 class Access:
-    """A buffer walked over a kernel's space: element ``offset + sum(i[a] * strides[a])``."""
+    """A buffer walked with per-axis strides: element ``offset + sum(i[a] * strides[a])``. A kernel's
+    operands and output walk its space; the fusion pass places each tensor it materialises the same
+    way, with a stride per dimension of the tensor."""
 
     buffer: int
     strides: tuple[int, ...]
     offset: int = 0
+
+    def is_contiguous(self, shape: Sequence[int]) -> bool:
+        """Whether it walks ``shape`` in row-major order (size-1 dimensions aside)."""
+        return all(s == c for s, c, n in zip(self.strides, contiguous_strides(shape), shape) if n != 1)
 
 
 @dataclass(frozen=True)
@@ -267,13 +282,11 @@ class Kernel:
 
 
 @dataclass(frozen=True)
-class FetchSpec:
-    """How to read one fetched tensor out of the buffers after a step."""
+class FetchSpec(Access):
+    """How to read one fetched tensor out of the buffers after a step: its buffer walked over
+    ``shape``."""
 
-    buffer: int
-    shape: tuple[int, ...]
-    strides: tuple[int, ...]
-    offset: int = 0
+    shape: tuple[int, ...] = field(kw_only=True)
 
 
 @dataclass

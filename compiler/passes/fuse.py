@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -26,16 +25,6 @@ from ..kernel_ir import (Access, Buffer, FetchSpec, IndexedInput, Kernel, Matmul
 from ..ops.base import LoopNest
 from ..shapes import broadcast_dim_map
 from .specialize import Node
-
-
-@dataclass(frozen=True)
-class Storage:
-    buffer: int
-    strides: tuple[int, ...]
-    offset: int = 0
-
-    def is_contiguous(self, shape: tuple[int, ...]) -> bool:
-        return all(s == c for s, c, n in zip(self.strides, contiguous_strides(shape), shape) if n != 1)
 
 
 class _Restart(Exception):
@@ -60,7 +49,7 @@ class _KernelBuilder:
                 if index not in node.opdef.shape_only_inputs:
                     self.consumers.setdefault(id(inp), []).append((node, index))
         self.buffers: list[Buffer] = []
-        self.storage: dict[int, Storage] = {}
+        self.storage: dict[int, Access] = {}  # where each materialised value lives
         self.literal: dict[int, Any] = {}
         self.kernels: list[Kernel] = []
         self.final_kernels: list[Kernel] = []
@@ -131,24 +120,24 @@ class _KernelBuilder:
         if name == "Placeholder":
             buffer = self._new_buffer(node, "feed")
             self.feeds[node.tensor] = buffer
-            self.storage[id(node)] = Storage(buffer, contiguous_strides(node.shape))
+            self.storage[id(node)] = Access(buffer, contiguous_strides(node.shape))
         elif name == "Variable":
             buffer = self._new_buffer(node, "variable")
             self.variables[node.tensor] = buffer
             self.var_buffer_of[id(node)] = buffer
-            self.storage[id(node)] = Storage(buffer, contiguous_strides(node.shape))
+            self.storage[id(node)] = Access(buffer, contiguous_strides(node.shape))
         elif name == "Const":
             if node.size == 1 and id(node) not in self.fetched:
                 self.literal[id(node)] = node.value.reshape(()).item()
             else:
                 buffer = self._new_buffer(node, "constant")
                 self.constants[buffer] = node.value
-                self.storage[id(node)] = Storage(buffer, contiguous_strides(node.shape))
+                self.storage[id(node)] = Access(buffer, contiguous_strides(node.shape))
         elif node.kind == "layout":
             source = self.storage[id(node.inputs[0])]
             if not source.is_contiguous(node.inputs[0].shape):
                 source = self._copy_to_temp(node.inputs[0])
-            self.storage[id(node)] = Storage(source.buffer, contiguous_strides(node.shape), source.offset)
+            self.storage[id(node)] = Access(source.buffer, contiguous_strides(node.shape), source.offset)
         elif id(node) in self.absorbed:
             return  # computed by the assignment it feeds (see _emit_update_matmul)
         elif node.kind in ("elementwise", "reduce"):
@@ -158,14 +147,14 @@ class _KernelBuilder:
                 return
             role = "output" if id(node) in self.fetched else "temp"
             buffer = self._new_buffer(node, role)
-            self.storage[id(node)] = Storage(buffer, contiguous_strides(node.shape))
+            self.storage[id(node)] = Access(buffer, contiguous_strides(node.shape))
             self._emit_compute(node, buffer)
         elif node.kind == "state":
             self._emit_state(node)
         if id(node) in self.forced and node.kind in ("source", "layout") and id(node) in self.storage:
             self.storage[id(node)] = self._copy_to_temp(node)
 
-    def _copy_to_temp(self, node: Node) -> Storage:
+    def _copy_to_temp(self, node: Node) -> Access:
         buffer = self._new_buffer(node, "temp")
         sb = ScalarBuilder()
         operands: list[Access] = []
@@ -175,7 +164,7 @@ class _KernelBuilder:
         self.kernels.append(Kernel(f"k{len(self.kernels)}_copy", space, tuple(operands), body,
                                    Access(buffer, contiguous_strides(space)), node.dtype,
                                    covers=((node.opdef.name, node.label, node.where),)))
-        return Storage(buffer, contiguous_strides(space))
+        return Access(buffer, contiguous_strides(space))
 
     # -- expressions -------------------------------------------------------------------------
     def _indexed(self, node: Node, space: tuple[int, ...], sb: ScalarBuilder,
@@ -220,9 +209,7 @@ class _KernelBuilder:
                 child = tuple(None if (d is None or inp.shape[j] == 1) else dim_axes[d]
                               for j, d in enumerate(mapping))
                 args.append(self._expr(inp, child, space, sb, operands, memo, covers))
-            sb._dim_axes = dim_axes
-            sb.input_shapes = tuple(i.shape for i in node.inputs)
-            sb.output_shape = node.shape
+            sb.begin_op(dim_axes, [i.shape for i in node.inputs], node.shape)
             result = node.opdef.lower_scalar(sb, args, node.attrs)
         memo[key] = result
         return result
@@ -238,7 +225,7 @@ class _KernelBuilder:
             try:
                 body = self._expr(node, tuple(range(len(space))), space, sb, operands, memo, covers)
             finally:
-                self.storage[id(node)] = Storage(buffer, contiguous_strides(node.shape))
+                self.storage[id(node)] = Access(buffer, contiguous_strides(node.shape))
             kernel = Kernel(f"k{len(self.kernels)}", space, tuple(operands), body,
                             Access(buffer, contiguous_strides(space)), node.dtype, covers=tuple(covers))
         else:
@@ -316,7 +303,7 @@ class _KernelBuilder:
             node.dtype, reduce_axes=tuple(nest.reduce_axes), combiner="sum", covers=tuple(covers),
             matmul=MatmulAxes(tuple(range(rank - 3)), rank - 3, rank - 2, rank - 1),
             accumulate=True, scale=scale))
-        self.storage[id(node)] = Storage(target, contiguous_strides(node.shape))
+        self.storage[id(node)] = Access(target, contiguous_strides(node.shape))
         return True
 
     def _emit_state(self, node: Node) -> None:
@@ -330,7 +317,7 @@ class _KernelBuilder:
             self.absorbed.discard(id(product))
             self.absorbed.discard(id(node.inputs[1]))
             buffer = self._new_buffer(product, "temp")
-            self.storage[id(product)] = Storage(buffer, contiguous_strides(product.shape))
+            self.storage[id(product)] = Access(buffer, contiguous_strides(product.shape))
             self._emit_compute(product, buffer)
         space = node.shape
         covers = [(node.opdef.name, node.label, node.where)]
@@ -342,7 +329,7 @@ class _KernelBuilder:
             self.kernels.append(Kernel(f"k{len(self.kernels)}", space, tuple(operands), body,
                                        Access(temp, contiguous_strides(space)), node.dtype,
                                        covers=tuple(covers)))
-            self.storage[id(node)] = Storage(temp, contiguous_strides(space))
+            self.storage[id(node)] = Access(temp, contiguous_strides(space))
             sb = ScalarBuilder()
             body = sb.load(0, node.dtype)
             self.final_kernels.append(Kernel("", space, (Access(temp, contiguous_strides(space)),), body,
@@ -355,7 +342,7 @@ class _KernelBuilder:
         self.final_kernels.append(Kernel("", space, tuple(operands), body,
                                          Access(target, contiguous_strides(space)), node.dtype,
                                          covers=tuple(covers)))
-        self.storage[id(node)] = Storage(target, contiguous_strides(space))
+        self.storage[id(node)] = Access(target, contiguous_strides(space))
 
     # -- hazards -----------------------------------------------------------------------------
     def _check_hazards(self) -> None:
@@ -392,9 +379,9 @@ class _KernelBuilder:
             if id(node) in self.literal:
                 buffer = self._new_buffer(node, "constant")
                 self.constants[buffer] = node.value
-                self.storage[id(node)] = Storage(buffer, contiguous_strides(node.shape))
+                self.storage[id(node)] = Access(buffer, contiguous_strides(node.shape))
             storage = self.storage[id(node)]
-            fetches.append(FetchSpec(storage.buffer, node.shape, storage.strides, storage.offset))
+            fetches.append(FetchSpec(storage.buffer, storage.strides, storage.offset, shape=node.shape))
         return Program(self.buffers, kernels, self.feeds, self.variables, self.constants, fetches,
                        first_assignment=len(self.kernels))
 
