@@ -63,7 +63,9 @@ class Prim(ScalarExpr):
     dtype: np.dtype
 
 
-# name -> (arity, result dtype rule). "same": dtype of the first argument.
+# Primitive name -> number of arguments. ScalarBuilder.prim gives the result's dtype: bool for
+# comparisons, isnan and the logical ops, the second argument's for select, the one asked for by
+# cast, the first argument's otherwise.
 _ARITHMETIC = ("add", "sub", "mul", "div", "maximum", "minimum")
 _UNARY_FLOAT = ("exp", "expm1", "log", "log1p", "tanh", "sigmoid", "sqrt", "floor", "sin", "cos", "erf")
 _COMPARISON = ("lt", "le", "gt", "ge", "eq", "ne")
@@ -205,7 +207,7 @@ class Buffer:
     index: int
     shape: tuple[int, ...]
     dtype: np.dtype
-    role: str
+    role: str            # one of ROLES
     label: str
 
     @property

@@ -23,7 +23,7 @@ import jinja2
 
 from .codegen import cpu, nvptx
 from .graph import Operation, Tensor
-from .kernel_ir import Program, format_program
+from .kernel_ir import ROLES, Program, format_program
 from .passes import memory, simplify
 from .passes.fuse import build_program
 from .passes.specialize import Node, format_nodes, needed_operations, ordered_nodes, specialize
@@ -136,5 +136,4 @@ def render_report(step: CompiledStep) -> str:
     return _ENVIRONMENT.get_template("report.txt.j2").render(
         program=program, timings=step.timings,
         kernel_count=len(program.kernels),
-        bytes_by_role={role: sum(b.nbytes for b in program.buffers if b.role == role)
-                       for role in ("feed", "variable", "constant", "temp", "output")})
+        bytes_by_role={role: sum(b.nbytes for b in program.buffers if b.role == role) for role in ROLES})

@@ -62,7 +62,3 @@ def normalize_axes(axis: int | Sequence[int] | None, rank: int) -> tuple[int, ..
     if len(set(result)) != len(result):
         raise RuleError(f"repeated axis in {axis!r}")
     return result
-
-
-def is_fully_defined(shape: Sequence[int | None]) -> bool:
-    return all(d is not None for d in shape)

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from compiler.codegen.kernel_body import kernel_buffers
 from compiler.codegen.nvptx import BLOCK_SIZE, emit_ptx
 from compiler.graph import Operation, Tensor
 from compiler.kernel_ir import Program
@@ -63,15 +64,6 @@ def _context() -> tuple[ctypes.CDLL, ctypes.c_void_p]:
     return driver, context
 
 
-def device_architecture() -> str:
-    """``sm_XY`` of device 0."""
-    driver, _ = _context()
-    major, minor = ctypes.c_int(), ctypes.c_int()
-    _check(driver, driver.cuDeviceGetAttribute(ctypes.byref(major), 75, 0), "compute capability")
-    _check(driver, driver.cuDeviceGetAttribute(ctypes.byref(minor), 76, 0), "compute capability")
-    return f"sm_{major.value}{minor.value}"
-
-
 class CudaExecutable:
     """One compiled step run on the GPU: the same kernel IR as the CPU, lowered to PTX."""
 
@@ -105,7 +97,6 @@ class CudaExecutable:
         for index, buffer in enumerate(program.buffers):
             if buffer.role == "constant":
                 self._upload(index)
-        from compiler.codegen.kernel_body import kernel_buffers
         self._launches = []
         for kernel, function in zip(program.kernels, self._functions):
             arguments = [ctypes.c_uint64(self._device[b].value) for b in kernel_buffers(kernel)]
