@@ -350,12 +350,12 @@ ClipByValue = OpDef("ClipByValue", "elementwise", _clip_shape, numeric_dtype,
 
 
 def sin(x: Any, name: str | None = None) -> Tensor:
-    """Sine (radians), accurate to 1 ulp for ``|x| < 2**40``; see ``codegen.mathlib``."""
+    """Sine (radians), accurate to 1 ulp for every finite x; see ``codegen.mathlib``."""
     return Sin(x, name=name)
 
 
 def cos(x: Any, name: str | None = None) -> Tensor:
-    """Cosine (radians), accurate to 1 ulp for ``|x| < 2**40``; see ``codegen.mathlib``."""
+    """Cosine (radians), accurate to 1 ulp for every finite x; see ``codegen.mathlib``."""
     return Cos(x, name=name)
 
 
