@@ -553,7 +553,7 @@ def emit_library_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> i
     per_part = b.udiv(b.add(extent, b.sub(parts, _const(1))), parts)
     per_part = b.mul(b.udiv(b.add(per_part, b.sub(granule, _const(1))), granule), granule)
 
-    def fill(b: ir.IRBuilder, t: ir.Value) -> None:
+    def store_part_arguments(b: ir.IRBuilder, t: ir.Value) -> None:
         start = _min(b, b.mul(per_part, t), extent)
         count = b.sub(_min(b, b.add(start, per_part), extent), start)
         arguments = [b.select(by_rows, count, m), b.select(by_rows, n, count), k,
@@ -598,7 +598,7 @@ def emit_library_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> i
     b.branch(finish)
 
     b.position_at_end(split_block)
-    emit_loop(b, parts, fill, name="part")
+    emit_loop(b, parts, store_part_arguments, name="part")
     b.call(parallel, [task, slots, parts])
     b.branch(finish)
 
