@@ -168,12 +168,15 @@ def getitem(x: Tensor, key: Any) -> Tensor:
         key = key + (slice(None),) * (rank - consuming)
     spec, drop, insert = [], [], []
     dim = 0
-    for position, k in enumerate(key):
+    kept = 0  # dimensions of the result so far: a new axis goes where it stands in the result
+    for k in key:
         if k is None:
-            insert.append(position)
+            insert.append(kept)
+            kept += 1
             continue
         if isinstance(k, slice):
             spec.append((k.start, k.stop, 1 if k.step is None else k.step))
+            kept += 1
         elif isinstance(k, (int, np.integer)) and not isinstance(k, bool):
             k = int(k)
             size = x.shape[dim]
