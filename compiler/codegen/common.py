@@ -1,8 +1,9 @@
 """What both targets share: LLVM types, the lowering of scalar expressions, loop spaces, loops.
 
-``lower_expr`` turns a kernel body into LLVM instructions given the loop indices; transcendentals
-come from ``mathlib`` (branch-free polynomial IR, the same on CPU and GPU). No fast-math flag that
-changes NaN or Inf semantics is ever set.
+``ExprLowering`` turns a kernel body into LLVM instructions at one point of the loop space, each
+primitive by its entry in ``_PRIMITIVE_LOWERINGS``; transcendentals come from ``mathlib``
+(branch-free polynomial IR, the same on CPU and GPU). ``kernel_body`` builds a kernel's whole
+per-point computation on it. No fast-math flag that changes NaN or Inf semantics is ever set.
 """
 from __future__ import annotations
 
