@@ -14,16 +14,15 @@ from typing import Any, Sequence
 from . import dtypes
 from .custom_gradient import CustomGradientCall, check_gradient_like, custom_calls, op_gradient_rule
 from .errors import GraphMismatchError
-from .graph import Operation, Tensor, user_location
+from .graph import Operation, Tensor, located, user_location
 from .ops.array import ones_like, zeros_like
 from .ops.base import convert_to_tensor
 from .ops.elementwise import add
 
 
-def _as_list(value: Any) -> tuple[list[Any], bool]:
-    if isinstance(value, (list, tuple)):
-        return list(value), True
-    return [value], False
+def as_list(value: Any) -> list[Any]:
+    """A list or tuple as a list; anything else as a list of one."""
+    return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 def _between(ys: Sequence[Tensor], xs: Sequence[Tensor], stop: set[Tensor],
@@ -86,27 +85,27 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients",
     >>> x = cc.placeholder("float64", shape=(3,))
     >>> (dx,) = cc.gradients(cc.reduce_sum(x * x), [x])   # 2 * x
     """
-    y_list, _ = _as_list(ys)
-    x_list, _ = _as_list(xs)
+    y_list = as_list(ys)
+    x_list = as_list(xs)
     location = user_location()
     if unconnected_gradients not in ("none", "zero"):
         raise ValueError(f"unconnected_gradients must be 'none' or 'zero', got {unconnected_gradients!r}")
     if not y_list:
-        raise ValueError(f"gradients: ys is empty (at {location})")
+        raise ValueError(located("gradients: ys is empty", location))
     y_list = [convert_to_tensor(y) for y in y_list]
     graph = y_list[0].graph
     for t in y_list + list(x_list):
         if not isinstance(t, Tensor):
-            raise TypeError(f"gradients: {t!r} is not a Tensor (at {location})")
+            raise TypeError(located(f"gradients: {t!r} is not a Tensor", location))
         if t.graph is not graph:
-            raise GraphMismatchError(f"gradients: {t.name!r} belongs to another graph (at {location})")
+            raise GraphMismatchError(located(f"gradients: {t.name!r} belongs to another graph", location))
     if grad_ys is None:
         gy_list: list[Any] = [None] * len(y_list)
     else:
-        gy_list, _ = _as_list(grad_ys)
+        gy_list = as_list(grad_ys)
         if len(gy_list) != len(y_list):
-            raise ValueError(f"gradients: {len(gy_list)} grad_ys for {len(y_list)} ys (at {location})")
-    stop = set(_as_list(stop_gradients)[0]) if stop_gradients is not None else set()
+            raise ValueError(located(f"gradients: {len(gy_list)} grad_ys for {len(y_list)} ys", location))
+    stop = set(as_list(stop_gradients)) if stop_gradients is not None else set()
 
     with graph.as_default(), graph.name_scope(name):
         calls = custom_calls(graph)

@@ -27,7 +27,7 @@ import numpy as np
 
 from . import dtypes
 from .errors import DTypeError, GraphgradError, GraphMismatchError, ShapeError
-from .graph import Graph, Operation, SourceLocation, Tensor, get_default_graph, user_location
+from .graph import Graph, Operation, SourceLocation, Tensor, get_default_graph, located, user_location
 from .ops.array import identity, zeros_like
 from .ops.base import REGISTRY as _OP_REGISTRY
 from .ops.base import convert_to_tensor
@@ -71,24 +71,23 @@ class RegisterGradient:
 
     def __init__(self, op_type: str) -> None:
         if not isinstance(op_type, str) or not op_type:
-            raise TypeError(f"RegisterGradient needs a non-empty string name, got {op_type!r} "
-                            f"(at {user_location()})")
+            raise TypeError(located(f"RegisterGradient needs a non-empty string name, got {op_type!r}"))
         self._op_type = op_type
 
     def __call__(self, fn: GradientFunction) -> GradientFunction:
         name = self._op_type
         if not callable(fn):
-            raise TypeError(f"RegisterGradient({name!r}) decorates a function (op, grad) -> input "
-                            f"gradients, got {fn!r} (at {user_location()})")
+            raise TypeError(located(f"RegisterGradient({name!r}) decorates a function (op, grad) -> input "
+                                    f"gradients, got {fn!r}"))
         if name in _REGISTRY:
             raise GradientRegistryError(
-                f"RegisterGradient: a gradient named {name!r} is already registered (at "
-                f"{_REGISTRY[name][1]}); registering it again (at {user_location()})")
+                located(f"RegisterGradient: a gradient named {name!r} is already registered (at "
+                        f"{_REGISTRY[name][1]}); registering it again"))
         if name in _OP_REGISTRY:
             raise GradientRegistryError(
-                f"RegisterGradient: {name!r} is an op type and names that op's own gradient rule; "
-                f"register the function under another name and use "
-                f"gradient_override_map({{{name!r}: 'YourName'}}) (at {user_location()})")
+                located(f"RegisterGradient: {name!r} is an op type and names that op's own gradient rule; "
+                        f"register the function under another name and use "
+                        f"gradient_override_map({{{name!r}: 'YourName'}})"))
         _REGISTRY[name] = (fn, user_location())
         return fn
 
@@ -291,7 +290,7 @@ def custom_gradient(f: Callable[..., Any]) -> Callable[..., Any]:
     ...     (dx,) = cc.gradients(cc.reduce_sum(log1pexp(x)), [x])
     """
     if not callable(f):
-        raise TypeError(f"custom_gradient decorates a function, got {f!r} (at {user_location()})")
+        raise TypeError(located(f"custom_gradient decorates a function, got {f!r}"))
     function_name = getattr(f, "__qualname__", getattr(f, "__name__", repr(f)))
 
     @functools.wraps(f)
@@ -300,36 +299,34 @@ def custom_gradient(f: Callable[..., Any]) -> Callable[..., Any]:
         what = f"custom_gradient {function_name!r}"
         for key, value in kwargs.items():
             if isinstance(value, Tensor):
-                raise TypeError(f"{what}: the tensor keyword argument {key}= would get no gradient; "
-                                f"pass tensors positionally (at {location})")
+                raise TypeError(located(f"{what}: the tensor keyword argument {key}= would get no gradient; "
+                                        f"pass tensors positionally", location))
         anchor = next((a for a in args if isinstance(a, Tensor)), None)
         graph = anchor.graph if anchor is not None else get_default_graph()
         with graph.as_default():
             xs = tuple(convert_to_tensor(a) for a in args)
             for x in xs:
                 if x.graph is not graph:
-                    raise GraphMismatchError(f"{what}: argument {x.name!r} belongs to another graph "
-                                             f"(at {location})")
+                    raise GraphMismatchError(located(f"{what}: argument {x.name!r} belongs to another graph",
+                                                     location))
             first_op = len(graph.get_operations())
             result = f(*xs, **kwargs)
             if not isinstance(result, (list, tuple)) or len(result) != 2 or not callable(result[1]):
-                raise TypeError(f"{what}: the function must return (y, grad_fn) with a callable "
-                                f"grad_fn, got {type(result).__name__} (at {location})")
+                raise TypeError(located(f"{what}: the function must return (y, grad_fn) with a callable "
+                                        f"grad_fn, got {type(result).__name__}", location))
             y, grad_fn = result
             is_sequence = isinstance(y, (list, tuple))
             ys = [convert_to_tensor(v) for v in (y if is_sequence else [y])]
             if not ys:
-                raise ValueError(f"{what}: the function returned no outputs (at {location})")
+                raise ValueError(located(f"{what}: the function returned no outputs", location))
             for t in ys:
                 if t.graph is not graph:
-                    raise GraphMismatchError(f"{what}: output {t.name!r} belongs to another graph "
-                                             f"(at {location})")
+                    raise GraphMismatchError(located(f"{what}: output {t.name!r} belongs to another graph", location))
             variables = _captured_variables(ys, xs, first_op)
             if variables and not _accepts_variables(grad_fn):
-                raise TypeError(f"{what}: the function reads the variables "
-                                f"{[v.name for v in variables]}, so grad_fn must accept a keyword "
-                                f"argument `variables` and return (input_grads, variable_grads) "
-                                f"(at {location})")
+                raise TypeError(located(f"{what}: the function reads the variables "
+                                        f"{[v.name for v in variables]}, so grad_fn must accept a keyword "
+                                        f"argument `variables` and return (input_grads, variable_grads)", location))
             # Built back to back: every consumer of any output comes after all of them, which is
             # what lets `gradients` collect every output's gradient before calling grad_fn.
             outputs = tuple(identity(t, name="CustomGradient") for t in ys)

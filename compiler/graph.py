@@ -46,6 +46,12 @@ def user_location() -> SourceLocation:
     return SourceLocation("<unknown>", 0)
 
 
+def located(message: str, location: SourceLocation | None = None) -> str:
+    """``message (at file:line)``: where an error points the user, at ``location`` (an op's) or
+    else at the user's line that is running now."""
+    return f"{message} (at {location if location is not None else user_location()})"
+
+
 class Operation:
     """A node of the graph: one op applied to input tensors, with attributes and outputs."""
 
@@ -169,8 +175,7 @@ class Graph:
         for tensor in inputs:
             if tensor.graph is not self:
                 raise GraphMismatchError(
-                    f"{opdef.name}: input {tensor.name!r} belongs to another graph "
-                    f"(at {location})")
+                    located(f"{opdef.name}: input {tensor.name!r} belongs to another graph", location))
         control = [op for frame in self._control_stack for op in frame]
         op = Operation(self, opdef, self.unique_name(name or opdef.name), inputs, attrs, location,
                        control)
@@ -254,12 +259,12 @@ class Graph:
         'Identity'
         """
         if not isinstance(op_type_map, dict):
-            raise TypeError(f"gradient_override_map needs a dict of op type -> gradient name, "
-                            f"got {type(op_type_map).__name__} (at {user_location()})")
+            raise TypeError(located(f"gradient_override_map needs a dict of op type -> gradient name, "
+                                    f"got {type(op_type_map).__name__}"))
         for op_type, grad_name in op_type_map.items():
             if not isinstance(op_type, str) or not isinstance(grad_name, str):
-                raise TypeError(f"gradient_override_map: op type and gradient name must be strings, "
-                                f"got {op_type!r}: {grad_name!r} (at {user_location()})")
+                raise TypeError(located(f"gradient_override_map: op type and gradient name must be strings, "
+                                        f"got {op_type!r}: {grad_name!r}"))
         saved = self._gradient_override_map
         self._gradient_override_map = {**saved, **op_type_map}
         try:

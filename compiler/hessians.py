@@ -18,17 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from .autodiff import gradients
+from .autodiff import as_list, gradients
 from .errors import ShapeError
-from .graph import Tensor, user_location
+from .graph import Tensor, located, user_location
 from .ops.array import reshape, stop_gradient, zeros_like
 from .ops.base import constant, convert_to_tensor
 from .ops.elementwise import add, multiply, where
 from .shapes import format_shape
-
-
-def _as_list(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 def _pairwise_sum(parts: list[Tensor]) -> Tensor:
@@ -84,16 +80,16 @@ def hessians(ys: Any, xs: Any, name: str = "hessians",
     if unconnected_gradients not in ("none", "zero"):
         raise ValueError(f"unconnected_gradients must be 'none' or 'zero', got {unconnected_gradients!r}")
     location = user_location()
-    y_list = [convert_to_tensor(y) for y in _as_list(ys)]
-    x_list = _as_list(xs)
+    y_list = [convert_to_tensor(y) for y in as_list(ys)]
+    x_list = as_list(xs)
     if not y_list:
-        raise ValueError(f"hessians: ys is empty (at {location})")
+        raise ValueError(located("hessians: ys is empty", location))
     for x in x_list:
         if not isinstance(x, Tensor):
-            raise TypeError(f"hessians: {x!r} is not a Tensor (at {location})")
+            raise TypeError(located(f"hessians: {x!r} is not a Tensor", location))
         if None in x.shape:
-            raise ShapeError(f"hessians: {x.name!r} has shape {format_shape(x.shape)}; the Hessian "
-                             f"needs a fully known shape (at {location})")
+            raise ShapeError(located(f"hessians: {x.name!r} has shape {format_shape(x.shape)}; the Hessian "
+                                     f"needs a fully known shape", location))
     graph = y_list[0].graph
     results: list[Tensor | None] = []
     with graph.as_default(), graph.name_scope(name):
@@ -128,28 +124,27 @@ def hessian_vector_product(ys: Any, xs: Any, vs: Any, name: str = "hessian_vecto
     if unconnected_gradients not in ("none", "zero"):
         raise ValueError(f"unconnected_gradients must be 'none' or 'zero', got {unconnected_gradients!r}")
     location = user_location()
-    x_list = _as_list(xs)
-    v_list = _as_list(vs)
+    x_list = as_list(xs)
+    v_list = as_list(vs)
     if len(v_list) != len(x_list):
-        raise ValueError(f"hessian_vector_product: {len(v_list)} vectors for {len(x_list)} xs "
-                         f"(at {location})")
-    y_list = [convert_to_tensor(y) for y in _as_list(ys)]
+        raise ValueError(located(f"hessian_vector_product: {len(v_list)} vectors for {len(x_list)} xs", location))
+    y_list = [convert_to_tensor(y) for y in as_list(ys)]
     if not y_list:
-        raise ValueError(f"hessian_vector_product: ys is empty (at {location})")
+        raise ValueError(located("hessian_vector_product: ys is empty", location))
     graph = y_list[0].graph
     with graph.as_default(), graph.name_scope(name):
         products: list[Tensor] = []
         first = gradients(y_list, x_list)
         for x, v, grad in zip(x_list, v_list, first):
             if not isinstance(x, Tensor):
-                raise TypeError(f"hessian_vector_product: {x!r} is not a Tensor (at {location})")
+                raise TypeError(located(f"hessian_vector_product: {x!r} is not a Tensor", location))
             if not isinstance(v, Tensor):
                 v = constant(np.asarray(v, dtype=x.dtype), dtype=x.dtype, name="v")
             if len(v.shape) != len(x.shape) or any(
                     a is not None and b is not None and a != b for a, b in zip(v.shape, x.shape)):
-                raise ShapeError(f"hessian_vector_product: vector {v.name!r} has shape "
-                                 f"{format_shape(v.shape)} but {x.name!r} has shape "
-                                 f"{format_shape(x.shape)} (at {location})")
+                raise ShapeError(located(f"hessian_vector_product: vector {v.name!r} has shape "
+                                         f"{format_shape(v.shape)} but {x.name!r} has shape "
+                                         f"{format_shape(x.shape)}", location))
             if grad is not None:
                 products.append(multiply(grad, stop_gradient(v)))
         if not products:

@@ -12,7 +12,7 @@ from typing import Any
 
 from . import dtypes
 from .errors import DTypeError, ShapeError
-from .graph import Tensor, user_location
+from .graph import Tensor, located
 from .ops.array import ones_like
 from .ops.base import convert_to_tensor
 from .ops import nn as _nn
@@ -64,8 +64,8 @@ def compute_weighted_loss(losses: Any, weights: Any = 1.0, scope: str | None = N
     Reduction.validate(reduction)
     losses = convert_to_tensor(losses)
     if not dtypes.is_floating(losses.dtype):
-        raise DTypeError(f"compute_weighted_loss: losses must be float32 or float64, got "
-                         f"{losses.dtype.name} (at {user_location()})")
+        raise DTypeError(located(f"compute_weighted_loss: losses must be float32 or float64, got "
+                                 f"{losses.dtype.name}"))
     weights = convert_to_tensor(weights, losses.dtype)
     if weights.dtype != losses.dtype:
         weights = cast(weights, losses.dtype)
@@ -75,8 +75,8 @@ def compute_weighted_loss(losses: Any, weights: Any = 1.0, scope: str | None = N
         combined = None
     if combined is None or len(combined) != len(losses.shape) or any(
             d is not None and c is not None and c != d for c, d in zip(combined, losses.shape)):
-        raise ShapeError(f"compute_weighted_loss: weights {format_shape(weights.shape)} must broadcast "
-                         f"to the losses' shape {format_shape(losses.shape)} (at {user_location()})")
+        raise ShapeError(located(f"compute_weighted_loss: weights {format_shape(weights.shape)} must broadcast "
+                                 f"to the losses' shape {format_shape(losses.shape)}"))
     scope_context = losses.graph.name_scope(scope) if scope else contextlib.nullcontext()
     with losses.graph.as_default(), scope_context:
         weighted = losses * weights
@@ -112,8 +112,8 @@ def _pair(function: str, labels: Any, predictions: Any) -> tuple[Tensor, Tensor]
         labels = cast(labels, predictions.dtype)
     a, b = predictions.shape, labels.shape
     if len(a) != len(b) or any(x is not None and y is not None and x != y for x, y in zip(a, b)):
-        raise ShapeError(f"{function}: predictions {format_shape(a)} and labels "
-                         f"{format_shape(b)} must have the same shape (at {user_location()})")
+        raise ShapeError(located(f"{function}: predictions {format_shape(a)} and labels "
+                                 f"{format_shape(b)} must have the same shape"))
     return labels, predictions
 
 
@@ -180,8 +180,8 @@ def softmax_cross_entropy(onehot_labels: Any, logits: Any, weights: Any = 1.0, l
     if label_smoothing:
         classes = logits.shape[-1]
         if classes is None:
-            raise ShapeError(f"softmax_cross_entropy: label smoothing needs the number of classes of "
-                             f"{logits.name!r} {format_shape(logits.shape)} (at {user_location()})")
+            raise ShapeError(located(f"softmax_cross_entropy: label smoothing needs the number of classes of "
+                                     f"{logits.name!r} {format_shape(logits.shape)}"))
         labels = labels * (1.0 - label_smoothing) + label_smoothing / classes
     losses = _nn.softmax_cross_entropy_with_logits(labels=labels, logits=logits)
     return compute_weighted_loss(losses, weights, scope=scope, loss_collection=loss_collection,

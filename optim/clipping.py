@@ -15,7 +15,7 @@ import numpy as np
 
 import compiler as cc
 from compiler import dtypes
-from compiler.graph import Graph, Tensor, user_location
+from compiler.graph import Graph, Tensor, located
 
 
 def _float_tensor(value: Any, function: str, what: str, graph: Graph | None = None) -> Tensor:
@@ -24,8 +24,8 @@ def _float_tensor(value: Any, function: str, what: str, graph: Graph | None = No
         with (graph or cc.get_default_graph()).as_default():
             value = cc.convert_to_tensor(value)
     if not dtypes.is_floating(value.dtype):
-        raise cc.DTypeError(f"{function}: {what} {value.name!r} is {value.dtype.name}; it must be "
-                            f"float32 or float64 (at {user_location()})")
+        raise cc.DTypeError(located(f"{function}: {what} {value.name!r} is {value.dtype.name}; it must be "
+                                    f"float32 or float64"))
     return value
 
 
@@ -34,18 +34,15 @@ def _scalar(value: Any, dtype: np.dtype, graph: Graph, function: str, what: str,
     """A Python number (positive if ``positive``) or a scalar Tensor, as a scalar of ``dtype``."""
     if isinstance(value, Tensor):
         if value.graph is not graph:
-            raise cc.GraphMismatchError(f"{function}: {what} {value.name!r} belongs to another graph "
-                                        f"(at {user_location()})")
+            raise cc.GraphMismatchError(located(f"{function}: {what} {value.name!r} belongs to another graph"))
         if value.shape != ():
-            raise ValueError(f"{function}: {what} must be a scalar, got shape {value.shape} "
-                             f"(at {user_location()})")
+            raise ValueError(located(f"{function}: {what} must be a scalar, got shape {value.shape}"))
         return cc.cast(value, dtype)
     array = np.asarray(value)
     if array.shape != () or array.dtype.kind not in "iuf":
-        raise ValueError(f"{function}: {what} must be a scalar number or Tensor, got {value!r} "
-                         f"(at {user_location()})")
+        raise ValueError(located(f"{function}: {what} must be a scalar number or Tensor, got {value!r}"))
     if positive and not array > 0:
-        raise ValueError(f"{function}: {what} must be positive, got {value!r} (at {user_location()})")
+        raise ValueError(located(f"{function}: {what} must be positive, got {value!r}"))
     with graph.as_default():
         return cc.constant(array.astype(dtype), name=what)
 
@@ -53,8 +50,7 @@ def _scalar(value: Any, dtype: np.dtype, graph: Graph, function: str, what: str,
 def _check_sequence(t_list: Any, function: str) -> list[Any]:
     """A list, tuple or other iterable of entries; a lone Tensor or string is an error."""
     if isinstance(t_list, (str, bytes, Tensor, np.ndarray)) or not isinstance(t_list, Iterable):
-        raise TypeError(f"{function}: t_list must be a sequence of Tensors, got {t_list!r} "
-                        f"(at {user_location()})")
+        raise TypeError(located(f"{function}: t_list must be a sequence of Tensors, got {t_list!r}"))
     return list(t_list)
 
 
@@ -71,8 +67,8 @@ def _tensors(t_list: Any, function: str, *others: Any) -> tuple[list[Tensor | No
             continue
         tensor = _float_tensor(item, function, f"t_list[{index}]", graph)
         if tensor.graph is not graph:
-            raise cc.GraphMismatchError(f"{function}: t_list[{index}] {tensor.name!r} belongs to "
-                                        f"another graph than {anchor.name!r} (at {user_location()})")
+            raise cc.GraphMismatchError(located(f"{function}: t_list[{index}] {tensor.name!r} belongs to "
+                                                f"another graph than {anchor.name!r}"))
         tensors.append(tensor)
     return tensors, graph
 
@@ -130,8 +126,7 @@ def global_norm(t_list: Sequence[Any], name: str | None = None) -> Tensor:
     tensors, graph = _tensors(t_list, "global_norm")
     present = [t for t in tensors if t is not None]
     if not present:
-        raise ValueError(f"global_norm: t_list has no tensors (every entry is None) "
-                         f"(at {user_location()})")
+        raise ValueError(located("global_norm: t_list has no tensors (every entry is None)"))
     dtype = _widest(tensors)
     with graph.as_default(), graph.name_scope(name or "global_norm"):
         total = None
@@ -161,8 +156,8 @@ def clip_by_global_norm(t_list: Sequence[Any], clip_norm: Any, use_norm: Any = N
     """
     tensors, graph = _tensors(t_list, "clip_by_global_norm", use_norm, clip_norm)
     if use_norm is None and all(t is None for t in tensors):
-        raise ValueError("clip_by_global_norm: t_list has no tensors (every entry is None) and no "
-                         f"use_norm is given (at {user_location()})")
+        raise ValueError(located("clip_by_global_norm: t_list has no tensors (every entry is None) and no "
+                                 f"use_norm is given"))
     dtype = _widest(tensors)
     if (all(t is None for t in tensors) and isinstance(use_norm, Tensor)
             and dtypes.is_floating(use_norm.dtype)):

@@ -21,7 +21,7 @@ import numpy as np
 
 import compiler as cc
 from compiler import dtypes
-from compiler.graph import Graph, Tensor, user_location
+from compiler.graph import Graph, Tensor, located
 
 
 def _graph_of(*values: Any) -> Graph:
@@ -32,7 +32,7 @@ def _graph_of(*values: Any) -> Graph:
 
 def _check_global_step(global_step: Any, function: str) -> None:
     if global_step is None:
-        raise ValueError(f"{function}: global_step is required (at {user_location()})")
+        raise ValueError(located(f"{function}: global_step is required"))
 
 
 def _check_positive(value: Any, function: str, what: str) -> None:
@@ -40,19 +40,18 @@ def _check_positive(value: Any, function: str, what: str) -> None:
     if isinstance(value, Tensor):
         return
     if not isinstance(value, Real) or isinstance(value, bool) or not value > 0:
-        raise ValueError(f"{function}: {what} must be a positive number or a Tensor, got {value!r} "
-                         f"(at {user_location()})")
+        raise ValueError(located(f"{function}: {what} must be a positive number or a Tensor, got {value!r}"))
 
 
 def _float_rate(learning_rate: Any, graph: Graph, function: str) -> Tensor:
     with graph.as_default():
         rate = cc.convert_to_tensor(learning_rate)
     if rate.graph is not graph:
-        raise cc.GraphMismatchError(f"{function}: learning_rate {rate.name!r} and global_step belong "
-                                    f"to different graphs (at {user_location()})")
+        raise cc.GraphMismatchError(located(f"{function}: learning_rate {rate.name!r} and global_step belong "
+                                            f"to different graphs"))
     if not dtypes.is_floating(rate.dtype):
-        raise cc.DTypeError(f"{function}: learning_rate must be float32 or float64, got "
-                            f"{rate.dtype.name} (at {user_location()})")
+        raise cc.DTypeError(located(f"{function}: learning_rate must be float32 or float64, got "
+                                    f"{rate.dtype.name}"))
     return rate
 
 
@@ -119,18 +118,17 @@ def piecewise_constant(x: Any, boundaries: Sequence[Any], values: Sequence[Any],
     function = "piecewise_constant"
     boundaries, values = list(boundaries), list(values)
     if len(values) != len(boundaries) + 1:
-        raise ValueError(f"{function}: len(values) must be len(boundaries) + 1, got "
-                         f"{len(values)} values and {len(boundaries)} boundaries (at {user_location()})")
+        raise ValueError(located(f"{function}: len(values) must be len(boundaries) + 1, got "
+                                 f"{len(values)} values and {len(boundaries)} boundaries"))
     graph = _graph_of(x, *boundaries, *values)
     with graph.as_default():
         x = cc.convert_to_tensor(x)
     if x.shape != ():
-        raise ValueError(f"{function}: x must be a scalar, got shape {x.shape} (at {user_location()})")
+        raise ValueError(located(f"{function}: x must be a scalar, got shape {x.shape}"))
     boundary_tensors = [_boundary(b, x, graph, index) for index, b in enumerate(boundaries)]
     numbers = [float(b) for b in boundaries if not isinstance(b, Tensor)]
     if len(numbers) == len(boundaries) and any(b >= a for a, b in zip(numbers[1:], numbers)):
-        raise ValueError(f"{function}: boundaries must increase strictly, got {boundaries} "
-                         f"(at {user_location()})")
+        raise ValueError(located(f"{function}: boundaries must increase strictly, got {boundaries}"))
     value_tensors = _values(values, graph)
     with graph.as_default(), graph.name_scope(name or "PiecewiseConstant"):
         result = cc.identity(value_tensors[-1])
@@ -143,19 +141,19 @@ def _boundary(boundary: Any, x: Tensor, graph: Graph, index: int) -> Tensor:
     function = "piecewise_constant"
     if isinstance(boundary, Tensor):
         if boundary.shape != ():
-            raise ValueError(f"{function}: boundaries[{index}] must be a scalar, got shape "
-                             f"{boundary.shape} (at {user_location()})")
+            raise ValueError(located(f"{function}: boundaries[{index}] must be a scalar, got shape "
+                                     f"{boundary.shape}"))
         if boundary.dtype != x.dtype and not (dtypes.is_integer(boundary.dtype)
                                               and dtypes.is_integer(x.dtype)):
-            raise ValueError(f"{function}: boundaries[{index}] is {boundary.dtype.name} but x is "
-                             f"{x.dtype.name} (at {user_location()})")
+            raise ValueError(located(f"{function}: boundaries[{index}] is {boundary.dtype.name} but x is "
+                                     f"{x.dtype.name}"))
         return cc.cast(boundary, x.dtype)
     if not isinstance(boundary, Real) or isinstance(boundary, bool):
-        raise ValueError(f"{function}: boundaries[{index}] must be a number or a scalar Tensor, got "
-                         f"{boundary!r} (at {user_location()})")
+        raise ValueError(located(f"{function}: boundaries[{index}] must be a number or a scalar Tensor, got "
+                                 f"{boundary!r}"))
     if dtypes.is_integer(x.dtype) and float(boundary) != math.floor(boundary):
-        raise ValueError(f"{function}: boundaries[{index}] = {boundary!r} is not a whole number, but "
-                         f"x is {x.dtype.name} (at {user_location()})")
+        raise ValueError(located(f"{function}: boundaries[{index}] = {boundary!r} is not a whole number, but "
+                                 f"x is {x.dtype.name}"))
     with graph.as_default():
         return cc.constant(np.asarray(boundary).astype(x.dtype))
 
@@ -164,8 +162,8 @@ def _values(values: list[Any], graph: Graph) -> list[Tensor]:
     function = "piecewise_constant"
     tensor_dtypes = {v.dtype for v in values if isinstance(v, Tensor)}
     if len(tensor_dtypes) > 1:
-        raise ValueError(f"{function}: the values must share one dtype, got "
-                         f"{sorted(d.name for d in tensor_dtypes)} (at {user_location()})")
+        raise ValueError(located(f"{function}: the values must share one dtype, got "
+                                 f"{sorted(d.name for d in tensor_dtypes)}"))
     if tensor_dtypes:
         dtype = tensor_dtypes.pop()
     elif any(isinstance(v, (np.ndarray, np.generic)) for v in values):
@@ -174,8 +172,7 @@ def _values(values: list[Any], graph: Graph) -> list[Tensor]:
         kind = np.asarray(values).dtype.kind
         dtype = {"f": dtypes.float32, "i": dtypes.int32, "u": dtypes.int32, "b": dtypes.bool_}.get(kind)
         if dtype is None:
-            raise ValueError(f"{function}: the values must be numbers or Tensors, got {values!r} "
-                             f"(at {user_location()})")
+            raise ValueError(located(f"{function}: the values must be numbers or Tensors, got {values!r}"))
     with graph.as_default():
         return [v if isinstance(v, Tensor) else cc.constant(np.asarray(v).astype(dtype))
                 for v in values]

@@ -21,7 +21,7 @@ import numpy as np
 
 import compiler as cc
 from compiler import dtypes
-from compiler.graph import Graph, Operation, Tensor, user_location
+from compiler.graph import Graph, Operation, Tensor, located
 
 GradsAndVars = list  # [(Tensor | None, Variable), ...]
 
@@ -82,9 +82,8 @@ class Optimizer:
         if all(grad is None for grad, _ in grads_and_vars):
             names = [v.name for _, v in grads_and_vars]
             raise cc.NoGradientError(
-                "No gradients provided for any variable, check your graph for ops that do not "
-                f"support gradients, between variables {names} and loss {loss.name!r} "
-                f"(at {user_location()})")
+                located("No gradients provided for any variable, check your graph for ops that do not "
+                        f"support gradients, between variables {names} and loss {loss.name!r}"))
         return self.apply_gradients(grads_and_vars, global_step=global_step, name=name)
 
     def compute_gradients(self, loss: Tensor, var_list: Sequence[cc.Variable] | None = None,
@@ -104,24 +103,23 @@ class Optimizer:
         """
         loss = cc.convert_to_tensor(loss)
         if not dtypes.is_floating(loss.dtype):
-            raise cc.DTypeError(f"{self._name}: the loss {loss.name!r} is {loss.dtype.name}; "
-                                f"it must be float32 or float64 (at {user_location()})")
+            raise cc.DTypeError(located(f"{self._name}: the loss {loss.name!r} is {loss.dtype.name}; "
+                                        f"it must be float32 or float64"))
         graph = loss.graph
         if var_list is None:
             var_list = graph.get_collection(cc.GraphKeys.TRAINABLE_VARIABLES)
         variables: list[cc.Variable] = []
         for var in var_list:
             if not isinstance(var, cc.Variable):
-                raise TypeError(f"{self._name}: var_list holds {var!r}, which is not a Variable "
-                                f"(at {user_location()})")
+                raise TypeError(located(f"{self._name}: var_list holds {var!r}, which is not a Variable"))
             if var.graph is not graph:
-                raise cc.GraphMismatchError(f"{self._name}: variable {var.name!r} belongs to another "
-                                            f"graph than the loss {loss.name!r} (at {user_location()})")
+                raise cc.GraphMismatchError(located(f"{self._name}: variable {var.name!r} belongs to another "
+                                                    f"graph than the loss {loss.name!r}"))
             # Integer (and bool) variables carry no gradient, as in TF1; duplicates count once.
             if dtypes.is_floating(var.dtype) and not any(var is v for v in variables):
                 variables.append(var)
         if not variables:
-            raise ValueError(f"{self._name}: no variables to optimize (at {user_location()})")
+            raise ValueError(located(f"{self._name}: no variables to optimize"))
         grads = cc.gradients(loss, variables, grad_ys=grad_loss)
         return list(zip(grads, variables))
 
@@ -141,15 +139,14 @@ class Optimizer:
         pairs = self._check_grads_and_vars(grads_and_vars)
         var_list = [v for g, v in pairs if g is not None]
         if not var_list:
-            raise cc.NoGradientError("No gradients provided for any variable: "
-                                     f"{[v.name for _, v in pairs]} (at {user_location()})")
+            raise cc.NoGradientError(located("No gradients provided for any variable: "
+                                             f"{[v.name for _, v in pairs]}"))
         if global_step is not None:
             if not isinstance(global_step, cc.Variable) or not dtypes.is_integer(global_step.dtype):
-                raise TypeError(f"{self._name}: global_step must be an integer Variable, got "
-                                f"{global_step!r} (at {user_location()})")
+                raise TypeError(located(f"{self._name}: global_step must be an integer Variable, got "
+                                        f"{global_step!r}"))
             if global_step.graph is not var_list[0].graph:
-                raise cc.GraphMismatchError(f"{self._name}: global_step belongs to another graph "
-                                            f"(at {user_location()})")
+                raise cc.GraphMismatchError(located(f"{self._name}: global_step belongs to another graph"))
         graph = var_list[0].graph
         with graph.init_scope():
             self._create_slots(var_list)
@@ -260,31 +257,29 @@ class Optimizer:
             try:
                 grad, var = item
             except (TypeError, ValueError):
-                raise TypeError(f"{self._name}: grads_and_vars must hold (grad, var) pairs, got "
-                                f"{item!r} (at {user_location()})") from None
+                raise TypeError(located(f"{self._name}: grads_and_vars must hold (grad, var) pairs, got "
+                                        f"{item!r}")) from None
             if not isinstance(var, cc.Variable):
-                raise TypeError(f"{self._name}: {var!r} is not a Variable (at {user_location()})")
+                raise TypeError(located(f"{self._name}: {var!r} is not a Variable"))
             if any(var is v for _, v in pairs):
-                raise ValueError(f"{self._name}: variable {var.name!r} appears more than once in "
-                                 f"grads_and_vars (at {user_location()})")
+                raise ValueError(located(f"{self._name}: variable {var.name!r} appears more than once in "
+                                         f"grads_and_vars"))
             if grad is not None:
                 if not isinstance(grad, Tensor):
                     with var.graph.as_default():
                         grad = cc.convert_to_tensor(np.asarray(grad, dtype=var.dtype))
                 if grad.graph is not var.graph:
-                    raise cc.GraphMismatchError(f"{self._name}: the gradient {grad.name!r} and variable "
-                                                f"{var.name!r} belong to different graphs "
-                                                f"(at {user_location()})")
+                    raise cc.GraphMismatchError(located(f"{self._name}: the gradient {grad.name!r} and variable "
+                                                        f"{var.name!r} belong to different graphs"))
                 if grad.dtype != var.dtype:
-                    raise cc.DTypeError(f"{self._name}: the gradient {grad.name!r} is {grad.dtype.name} "
-                                        f"but variable {var.name!r} is {var.dtype.name} "
-                                        f"(at {user_location()})")
+                    raise cc.DTypeError(located(f"{self._name}: the gradient {grad.name!r} is {grad.dtype.name} "
+                                                f"but variable {var.name!r} is {var.dtype.name}"))
                 if not dtypes.is_floating(var.dtype):
-                    raise cc.DTypeError(f"{self._name}: cannot update the {var.dtype.name} variable "
-                                        f"{var.name!r} (at {user_location()})")
+                    raise cc.DTypeError(located(f"{self._name}: cannot update the {var.dtype.name} variable "
+                                                f"{var.name!r}"))
             pairs.append((grad, var))
         if not pairs:
-            raise ValueError(f"{self._name}: no variables provided (at {user_location()})")
+            raise ValueError(located(f"{self._name}: no variables provided"))
         return pairs
 
 

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from compiler.graph import Operation, Tensor
+from compiler.graph import Operation, Tensor, located
 from compiler.passes.control import control_reads
 from compiler.passes.specialize import needed_operations
 
@@ -41,8 +41,8 @@ def evaluate(fetches: Sequence[Tensor | Operation], feeds: dict[Tensor, np.ndarr
                     result = np.asarray(op.opdef.reference(inputs, op.attrs))
                 except Exception as exc:
                     shapes = ", ".join(str(np.shape(v)) for v in inputs)
-                    raise type(exc)(f"{op.describe()} on inputs of shapes {shapes} "
-                                    f"(at {op.location}): {exc}") from exc
+                    raise type(exc)(located(f"{op.describe()} on inputs of shapes {shapes}", op.location)
+                                    + f": {exc}") from exc
                 out = op.outputs[0]
                 values[out] = np.array(result, dtype=out.dtype, order="C")
                 if kind == "state":

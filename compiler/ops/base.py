@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import DTypeError, ShapeError
-from ..graph import Operation, Tensor, get_default_graph, user_location
+from ..graph import Operation, Tensor, get_default_graph, located, user_location
 from ..shapes import RuleError, broadcast_dim_map, format_shape
 from .rules import dtype_from_attrs, no_gradient, shape_from_attrs
 
@@ -126,8 +126,8 @@ def _convert_values(opdef: OpDef, inputs: Sequence[Any], hint: np.dtype | None) 
         array = np.asarray(value)
         if hint is not None and array.dtype.kind in "biuf" and not isinstance(value, np.ndarray):
             if array.dtype.kind == "f" and hint.kind in "iub":
-                raise DTypeError(f"{opdef.name}: cannot use the float {value!r} with a "
-                                 f"{hint.name} tensor (at {user_location()})")
+                raise DTypeError(located(f"{opdef.name}: cannot use the float {value!r} with a "
+                                         f"{hint.name} tensor"))
             converted.append(convert_to_tensor(array.astype(hint), hint))
         else:
             converted.append(convert_to_tensor(value))
@@ -148,7 +148,7 @@ def apply(opdef: OpDef, inputs: Sequence[Any], attrs: Mapping[str, Any], name: s
         out_dtype = opdef.dtype_rule(types, attrs)
         out_shape = tuple(opdef.shape_rule(shapes, attrs))
     except RuleError as exc:
-        detail = f"{label}: {exc}" + (f"; operands: {operands}" if operands else "") + f" (at {location})"
+        detail = f"{label}: {exc}" + (f"; operands: {operands}" if operands else "") + located("", location)
         raise (DTypeError if exc.kind == "dtype" else ShapeError)(detail) from None
     specs = [(out_shape, out_dtype)] * opdef.num_outputs
     op = graph.add_operation(opdef, tensors, dict(attrs), specs, name, location)
@@ -190,14 +190,13 @@ def constant(value: Any, dtype: Any = None, shape: Sequence[int] | None = None,
     try:
         array = array.astype(dtype)
     except (TypeError, ValueError) as exc:
-        raise DTypeError(f"constant {name!r}: cannot convert value to {dtype.name} "
-                         f"(at {user_location()})") from exc
+        raise DTypeError(located(f"constant {name!r}: cannot convert value to {dtype.name}")) from exc
     if shape is not None:
         try:
             array = np.broadcast_to(array, tuple(shape)).copy()
         except ValueError:
-            raise ShapeError(f"constant {name!r}: value of shape {array.shape} does not fit shape "
-                             f"{tuple(shape)} (at {user_location()})") from None
+            raise ShapeError(located(f"constant {name!r}: value of shape {array.shape} does not fit shape "
+                                     f"{tuple(shape)}")) from None
     array = np.array(array, order="C")
     array.setflags(write=False)
     return apply(Const, (), {"value": array, "shape": array.shape, "dtype": dtype}, name or "Const")

@@ -22,7 +22,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .. import dtypes
-from ..graph import Operation, Tensor, user_location
+from ..graph import Operation, Tensor, located
 from ..kernel_ir import IndexedInput
 from ..shapes import RuleError, format_shape
 from .array import reshape, transpose
@@ -333,15 +333,14 @@ def conv2d(input: Any, filter: Any, strides: Any = 1, padding: str = "VALID",  #
     (None, 8, 8, 4)
     """
     if data_format != "NHWC":
-        raise ValueError(f"conv2d: only data_format='NHWC' is supported, got {data_format!r} "
-                         f"(at {user_location()})")
+        raise ValueError(located(f"conv2d: only data_format='NHWC' is supported, got {data_format!r}"))
     try:
         attrs = dict(strides=_pair(strides, "strides"), dilations=_pair(dilations, "dilations"),
                      padding=_padding(padding))
     except ValueError as exc:
-        raise ValueError(f"conv2d: {exc} (at {user_location()})") from None
+        raise ValueError(located(f"conv2d: {exc}")) from None
     if max(attrs["strides"]) > 1 and max(attrs["dilations"]) > 1:
-        raise ValueError(f"conv2d: strides and dilations cannot both exceed 1 (as TF) (at {user_location()})")
+        raise ValueError(located("conv2d: strides and dilations cannot both exceed 1 (as TF)"))
     return Conv2D(input, filter, name=name, **attrs)
 
 
@@ -555,12 +554,11 @@ AvgPoolGrad = OpDef("AvgPoolGrad", "reduce", same_shape_as_second,
 def _pool(opdef: OpDef, what: str, value: Any, ksize: Any, strides: Any, padding: str, data_format: str,
           name: str | None) -> Tensor:
     if data_format != "NHWC":
-        raise ValueError(f"{what}: only data_format='NHWC' is supported, got {data_format!r} "
-                         f"(at {user_location()})")
+        raise ValueError(located(f"{what}: only data_format='NHWC' is supported, got {data_format!r}"))
     try:
         attrs = dict(ksize=_pair(ksize, "ksize"), strides=_pair(strides, "strides"), padding=_padding(padding))
     except ValueError as exc:
-        raise ValueError(f"{what}: {exc} (at {user_location()})") from None
+        raise ValueError(located(f"{what}: {exc}")) from None
     return opdef(value, name=name, **attrs)
 
 

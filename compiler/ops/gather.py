@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .. import dtypes
-from ..graph import Operation, Tensor, user_location
+from ..graph import Operation, Tensor, located
 from ..kernel_ir import IndexedInput, contiguous_strides
 from ..shapes import RuleError, format_shape, normalize_axis
 from .base import LoopNest, OpDef, convert_to_tensor
@@ -216,6 +216,5 @@ def unsorted_segment_sum(data: Any, segment_ids: Any, num_segments: int, name: s
     """
     segment_ids = convert_to_tensor(segment_ids)
     if int(num_segments) < 0:
-        raise ValueError(f"unsorted_segment_sum: num_segments must be >= 0, got {num_segments} "
-                         f"(at {user_location()})")
+        raise ValueError(located(f"unsorted_segment_sum: num_segments must be >= 0, got {num_segments}"))
     return UnsortedSegmentSum(data, segment_ids, num_segments=int(num_segments), name=name)

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import ShapeError
-from ..graph import Operation, Tensor, user_location
+from ..graph import Operation, Tensor, located
 from ..kernel_ir import IndexedInput
 from ..shapes import RuleError, format_shape, normalize_axis
 from .array import expand_dims, identity, zeros_like
@@ -114,10 +114,9 @@ def concat(values: Sequence[Any], axis: int, name: str | None = None) -> Tensor:
     """
     values = list(values)
     if not values:
-        raise ValueError(f"concat needs at least one tensor (at {user_location()})")
+        raise ValueError(located("concat needs at least one tensor"))
     if len(values) > 64:
-        raise ValueError(f"concat of {len(values)} tensors: at most 64 at once (concatenate in groups) "
-                         f"(at {user_location()})")
+        raise ValueError(located(f"concat of {len(values)} tensors: at most 64 at once (concatenate in groups)"))
     if len(values) == 1:
         return identity(values[0], name=name)
     return Concat(*values, axis=int(axis), name=name)
@@ -132,24 +131,22 @@ def split(value: Tensor, num_or_size_splits: int | Sequence[int], axis: int = 0,
     if isinstance(num_or_size_splits, (int, np.integer)):
         count = int(num_or_size_splits)
         if size is None:
-            raise ShapeError(f"split of {value.name!r} into {count} parts needs dimension {axis} known "
-                             f"(at {user_location()})")
+            raise ShapeError(located(f"split of {value.name!r} into {count} parts needs dimension {axis} known"))
         if count <= 0 or size % count:
-            raise ShapeError(f"split: dimension {axis} of {value.name!r} (size {size}) does not divide into "
-                             f"{count} parts (at {user_location()})")
+            raise ShapeError(located(f"split: dimension {axis} of {value.name!r} (size {size}) does not divide into "
+                                     f"{count} parts"))
         sizes = [size // count] * count
     else:
         sizes = [int(s) for s in num_or_size_splits]
         if sizes.count(-1) > 1:
-            raise ShapeError(f"split: at most one size may be -1, got {sizes} (at {user_location()})")
+            raise ShapeError(located(f"split: at most one size may be -1, got {sizes}"))
         if -1 in sizes:
             if size is None:
-                raise ShapeError(f"split with a -1 size needs dimension {axis} of {value.name!r} known "
-                                 f"(at {user_location()})")
+                raise ShapeError(located(f"split with a -1 size needs dimension {axis} of {value.name!r} known"))
             sizes[sizes.index(-1)] = size - (sum(sizes) + 1)
         if size is not None and sum(sizes) != size or any(s < 0 for s in sizes):
-            raise ShapeError(f"split: sizes {sizes} do not add up to dimension {axis} of {value.name!r} "
-                             f"(size {size}) (at {user_location()})")
+            raise ShapeError(located(f"split: sizes {sizes} do not add up to dimension {axis} of {value.name!r} "
+                                     f"(size {size})"))
     parts, begin = [], 0
     for k, part in enumerate(sizes):
         spec = tuple((begin, begin + part, 1) if d == axis else (None, None, 1) for d in range(len(value.shape)))
@@ -162,7 +159,7 @@ def stack(values: Sequence[Any], axis: int = 0, name: str | None = None) -> Tens
     """Join tensors of one shape along a new dimension ``axis``."""
     values = [convert_to_tensor(v) for v in values]
     if not values:
-        raise ValueError(f"stack needs at least one tensor (at {user_location()})")
+        raise ValueError(located("stack needs at least one tensor"))
     rank = len(values[0].shape)
     axis = normalize_axis(int(axis), rank + 1)
     return concat([expand_dims(v, axis) for v in values], axis, name=name)

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import DTypeError, ShapeError
-from ..graph import Tensor, user_location
+from ..graph import Tensor, located, user_location
 from ..shapes import format_shape, normalize_axes
 from .array import one_hot, squeeze, stop_gradient
 from .base import composite_scope, convert_to_tensor
@@ -48,8 +48,8 @@ def softmax_cross_entropy_with_logits(labels: Any = None, logits: Any = None, ax
         logits = convert_to_tensor(logits)
         labels = convert_to_tensor(labels, logits.dtype)
         if labels.dtype != logits.dtype:
-            raise DTypeError(f"softmax_cross_entropy_with_logits: labels are {labels.dtype.name} but "
-                             f"logits are {logits.dtype.name} (at {user_location()})")
+            raise DTypeError(located(f"softmax_cross_entropy_with_logits: labels are {labels.dtype.name} but "
+                                     f"logits are {logits.dtype.name}"))
         return -reduce_sum(stop_gradient(labels) * log_softmax(logits, axis=axis), axis=axis)
 
 
@@ -60,16 +60,15 @@ def sparse_softmax_cross_entropy_with_logits(labels: Any = None, logits: Any = N
         logits = convert_to_tensor(logits)
         labels = convert_to_tensor(labels)
         if not dtypes.is_integer(labels.dtype):
-            raise DTypeError(f"sparse_softmax_cross_entropy_with_logits: labels must be int32 or int64, "
-                             f"got {labels.dtype.name} (at {user_location()})")
+            raise DTypeError(located(f"sparse_softmax_cross_entropy_with_logits: labels must be int32 or int64, "
+                                     f"got {labels.dtype.name}"))
         if len(labels.shape) != len(logits.shape) - 1:
-            raise ShapeError(f"sparse_softmax_cross_entropy_with_logits: labels {format_shape(labels.shape)} "
-                             f"must have rank one less than logits {format_shape(logits.shape)} "
-                             f"(at {user_location()})")
+            raise ShapeError(located(f"sparse_softmax_cross_entropy_with_logits: labels {format_shape(labels.shape)} "
+                                     f"must have rank one less than logits {format_shape(logits.shape)}"))
         depth = logits.shape[-1]
         if depth is None:
-            raise ShapeError(f"sparse_softmax_cross_entropy_with_logits: the class dimension of logits "
-                             f"{format_shape(logits.shape)} must be known (at {user_location()})")
+            raise ShapeError(located(f"sparse_softmax_cross_entropy_with_logits: the class dimension of logits "
+                                     f"{format_shape(logits.shape)} must be known"))
         targets = one_hot(labels, depth, dtype=logits.dtype)
         return -reduce_sum(targets * log_softmax(logits), axis=-1)
 
@@ -77,8 +76,8 @@ def sparse_softmax_cross_entropy_with_logits(labels: Any = None, logits: Any = N
 def _float_features(function: str, features: Any) -> Tensor:
     x = convert_to_tensor(features)
     if not dtypes.is_floating(x.dtype):
-        raise DTypeError(f"{function}: needs float32 or float64 features, got {x.dtype.name} "
-                         f"{x.name!r} (at {user_location()})")
+        raise DTypeError(located(f"{function}: needs float32 or float64 features, got {x.dtype.name} "
+                                 f"{x.name!r}"))
     return x
 
 
@@ -129,8 +128,8 @@ def gelu(features: Any, approximate: bool = False, name: str | None = None) -> T
 def _check_same_shape(function: str, labels: Tensor, logits: Tensor) -> None:
     a, b = labels.shape, logits.shape
     if len(a) != len(b) or any(x is not None and y is not None and x != y for x, y in zip(a, b)):
-        raise ShapeError(f"{function}: logits {format_shape(b)} and labels {format_shape(a)} must "
-                         f"have the same shape (at {user_location()})")
+        raise ShapeError(located(f"{function}: logits {format_shape(b)} and labels {format_shape(a)} must "
+                                 f"have the same shape"))
 
 
 def sigmoid_cross_entropy_with_logits(labels: Any = None, logits: Any = None,
@@ -146,8 +145,8 @@ def sigmoid_cross_entropy_with_logits(labels: Any = None, logits: Any = None,
         logits = _float_features("sigmoid_cross_entropy_with_logits", logits)
         labels = convert_to_tensor(labels, logits.dtype)
         if labels.dtype != logits.dtype:
-            raise DTypeError(f"sigmoid_cross_entropy_with_logits: labels are {labels.dtype.name} but "
-                             f"logits are {logits.dtype.name} (at {user_location()})")
+            raise DTypeError(located(f"sigmoid_cross_entropy_with_logits: labels are {labels.dtype.name} but "
+                                     f"logits are {logits.dtype.name}"))
         _check_same_shape("sigmoid_cross_entropy_with_logits", labels, logits)
         positive = greater_equal(logits, 0.0)
         relu_logits = where(positive, logits, 0.0)
@@ -164,8 +163,8 @@ def bias_add(value: Any, bias: Any, name: str | None = None) -> Tensor:
         bias = convert_to_tensor(bias, value.dtype)
         if len(bias.shape) != 1 or not value.shape or (
                 bias.shape[0] is not None and value.shape[-1] is not None and bias.shape[0] != value.shape[-1]):
-            raise ShapeError(f"bias_add: bias {format_shape(bias.shape)} must be 1-D with the size of the last "
-                             f"dimension of {value.name!r} {format_shape(value.shape)} (at {user_location()})")
+            raise ShapeError(located(f"bias_add: bias {format_shape(bias.shape)} must be 1-D with the size of the last "
+                                     f"dimension of {value.name!r} {format_shape(value.shape)}"))
         return value + bias
 
 
@@ -216,8 +215,8 @@ def in_top_k(predictions: Any, targets: Any, k: int, name: str | None = None) ->
         predictions = _float_features("in_top_k", predictions)
         targets = convert_to_tensor(targets)
         if len(predictions.shape) != 2 or len(targets.shape) != 1:
-            raise ShapeError(f"in_top_k: predictions must be [batch, classes] and targets [batch], got "
-                             f"{format_shape(predictions.shape)} and {format_shape(targets.shape)} (at {user_location()})")
+            raise ShapeError(located(f"in_top_k: predictions must be [batch, classes] and targets [batch], got "
+                                     f"{format_shape(predictions.shape)} and {format_shape(targets.shape)}"))
         chosen = one_hot(targets, predictions.shape[-1], dtype=predictions.dtype)
         target_value = reduce_sum(where(greater(chosen, 0.0), predictions, 0.0), axis=1, keepdims=True)
         above = reduce_sum(cast(greater(predictions, target_value), dtypes.int32), axis=1)
@@ -255,30 +254,30 @@ def dropout(x: Any, keep_prob: Any = None, rate: Any = None, noise_shape: Sequen
     x = convert_to_tensor(x)
     where_at = user_location()
     if not dtypes.is_floating(x.dtype):
-        raise DTypeError(f"dropout: x must be float32 or float64, got {x.dtype.name} (at {where_at})")
+        raise DTypeError(located(f"dropout: x must be float32 or float64, got {x.dtype.name}", where_at))
     if (keep_prob is None) == (rate is None):
-        raise ValueError(f"dropout: give exactly one of keep_prob and rate (at {where_at})")
+        raise ValueError(located("dropout: give exactly one of keep_prob and rate", where_at))
     shape = _noise_shape(noise_shape, x, where_at)
     seed = check_seed(seed, "dropout")
     probability = rate if rate is not None else keep_prob
     what = "rate" if rate is not None else "keep_prob"
     if isinstance(probability, Tensor):
         if probability.dtype != x.dtype:
-            raise DTypeError(f"dropout: {what} is {probability.dtype.name} but x is {x.dtype.name} "
-                             f"(at {where_at})")
+            raise DTypeError(located(f"dropout: {what} is {probability.dtype.name} but x is {x.dtype.name}",
+                                     where_at))
         if probability.shape not in ((), (1,)):
-            raise ShapeError(f"dropout: {what} must be a scalar, got shape "
-                             f"{format_shape(probability.shape)} (at {where_at})")
+            raise ShapeError(located(f"dropout: {what} must be a scalar, got shape "
+                                     f"{format_shape(probability.shape)}", where_at))
     else:
         try:
             value = float(probability)
         except (TypeError, ValueError):
-            raise TypeError(f"dropout: {what} must be a number or a scalar tensor, got {probability!r} "
-                            f"(at {where_at})") from None
+            raise TypeError(located(f"dropout: {what} must be a number or a scalar tensor, got {probability!r}",
+                                    where_at)) from None
         inside = 0.0 <= value < 1.0 if rate is not None else 0.0 < value <= 1.0
         if not inside:
             bounds = "[0, 1)" if rate is not None else "(0, 1]"
-            raise ValueError(f"dropout: {what} must be in {bounds}, got {probability!r} (at {where_at})")
+            raise ValueError(located(f"dropout: {what} must be in {bounds}, got {probability!r}", where_at))
         if value == (0.0 if rate is not None else 1.0):
             return x  # nothing is dropped (as TF1 does when keep_prob is known to be 1)
     with composite_scope(name or "dropout", [x]):
@@ -297,11 +296,11 @@ def _noise_shape(noise_shape: Any, x: Tensor, where_at: Any) -> tuple:
         return (None,) * len(x.shape)
     shape = static_shape(noise_shape, "dropout", allow_unknown=True)
     if len(shape) > len(x.shape):
-        raise ShapeError(f"dropout: noise_shape {format_shape(shape)} has more dims than x "
-                         f"{format_shape(x.shape)} (at {where_at})")
+        raise ShapeError(located(f"dropout: noise_shape {format_shape(shape)} has more dims than x "
+                                 f"{format_shape(x.shape)}", where_at))
     lead = len(x.shape) - len(shape)
     for d, full in zip(shape, x.shape[lead:]):
         if d is not None and d != 1 and full is not None and d != full:
-            raise ShapeError(f"dropout: noise_shape {format_shape(shape)} does not broadcast to x's "
-                             f"shape {format_shape(x.shape)} (at {where_at})")
+            raise ShapeError(located(f"dropout: noise_shape {format_shape(shape)} does not broadcast to x's "
+                                     f"shape {format_shape(x.shape)}", where_at))
     return shape

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import ShapeError
-from ..graph import Operation, Tensor, user_location
+from ..graph import Operation, Tensor, located
 from ..kernel_ir import IndexedInput
 from ..shapes import RuleError, format_shape
 from .array import identity
@@ -177,17 +177,15 @@ def pad(x: Any, paddings: Sequence[Sequence[int]], mode: str = "CONSTANT", const
     """
     mode = str(mode).upper()
     if mode not in ("CONSTANT", "REFLECT", "SYMMETRIC"):
-        raise ValueError(f"pad: mode must be 'CONSTANT', 'REFLECT' or 'SYMMETRIC', got {mode!r} "
-                         f"(at {user_location()})")
+        raise ValueError(located(f"pad: mode must be 'CONSTANT', 'REFLECT' or 'SYMMETRIC', got {mode!r}"))
     rows = tuple((int(a), int(b)) for a, b in np.asarray(paddings, dtype=np.int64).reshape(-1, 2))
     if mode == "CONSTANT":
         return Pad(x, paddings=rows, constant_values=constant_values, name=name)
     x = convert_to_tensor(x)
     if len(rows) != len(x.shape):
-        raise ShapeError(f"pad: paddings has {len(rows)} rows for {x.name!r} of rank {len(x.shape)} "
-                         f"(at {user_location()})")
+        raise ShapeError(located(f"pad: paddings has {len(rows)} rows for {x.name!r} of rank {len(x.shape)}"))
     if any(before < 0 or after < 0 for before, after in rows):
-        raise ShapeError(f"pad: paddings {rows} has a negative entry (at {user_location()})")
+        raise ShapeError(located(f"pad: paddings {rows} has a negative entry"))
     result = x
     for dim, (before, after) in enumerate(rows):
         if before or after:

@@ -45,7 +45,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import DTypeError, ShapeError
-from ..graph import Operation, Tensor, get_default_graph, user_location
+from ..graph import Operation, Tensor, get_default_graph, located
 from ..philox import philox4x32
 from ..shapes import RuleError, format_shape
 from .base import OpDef, apply, convert_to_tensor
@@ -315,23 +315,20 @@ def _float_dtype(dtype: Any, op_type: str) -> np.dtype:
         result = None
     if result is None or not dtypes.is_floating(result):
         shown = result.name if result is not None else repr(dtype)
-        raise DTypeError(f"{op_type}: dtype must be float32 or float64, got {shown} "
-                         f"(at {user_location()})")
+        raise DTypeError(located(f"{op_type}: dtype must be float32 or float64, got {shown}"))
     return result
 
 
 def static_shape(shape: Any, op_type: str, allow_unknown: bool = False) -> tuple:
     """``shape`` as a tuple of non-negative ints (and None where ``allow_unknown``), checked."""
     if isinstance(shape, Tensor):
-        raise TypeError(f"{op_type}: shape must be a list of ints, not the tensor {shape.name!r} "
-                        f"(at {user_location()})")
+        raise TypeError(located(f"{op_type}: shape must be a list of ints, not the tensor {shape.name!r}"))
     if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
         shape = (shape,)
     try:
         items = list(shape)
     except TypeError:
-        raise ShapeError(f"{op_type}: shape must be a list of ints, got {shape!r} "
-                         f"(at {user_location()})") from None
+        raise ShapeError(located(f"{op_type}: shape must be a list of ints, got {shape!r}")) from None
     result: list[int | None] = []
     for d in items:
         if d is None and allow_unknown:
@@ -339,8 +336,7 @@ def static_shape(shape: Any, op_type: str, allow_unknown: bool = False) -> tuple
         elif isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)) and d >= 0:
             result.append(int(d))
         else:
-            raise ShapeError(f"{op_type}: shape {tuple(items)!r} must hold non-negative ints "
-                             f"(at {user_location()})")
+            raise ShapeError(located(f"{op_type}: shape {tuple(items)!r} must hold non-negative ints"))
     return tuple(result)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes
-from ..graph import Graph, Tensor, get_default_graph, user_location
+from ..graph import Graph, Tensor, get_default_graph, located
 from .sources import Variable
 from .state import assign_add
 
@@ -50,7 +50,7 @@ def check_seed(seed: Any, what: str) -> int | None:
     if seed is None:
         return None
     if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"{what}: seed must be an int or None, got {seed!r} (at {user_location()})")
+        raise TypeError(located(f"{what}: seed must be an int or None, got {seed!r}"))
     return int(seed)
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import DTypeError, NoGradientError, ShapeError
-from ..graph import Operation, Tensor, user_location
+from ..graph import Operation, Tensor, located
 from ..shapes import RuleError, format_shape, normalize_axes, normalize_axis
 from . import elementwise as _ew
 from .array import element_count, expand_dims, squeeze, stop_gradient
@@ -106,8 +106,8 @@ def reduce_mean(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool 
     """Mean over ``axis`` (a sum divided by the count, which is known at compile time)."""
     total = reduce_sum(x, axis, keepdims, name=name)
     if not dtypes.is_floating(total.dtype):
-        raise DTypeError(f"reduce_mean needs a float tensor, got {total.dtype.name} {x.name!r} "
-                         f"(cast it first) (at {user_location()})")
+        raise DTypeError(located(f"reduce_mean needs a float tensor, got {total.dtype.name} {x.name!r} "
+                                 f"(cast it first)"))
     return _ew.divide(total, element_count(x, _axis_attr(axis), total.dtype))
 
 
@@ -367,8 +367,8 @@ def _arg(kind: str, x: Any, axis: int | None, output_type: Any, name: str | None
     x = convert_to_tensor(x)
     axis = 0 if axis is None else int(axis)
     if not -len(x.shape) <= axis < max(len(x.shape), 1):
-        raise ShapeError(f"{kind}: axis {axis} is out of range for {x.name!r} of shape "
-                          f"{format_shape(x.shape)} (at {user_location()})")
+        raise ShapeError(located(f"{kind}: axis {axis} is out of range for {x.name!r} of shape "
+                                  f"{format_shape(x.shape)}"))
     extreme = (reduce_max if kind == "argmax" else reduce_min)(x, axis, keepdims=True)
     with x.graph.as_default():
         return ArgReduce(x, stop_gradient(extreme), axis=axis, kind=kind,
@@ -430,7 +430,7 @@ def cumsum(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = False
     rank = len(x.shape)
     axis = normalize_axis(int(axis), rank) if rank else 0
     if rank == 0:
-        raise ShapeError(f"cumsum needs at least one dimension, got the scalar {x.name!r} (at {user_location()})")
+        raise ShapeError(located(f"cumsum needs at least one dimension, got the scalar {x.name!r}"))
     if reverse:
         x = reversed_along(x, [axis])
     if exclusive:  # shift by one along the axis: [0, x0, x1, …, x(n-2)]

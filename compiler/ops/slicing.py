@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import ShapeError
-from ..graph import Operation, Tensor, user_location
+from ..graph import Operation, Tensor, located
 from ..kernel_ir import IndexedInput
 from ..shapes import RuleError, format_shape, normalize_axis
 from .array import expand_dims, identity, squeeze
@@ -144,8 +144,7 @@ def slice_(x: Any, begin: Sequence[int], size: Sequence[int], name: str | None =
     """TF1's ``tf.slice``: ``size[d]`` elements from ``begin[d]`` along each dimension (-1: to the end)."""
     spec = [(int(b), None if int(n) == -1 else int(b) + int(n), 1) for b, n in zip(begin, size)]
     if isinstance(x, Tensor) and len(spec) != len(x.shape):
-        raise ShapeError(f"slice: begin has {len(spec)} entries for {x.name!r} of rank {len(x.shape)} "
-                         f"(at {user_location()})")
+        raise ShapeError(located(f"slice: begin has {len(spec)} entries for {x.name!r} of rank {len(x.shape)}"))
     return StridedSlice(x, spec=tuple(spec), name=name)
 
 
@@ -155,12 +154,11 @@ def getitem(x: Tensor, key: Any) -> Tensor:
     if not isinstance(key, tuple):
         key = (key,)
     if sum(1 for k in key if k is Ellipsis) > 1:
-        raise ShapeError(f"{x.name!r}[…]: an index can only have one ellipsis (at {user_location()})")
+        raise ShapeError(located(f"{x.name!r}[…]: an index can only have one ellipsis"))
     consuming = sum(1 for k in key if k is not None and k is not Ellipsis)
     rank = len(x.shape)
     if consuming > rank:
-        raise ShapeError(f"{x.name!r}: too many indices ({consuming}) for shape {format_shape(x.shape)} "
-                         f"(at {user_location()})")
+        raise ShapeError(located(f"{x.name!r}: too many indices ({consuming}) for shape {format_shape(x.shape)}"))
     if Ellipsis in key:
         at = key.index(Ellipsis)
         key = key[:at] + (slice(None),) * (rank - consuming) + key[at + 1:]
@@ -181,13 +179,13 @@ def getitem(x: Tensor, key: Any) -> Tensor:
             k = int(k)
             size = x.shape[dim]
             if size is not None and not -size <= k < size:
-                raise ShapeError(f"index {k} is out of range for dimension {dim} of {x.name!r} with shape "
-                                 f"{format_shape(x.shape)} (at {user_location()})")
+                raise ShapeError(located(f"index {k} is out of range for dimension {dim} of {x.name!r} with shape "
+                                         f"{format_shape(x.shape)}"))
             spec.append((k, k + 1 if k != -1 else None, 1))
             drop.append(dim)
         else:
-            raise TypeError(f"{x.name!r}[…]: only ints, slices, ... and None are supported, got {k!r} "
-                            f"(use cc.gather for tensor indices) (at {user_location()})")
+            raise TypeError(located(f"{x.name!r}[…]: only ints, slices, ... and None are supported, got {k!r} "
+                                    f"(use cc.gather for tensor indices)"))
         dim += 1
     result = x
     if any(s != (None, None, 1) for s in spec):

@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import ShapeError
-from ..graph import GraphKeys, Tensor, get_default_graph, user_location
+from ..graph import GraphKeys, Tensor, get_default_graph, located, user_location
 from .array import identity
 from .base import OpDef, apply
 from .rules import dtype_from_attrs, no_gradient, shape_from_attrs
@@ -27,11 +27,10 @@ def placeholder(dtype: Any, shape: Sequence[int | None] | None = None, name: str
     (None, 3)
     """
     if shape is None:
-        raise ShapeError(f"placeholder {name!r}: a shape is required (use None for unknown dims) "
-                         f"(at {user_location()})")
+        raise ShapeError(located(f"placeholder {name!r}: a shape is required (use None for unknown dims)"))
     shape = tuple(None if d is None else int(d) for d in shape)
     if any(d is not None and d < 0 for d in shape):
-        raise ShapeError(f"placeholder {name!r}: negative dimension in {shape} (at {user_location()})")
+        raise ShapeError(located(f"placeholder {name!r}: negative dimension in {shape}"))
     return apply(Placeholder, (), {"shape": shape, "dtype": dtypes.as_dtype(dtype)}, name or "Placeholder")
 
 
@@ -48,8 +47,8 @@ class Variable(Tensor):
     def __init__(self, initial_value: Any, name: str | None = None, trainable: bool = True,
                  dtype: Any = None, collections: Sequence[str] | None = None) -> None:
         if isinstance(initial_value, Tensor):
-            raise TypeError("Variable needs a concrete initial value (numpy array or Python number), "
-                            f"not the tensor {initial_value.name!r} (at {user_location()})")
+            raise TypeError(located("Variable needs a concrete initial value (numpy array or Python number), "
+                                    f"not the tensor {initial_value.name!r}"))
         value = np.asarray(initial_value)
         if dtype is None and value.dtype == np.float64 and not isinstance(initial_value, np.ndarray):
             dtype = dtypes.float32  # Python floats make float32 variables, as in TF1

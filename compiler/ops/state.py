@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import GraphMismatchError
-from ..graph import Operation, Tensor, get_default_graph, user_location
+from ..graph import Operation, Tensor, get_default_graph, located
 from ..shapes import RuleError, format_shape
 from .array import identity
 from .base import OpDef, apply, convert_to_tensor
@@ -64,7 +64,7 @@ InitVariables = OpDef("InitVariables", "host", lambda shapes, attrs: (), lambda 
 
 def _check_variable(ref: Any, what: str) -> None:
     if not (isinstance(ref, Tensor) and ref.op.opdef is VariableOp):
-        raise TypeError(f"{what} needs a Variable, got {ref!r} (at {user_location()})")
+        raise TypeError(located(f"{what} needs a Variable, got {ref!r}"))
 
 
 def _as_value(ref: Tensor, value: Any) -> Tensor:
@@ -106,7 +106,7 @@ def group(*inputs: Any, name: str | None = None) -> Operation:
     graph = (tensors[0].graph if tensors else ops[0].graph if ops else get_default_graph())
     for op in ops:
         if op.graph is not graph:
-            raise GraphMismatchError(f"group: {op.describe()} belongs to another graph (at {user_location()})")
+            raise GraphMismatchError(located(f"group: {op.describe()} belongs to another graph"))
     with graph.control_dependencies(ops):
         return apply(Group, tensors, {}, name or "group", graph=graph)
 

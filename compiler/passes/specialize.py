@@ -12,7 +12,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from ..errors import CompileError, DTypeError, ShapeError
-from ..graph import Operation, Tensor
+from ..graph import Operation, Tensor, located
 from ..ops.base import OpDef
 from ..shapes import RuleError, format_shape
 from .control import control_reads
@@ -102,11 +102,11 @@ def specialize(operations: Sequence[Operation], feed_shapes: dict[Tensor, tuple[
             except RuleError as exc:
                 operands = ", ".join(f"{t.name!r} {format_shape(n.shape)}" for t, n in zip(op.inputs, inputs))
                 error = DTypeError if exc.kind == "dtype" else ShapeError
-                raise error(f"{op.describe()}: {exc} with the fed shapes; operands: {operands} "
-                            f"(at {op.location}){_fed_shapes(inputs)}") from None
+                raise error(located(f"{op.describe()}: {exc} with the fed shapes; operands: {operands}",
+                                    op.location) + _fed_shapes(inputs)) from None
             if None in shape:
-                raise CompileError(f"{op.describe()}: shape {format_shape(shape)} still unknown "
-                                   f"after specialisation (at {op.location})")
+                raise CompileError(located(f"{op.describe()}: shape {format_shape(shape)} still unknown "
+                                           f"after specialisation", op.location))
         node = Node(op.opdef, inputs, attrs, shape, dtype, origin=op,
                     tensor=op.outputs[0] if op.outputs else None,
                     value=attrs.get("value") if op.type == "Const" else None)
