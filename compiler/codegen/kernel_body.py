@@ -94,7 +94,7 @@ class KernelBody:
             store_element(b, combine(lowering, kernel.combiner, dtype, held, value), self.out_pointer, dtype, index)
             return
         total = self._fold(b, reduced_loops, identity_of(kernel.combiner, dtype))
-        for loop in reduced_loops:
+        for loop in reduced_loops:  # their indices end with the loops; the output does not walk them
             self.values[loop.axis] = ir.Constant(I64, 0)
         if kernel.scan:
             return  # every prefix is stored inside the loop
