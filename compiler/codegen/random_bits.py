@@ -13,7 +13,8 @@ state and no branches, so every element of a kernel computes its own numbers, th
 The primitive ``philox(run_count, block, key, lane)`` (all int64) returns word ``lane`` (0..3) of
 the block with counter words ``(block low, block high, run_count low, run_count high)`` and key
 words ``(key low, key high)``, zero-extended to int64. ``compiler.ops.random`` turns words into
-floats with ordinary integer and float primitives, and holds the numpy twin of this function.
+floats with ordinary integer and float primitives; ``compiler.philox`` holds the numpy twin of
+this function (and the constants both use).
 """
 from __future__ import annotations
 
