@@ -1,8 +1,9 @@
 """The numpy reference evaluator: the test oracle (``Session(target="reference")``).
 
 It interprets the graph op by op with each op's numpy ``reference``. Same state semantics as the
-compiled step: reads see variables as they were at the start of the step, unless a control
-dependency orders them after an assignment (``compiler.passes.control``); assignments land at the end.
+compiled step (``compiler.passes.control``): reads see variables as they were at the start of the
+step, unless a control dependency orders them after an assignment; assignments to one variable
+apply in the order they were built (two unordered ``assign_add``s both apply) and land at the end.
 It is never the product's execution path.
 """
 from __future__ import annotations

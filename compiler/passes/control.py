@@ -6,6 +6,12 @@ depend on; if one of them assigned a variable the op reads, the op reads the ass
 TF1 variable read would). For an assignment that reads its own variable (``assign_add``,
 ``assign_sub``) the value it adds to is then the earlier assignment's result, so chained updates
 compose. Both the compiler (``specialize``) and the reference evaluator use this one analysis.
+
+Assignments to one variable that no control dependency orders run in the order they were built,
+each on the value the one before it left: an ``assign_add``/``assign_sub`` adds to that value (two
+unordered ``assign_add``s both apply, as TF1's atomic read-modify-write updates do), and a plain
+``assign`` replaces it (of two unordered ``assign``s the one built last wins). The value an
+assignment returns is the variable's value right after it.
 """
 from __future__ import annotations
 
@@ -35,6 +41,7 @@ def control_reads(operations: Sequence[Operation]) -> dict[Operation, dict[int, 
     have run: ``{input index: assignment}``. Index 0 of an assignment is its variable's old value."""
     done: dict[Operation, Assignments] = {}      # op -> assignments finished once op has run
     reads: dict[Operation, dict[int, Operation]] = {}
+    built: Assignments = {}                      # variable op -> its latest assignment built so far
     for op in operations:
         visible: Assignments = {}
         for control in op.control_inputs:
@@ -44,6 +51,13 @@ def control_reads(operations: Sequence[Operation]) -> dict[Operation, dict[int, 
                 assignment = visible.get(tensor.op) if tensor.op.type == "Variable" else None
                 if assignment is not None and assignment is not op:
                     reads.setdefault(op, {})[index] = assignment
+        if op.opdef.kind == "state":
+            # It applies to what the assignment built before it left (see above); its value
+            # input still reads the variable as any other unordered read does.
+            variable = op.inputs[0].op
+            if variable in built:
+                reads.setdefault(op, {})[0] = built[variable]
+            built[variable] = op
         finished = visible
         for tensor in op.inputs:
             finished = _merge(finished, done.get(tensor.op, {}))

@@ -91,3 +91,35 @@ def test_chained_updates_compile_to_one_step_equal_to_the_reference() -> None:
             sess.run(step)
             results[target] = sess.run(v)
     np.testing.assert_allclose(results["cpu"], results["reference"], rtol=1e-15)
+
+
+# Unordered assignments to one variable apply in build order, each to the value the one before left.
+# (built assignments, which of them to fetch, expected fetched values, expected variable after)
+UNORDERED_ASSIGNMENTS = [
+    ([("add", 1.0), ("add", 10.0)], [], [], 111.0),
+    ([("add", 1.0), ("add", 10.0)], [0], [101.0], 111.0),
+    ([("add", 1.0), ("add", 10.0)], [1], [111.0], 111.0),
+    ([("add", 1.0), ("add", 10.0)], [0, 1], [101.0, 111.0], 111.0),
+    ([("sub", 1.0), ("add", 10.0), ("sub", 100.0)], [], [], 9.0),
+    ([("set", 5.0), ("set", 7.0)], [], [], 7.0),                 # the plain assign built last wins
+    ([("set", 5.0), ("set", 7.0)], [0, 1], [5.0, 7.0], 7.0),
+    ([("set", 5.0), ("add", 1.0)], [1], [6.0], 6.0),
+    ([("add", 1.0), ("set", 5.0)], [0], [101.0], 5.0),
+]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("built, fetched, expected_values, expected_after", UNORDERED_ASSIGNMENTS)
+def test_unordered_assignments_to_one_variable_apply_in_build_order(
+        target: str, built: list, fetched: list, expected_values: list, expected_after: float) -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        v = cc.Variable(np.array(100.0), name="v")
+        build = {"set": cc.assign, "add": cc.assign_add, "sub": cc.assign_sub}
+        updates = [build[kind](v, amount) for kind, amount in built]
+        step = cc.group(*updates)
+    with Session(graph, target=target) as sess:
+        values = sess.run([step] + [updates[i] for i in fetched])[1:]
+        after = sess.run(v)
+    assert [float(x) for x in values] == expected_values
+    assert float(after) == expected_after
