@@ -12,7 +12,7 @@ import shutil
 import subprocess
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from fractions import Fraction
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 import llvmlite.binding as llvm
 import numpy as np
@@ -25,8 +25,9 @@ from compiler.codegen.mathlib.payne_hanek import TWO_OVER_PI_WORDS
 llvm.initialize_all_targets()
 llvm.initialize_all_asmprinters()
 
-Emitter = Callable[[ir.IRBuilder, ir.Value], ir.Value]
+Emitter = Callable[..., ir.Value]
 
+# The functions of one operand; pow, the one of two, has tests of its own.
 EMITTERS: dict[str, Emitter] = {
     "exp": mathlib.emit_exp,
     "expm1": mathlib.emit_expm1,
@@ -38,6 +39,8 @@ EMITTERS: dict[str, Emitter] = {
     "cos": mathlib.emit_cos,
     "erf": mathlib.emit_erf,
 }
+ALL_EMITTERS: dict[str, Emitter] = {**EMITTERS, "pow": mathlib.emit_pow}
+ARITY: dict[str, int] = {**dict.fromkeys(EMITTERS, 1), "pow": 2}
 
 IR_TYPES = {np.float32: ir.FloatType(), np.float64: ir.DoubleType()}
 DTYPES = [np.float32, np.float64]
@@ -118,14 +121,14 @@ def _host_target_machine() -> llvm.TargetMachine:
 
 
 def _build_loop_module(name: str, dtype: type) -> ir.Module:
-    """void f(T* in, T* out, i64 n): out[i] = name(in[i])."""
+    """void f(T* in_1, .., T* in_k, T* out, i64 n): out[i] = name(in_1[i], .., in_k[i])."""
     ty = IR_TYPES[dtype]
     i64 = ir.IntType(64)
     module = ir.Module(name=f"{name}_{dtype.__name__}")
-    fnty = ir.FunctionType(ir.VoidType(), [ty.as_pointer(), ty.as_pointer(), i64])
+    fnty = ir.FunctionType(ir.VoidType(), [ty.as_pointer()] * (ARITY[name] + 1) + [i64])
     fn = ir.Function(module, fnty, name="f")
-    src, dst, n = fn.args
-    for arg in (src, dst):
+    *sources, dst, n = fn.args
+    for arg in (*sources, dst):
         arg.add_attribute("noalias")
     entry = fn.append_basic_block("entry")
     loop = fn.append_basic_block("loop")
@@ -135,8 +138,8 @@ def _build_loop_module(name: str, dtype: type) -> ir.Module:
     builder.position_at_end(loop)
     i = builder.phi(i64)
     i.add_incoming(ir.Constant(i64, 0), entry)
-    value = builder.load(builder.gep(src, [i]))
-    builder.store(EMITTERS[name](builder, value), builder.gep(dst, [i]))
+    operands = [builder.load(builder.gep(src, [i])) for src in sources]
+    builder.store(ALL_EMITTERS[name](builder, *operands), builder.gep(dst, [i]))
     i_next = builder.add(i, ir.Constant(i64, 1))
     i.add_incoming(i_next, loop)
     builder.cbranch(builder.icmp_signed("<", i_next, n), loop, done)
@@ -146,6 +149,7 @@ def _build_loop_module(name: str, dtype: type) -> ir.Module:
 
 
 def _optimise(module: ir.Module, tm: llvm.TargetMachine) -> llvm.ModuleRef:
+    """module parsed, verified and optimised at -O3 for tm's target."""
     module.triple = tm.triple
     module.data_layout = str(tm.target_data)
     mod = llvm.parse_assembly(str(module))
@@ -157,7 +161,7 @@ def _optimise(module: ir.Module, tm: llvm.TargetMachine) -> llvm.ModuleRef:
 
 
 class _Compiled:
-    """A JIT-compiled elementwise loop for one function and dtype."""
+    """A JIT-compiled elementwise loop for one function and dtype, of any number of operands."""
 
     def __init__(self, name: str, dtype: type) -> None:
         tm = _host_target_machine()
@@ -165,14 +169,16 @@ class _Compiled:
         self.llvm_module = _optimise(_build_loop_module(name, dtype), tm)
         self.engine = llvm.create_mcjit_compiler(self.llvm_module, tm)
         self.engine.finalize_object()
-        ptr_t = ctypes.c_void_p
-        self.cfunc = ctypes.CFUNCTYPE(None, ptr_t, ptr_t, ctypes.c_int64)(
+        pointers = [ctypes.c_void_p] * (ARITY[name] + 1)
+        self.cfunc = ctypes.CFUNCTYPE(None, *pointers, ctypes.c_int64)(
             self.engine.get_function_address("f"))
 
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        x = np.ascontiguousarray(x, dtype=self.dtype)
-        out = np.empty_like(x)
-        self.cfunc(x.ctypes.data, out.ctypes.data, x.size)
+    def __call__(self, *operands: np.ndarray) -> np.ndarray:
+        """The function of the operands, broadcast against one another."""
+        arrays = np.broadcast_arrays(*(np.asarray(a, dtype=self.dtype) for a in operands))
+        arrays = [np.ascontiguousarray(a) for a in arrays]
+        out = np.empty_like(arrays[0])
+        self.cfunc(*(a.ctypes.data for a in arrays), out.ctypes.data, out.size)
         return out
 
 
@@ -327,19 +333,25 @@ def _special_cases(name: str, dtype: type) -> list[tuple[float, float]]:
     return cases[name]
 
 
+def _assert_same(name: str, operands: Sequence[np.ndarray], got: np.ndarray,
+                 expected: np.ndarray) -> None:
+    """Bitwise agreement up to NaN payloads: signed zeros and infinities must match."""
+    for arguments, gi, ei in zip(zip(*operands), got, expected):
+        call = f"{name}({', '.join(map(repr, arguments))})"
+        if np.isnan(ei):
+            assert np.isnan(gi), f"{call} = {gi!r}, expected nan"
+        else:
+            assert gi == ei and np.signbit(gi) == np.signbit(ei), (
+                f"{call} = {gi!r}, expected {ei!r}")
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
 @pytest.mark.parametrize("name", list(EMITTERS))
 def test_special_values(name: str, dtype: type) -> None:
     cases = _special_cases(name, dtype)
     x = np.array([c[0] for c in cases], dtype=dtype)
     expected = np.array([c[1] for c in cases], dtype=dtype)
-    got = compiled(name, dtype)(x)
-    for xi, gi, ei in zip(x, got, expected):
-        if np.isnan(ei):
-            assert np.isnan(gi), f"{name}({xi!r}) = {gi!r}, expected nan"
-        else:
-            assert gi == ei and np.signbit(gi) == np.signbit(ei), (
-                f"{name}({xi!r}) = {gi!r}, expected {ei!r}")
+    _assert_same(name, [x], compiled(name, dtype)(x), expected)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
@@ -359,16 +371,22 @@ def test_subnormal_exp_and_log(dtype: type) -> None:
 # Vectorisation on the CPU
 # ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
-@pytest.mark.parametrize("name", list(EMITTERS))
-def test_loop_vectorises(name: str, dtype: type) -> None:
-    """After -O3 for the host, the elementwise loop contains vector arithmetic."""
+def _vectorised_loop_calls(name: str, dtype: type) -> list[str]:
+    """The functions the optimised loop of name calls, once it is checked to contain vector
+    arithmetic."""
     elem = "float" if dtype == np.float32 else "double"
     ir_text = str(compiled(name, dtype).llvm_module.get_function("f"))
     widths = [int(w) for w in re.findall(rf"<(\d+) x {elem}>", ir_text)]
     assert widths and max(widths) >= (4 if dtype == np.float32 else 2), (
         f"{name}[{dtype.__name__}] loop was not vectorised")
-    calls = re.findall(r"call [^@]*@\"?([\w.]+)", ir_text)
+    return re.findall(r"call [^@]*@\"?([\w.]+)", ir_text)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+@pytest.mark.parametrize("name", list(EMITTERS))
+def test_loop_vectorises(name: str, dtype: type) -> None:
+    """After -O3 for the host, the elementwise loop contains vector arithmetic."""
+    calls = _vectorised_loop_calls(name, dtype)
     assert all(c.startswith(("llvm.", "mathlib.")) for c in calls), calls
     if name in ("sin", "cos"):
         # The large-argument dispatch is called through one of its vector variants.
@@ -378,6 +396,11 @@ def test_loop_vectorises(name: str, dtype: type) -> None:
     outside = [f.name for f in module.functions
                if f.is_declaration and not f.name.startswith("llvm.")]
     assert not outside, outside
+
+
+def _assert_no_fast_math(line: str) -> None:
+    for flag in (" fast ", " nnan ", " ninf ", " nsz ", " arcp ", " afn ", " reassoc ", " contract "):
+        assert flag not in line, line
 
 
 def _called_functions(function: ir.Function) -> list[ir.Function]:
@@ -404,8 +427,7 @@ def test_no_calls_in_emitted_ir(name: str, dtype: type) -> None:
             assert not callee.is_declaration or re.match(r"llvm\.(fabs|copysign|rint|fma|ctlz)\.",
                                                          callee.name), (function.name, callee.name)
     for line in str(module).splitlines():
-        for flag in (" fast ", " nnan ", " ninf ", " nsz ", " arcp ", " afn ", " reassoc ", " contract "):
-            assert flag not in line, line
+        _assert_no_fast_math(line)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
@@ -663,8 +685,9 @@ def test_erf_reference_agrees_with_math_erf() -> None:
 # NVPTX
 # ---------------------------------------------------------------------------
 
-def _build_nvptx_module() -> ir.Module:
-    """One kernel per function and dtype: out[i] = f(in[i]) with i = global thread id."""
+def _build_nvptx_module(names: Sequence[str]) -> ir.Module:
+    """One kernel per function and dtype, k_<name>_<dtype>(in_1, .., in_k, out):
+    out[i] = name(in_1[i], .., in_k[i]) with i = global thread id."""
     module = ir.Module(name="mathlib_nvptx")
     module.triple = "nvptx64-nvidia-cuda"
     i32 = ir.IntType(32)
@@ -672,36 +695,41 @@ def _build_nvptx_module() -> ir.Module:
         reg: ir.Function(module, ir.FunctionType(i32, []), name=f"llvm.nvvm.read.ptx.sreg.{reg}.x")
         for reg in ("tid", "ctaid", "ntid")
     }
-    for name, emitter in EMITTERS.items():
+    for name in names:
         for dtype, ty in IR_TYPES.items():
-            fnty = ir.FunctionType(ir.VoidType(), [ty.as_pointer(), ty.as_pointer()])
+            fnty = ir.FunctionType(ir.VoidType(), [ty.as_pointer()] * (ARITY[name] + 1))
             fn = ir.Function(module, fnty, name=f"k_{name}_{dtype.__name__}")
             fn.calling_convention = "ptx_kernel"
             builder = ir.IRBuilder(fn.append_basic_block("entry"))
             tid, ctaid, ntid = (builder.call(sreg[r], []) for r in ("tid", "ctaid", "ntid"))
             index = builder.zext(builder.add(builder.mul(ctaid, ntid), tid), ir.IntType(64))
-            value = builder.load(builder.gep(fn.args[0], [index]))
-            builder.store(emitter(builder, value), builder.gep(fn.args[1], [index]))
+            *sources, dst = fn.args
+            operands = [builder.load(builder.gep(src, [index])) for src in sources]
+            builder.store(ALL_EMITTERS[name](builder, *operands), builder.gep(dst, [index]))
             builder.ret_void()
     return module
 
 
-def _nvptx_assembly() -> str:
+def _nvptx_assembly(names: Sequence[str]) -> str:
     target = llvm.Target.from_triple("nvptx64-nvidia-cuda")
     tm = target.create_target_machine(cpu="sm_80", opt=3)
-    module = _build_nvptx_module()
-    module.data_layout = str(tm.target_data)
+    module = _build_nvptx_module(names)
     assert "ptx_kernel" in str(module)
-    mod = llvm.parse_assembly(str(module))
-    mod.verify()
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pb = llvm.create_pass_builder(tm, pto)
-    pb.getModulePassManager().run(mod, pb)
-    return tm.emit_assembly(mod)
+    return tm.emit_assembly(_optimise(module, tm))
+
+
+def _assemble_with_ptxas(ptx: str, path: pathlib.Path) -> None:
+    """ptxas accepts the PTX (skipped where it is not installed)."""
+    if shutil.which("ptxas") is None:
+        pytest.skip("ptxas not on PATH: PTX generated but not assembled")
+    path.write_text(ptx)
+    result = subprocess.run(["ptxas", "-arch=sm_80", str(path), "-o", "/dev/null"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
 
 
 def test_nvptx_kernels_assemble(tmp_path: pathlib.Path) -> None:
-    ptx = _nvptx_assembly()
+    ptx = _nvptx_assembly(list(EMITTERS))
     assert ptx.count(".entry") == len(EMITTERS) * len(IR_TYPES)
     # No libm: the only calls are those of the sin and cos kernels to their large-argument
     # functions, which are defined in the same PTX.
@@ -714,13 +742,7 @@ def test_nvptx_kernels_assemble(tmp_path: pathlib.Path) -> None:
             assert len(called) == 1 and called <= defined, (name, called)
         else:
             assert not called, (name, called)
-    if shutil.which("ptxas") is None:
-        pytest.skip("ptxas not on PATH: PTX generated but not assembled")
-    path = tmp_path / "mathlib.ptx"
-    path.write_text(ptx)
-    result = subprocess.run(["ptxas", "-arch=sm_80", str(path), "-o", "/dev/null"],
-                            capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
+    _assemble_with_ptxas(ptx, tmp_path / "mathlib.ptx")
 
 
 def _load_cuda() -> ctypes.CDLL | None:
@@ -788,7 +810,7 @@ def _gpu_kernels(ptx: str) -> Iterator[Callable[[str, list[np.ndarray]], np.ndar
 def test_nvptx_accuracy_on_gpu() -> None:
     """Run every kernel on a GPU (when one is present) and check its accuracy."""
     failures = []
-    with _gpu_kernels(_nvptx_assembly()) as run:
+    with _gpu_kernels(_nvptx_assembly(list(EMITTERS))) as run:
         for name in EMITTERS:
             for dtype in DTYPES:
                 x = _inputs(name, dtype)
@@ -810,65 +832,6 @@ def test_nvptx_accuracy_on_gpu() -> None:
 
 # Allowed max error in ulp of the correctly rounded result.
 POW_ULP_LIMIT = {np.float32: 1.0, np.float64: 2.0}
-
-
-def _build_pow_loop_module(dtype: type) -> ir.Module:
-    """void f(T* x, T* y, T* out, i64 n): out[i] = pow(x[i], y[i])."""
-    ty = IR_TYPES[dtype]
-    i64 = ir.IntType(64)
-    module = ir.Module(name=f"pow_{dtype.__name__}")
-    fnty = ir.FunctionType(ir.VoidType(), [ty.as_pointer()] * 3 + [i64])
-    fn = ir.Function(module, fnty, name="f")
-    xs, ys, dst, n = fn.args
-    for arg in (xs, ys, dst):
-        arg.add_attribute("noalias")
-    entry = fn.append_basic_block("entry")
-    loop = fn.append_basic_block("loop")
-    done = fn.append_basic_block("done")
-    builder = ir.IRBuilder(entry)
-    builder.cbranch(builder.icmp_signed(">", n, ir.Constant(i64, 0)), loop, done)
-    builder.position_at_end(loop)
-    i = builder.phi(i64)
-    i.add_incoming(ir.Constant(i64, 0), entry)
-    x = builder.load(builder.gep(xs, [i]))
-    y = builder.load(builder.gep(ys, [i]))
-    builder.store(mathlib.emit_pow(builder, x, y), builder.gep(dst, [i]))
-    i_next = builder.add(i, ir.Constant(i64, 1))
-    i.add_incoming(i_next, loop)
-    builder.cbranch(builder.icmp_signed("<", i_next, n), loop, done)
-    builder.position_at_end(done)
-    builder.ret_void()
-    return module
-
-
-class _CompiledPow:
-    """A JIT-compiled elementwise pow loop for one dtype."""
-
-    def __init__(self, dtype: type) -> None:
-        tm = _host_target_machine()
-        self.dtype = dtype
-        self.llvm_module = _optimise(_build_pow_loop_module(dtype), tm)
-        self.engine = llvm.create_mcjit_compiler(self.llvm_module, tm)
-        self.engine.finalize_object()
-        ptr_t = ctypes.c_void_p
-        self.cfunc = ctypes.CFUNCTYPE(None, ptr_t, ptr_t, ptr_t, ctypes.c_int64)(
-            self.engine.get_function_address("f"))
-
-    def __call__(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        x, y = np.broadcast_arrays(np.asarray(x, dtype=self.dtype), np.asarray(y, dtype=self.dtype))
-        x, y = np.ascontiguousarray(x), np.ascontiguousarray(y)
-        out = np.empty_like(x)
-        self.cfunc(x.ctypes.data, y.ctypes.data, out.ctypes.data, x.size)
-        return out
-
-
-_POW_CACHE: dict[type, _CompiledPow] = {}
-
-
-def compiled_pow(dtype: type) -> _CompiledPow:
-    if dtype not in _POW_CACHE:
-        _POW_CACHE[dtype] = _CompiledPow(dtype)
-    return _POW_CACHE[dtype]
 
 
 def pow_ulp_errors(dtype: type, x: np.ndarray, y: np.ndarray, got: np.ndarray) -> np.ndarray:
@@ -928,7 +891,7 @@ def _pow_inputs(dtype: type) -> tuple[np.ndarray, np.ndarray]:
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
 def test_pow_accuracy(dtype: type) -> None:
     x, y = _pow_inputs(dtype)
-    got = compiled_pow(dtype)(x, y)
+    got = compiled("pow", dtype)(x, y)
     errs = pow_ulp_errors(dtype, x, y, got)
     worst = int(np.argmax(errs))
     assert errs[worst] <= POW_ULP_LIMIT[dtype], (
@@ -949,12 +912,12 @@ def test_pow_subnormal_results(dtype: type) -> None:
     t_big = np.log(float(finfo.max)) * rng.uniform(0.999, 1.001, x.size)
     for target in (t_sub, t_big):
         y = (target / log_x).astype(dtype)
-        got = compiled_pow(dtype)(x, y)
+        got = compiled("pow", dtype)(x, y)
         assert np.max(pow_ulp_errors(dtype, x, y, got)) <= POW_ULP_LIMIT[dtype]
     # subnormal x
     x = (rng.integers(1, 1 << 20, 20_000) * float(finfo.smallest_subnormal)).astype(dtype)
     y = rng.uniform(-1.2, 1.2, x.size).astype(dtype)
-    assert np.max(pow_ulp_errors(dtype, x, y, compiled_pow(dtype)(x, y))) <= POW_ULP_LIMIT[dtype]
+    assert np.max(pow_ulp_errors(dtype, x, y, compiled("pow", dtype)(x, y))) <= POW_ULP_LIMIT[dtype]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
@@ -972,10 +935,10 @@ def test_pow_integer_exponents_exact(dtype: type) -> None:
             if Fraction(float(value)) == exact:
                 cases.append((a, k, float(value)))
     x, y, expected = (np.array(column, dtype=dtype) for column in zip(*cases))
-    got = compiled_pow(dtype)(x, y)
+    got = compiled("pow", dtype)(x, y)
     wrong = np.flatnonzero(got != expected)
     assert wrong.size == 0, [(x[i], y[i], got[i]) for i in wrong[:5]]
-    spot = compiled_pow(dtype)(np.array([3.0, -2.0, 2.0, 10.0, -10.0]),
+    spot = compiled("pow", dtype)(np.array([3.0, -2.0, 2.0, 10.0, -10.0]),
                                np.array([2.0, 3.0, 10.0, 20.0, 7.0]))
     assert spot[:3].tolist() == [9.0, -8.0, 1024.0]
     assert abs(float(spot[3]) - 1e20) <= float(np.spacing(dtype(1e20)))
@@ -1043,24 +1006,14 @@ def _pow_spec_table(dtype: type) -> list[tuple[float, float, float]]:
     return table
 
 
-def _assert_same(x: np.ndarray, y: np.ndarray, got: np.ndarray, expected: np.ndarray) -> None:
-    """Bitwise agreement up to NaN payloads: signed zeros and infinities must match."""
-    for xi, yi, gi, ei in zip(x, y, got, expected):
-        if np.isnan(ei):
-            assert np.isnan(gi), f"pow({xi!r}, {yi!r}) = {gi!r}, expected nan"
-        else:
-            assert gi == ei and np.signbit(gi) == np.signbit(ei), (
-                f"pow({xi!r}, {yi!r}) = {gi!r}, expected {ei!r}")
-
-
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
 def test_pow_special_values(dtype: type) -> None:
     table = _pow_spec_table(dtype)
     x, y, expected = (np.array(column, dtype=dtype) for column in zip(*table))
-    got = compiled_pow(dtype)(x, y)
-    _assert_same(x, y, got, expected)
+    got = compiled("pow", dtype)(x, y)
+    _assert_same("pow", [x, y], got, expected)
     with np.errstate(all="ignore"):
-        _assert_same(x, y, got, np.power(x, y))  # the table agrees with numpy
+        _assert_same("pow", [x, y], got, np.power(x, y))  # the table agrees with numpy
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
@@ -1080,30 +1033,25 @@ def test_pow_special_grid_matches_numpy(dtype: type) -> None:
                -(2.0 ** 60), 1075.0, -1075.0, 149.0, -149.0, 1024.0, 128.0, -127.0]
     gx, gy = np.meshgrid(np.array(xs, dtype=dtype), np.array(ys, dtype=dtype))
     x, y = gx.ravel(), gy.ravel()
-    got = compiled_pow(dtype)(x, y)
+    got = compiled("pow", dtype)(x, y)
     with np.errstate(all="ignore"):
         expected = np.power(x, y)
     special = ((x == 0) | (np.abs(x) == 1) | ~np.isfinite(x) | (y == 0) | ~np.isfinite(y)
                | (expected == 0) | ~np.isfinite(expected))
-    _assert_same(x[special], y[special], got[special], expected[special])
+    _assert_same("pow", [x[special], y[special]], got[special], expected[special])
     errs = pow_ulp_errors(dtype, x[~special], y[~special], got[~special])
     assert np.max(errs) <= POW_ULP_LIMIT[dtype]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
 def test_pow_loop_vectorises(dtype: type) -> None:
-    elem = "float" if dtype == np.float32 else "double"
-    ir_text = str(compiled_pow(dtype).llvm_module.get_function("f"))
-    widths = [int(w) for w in re.findall(rf"<(\d+) x {elem}>", ir_text)]
-    assert widths and max(widths) >= (4 if dtype == np.float32 else 2), (
-        f"pow[{dtype.__name__}] loop was not vectorised")
-    calls = re.findall(r"call [^@]*@\"?([\w.]+)", ir_text)
+    calls = _vectorised_loop_calls("pow", dtype)
     assert all(c.startswith("llvm.") for c in calls), calls
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
 def test_pow_no_calls_or_fast_math(dtype: type) -> None:
-    module = _build_pow_loop_module(dtype)
+    module = _build_loop_module("pow", dtype)
     assert len(module.get_global("f").blocks) == 3, "pow must not add basic blocks"
     text = str(module)
     branches = [line for line in text.splitlines() if line.lstrip().startswith("br ")]
@@ -1111,74 +1059,31 @@ def test_pow_no_calls_or_fast_math(dtype: type) -> None:
     for line in text.splitlines():
         if " call " in line:
             assert re.search(r"@\"?llvm\.(fabs|copysign|rint|fma)\.", line), line
-        for flag in (" fast ", " nnan ", " ninf ", " nsz ", " arcp ", " afn ", " reassoc "):
-            assert flag not in line, line
+        _assert_no_fast_math(line)
     with pytest.raises(TypeError):
         builder = ir.IRBuilder(ir.Function(ir.Module(), ir.FunctionType(ir.VoidType(), []), "g")
                                .append_basic_block())
         mathlib.emit_pow(builder, ir.Constant(ir.FloatType(), 1.0), ir.Constant(ir.DoubleType(), 1.0))
 
 
-def _build_pow_nvptx_module() -> ir.Module:
-    """k_pow_<dtype>(x, y, out): out[i] = pow(x[i], y[i]) with i = global thread id."""
-    module = ir.Module(name="mathlib_pow_nvptx")
-    module.triple = "nvptx64-nvidia-cuda"
-    i32 = ir.IntType(32)
-    sreg = {
-        reg: ir.Function(module, ir.FunctionType(i32, []), name=f"llvm.nvvm.read.ptx.sreg.{reg}.x")
-        for reg in ("tid", "ctaid", "ntid")
-    }
-    for dtype, ty in IR_TYPES.items():
-        fnty = ir.FunctionType(ir.VoidType(), [ty.as_pointer()] * 3)
-        fn = ir.Function(module, fnty, name=f"k_pow_{dtype.__name__}")
-        fn.calling_convention = "ptx_kernel"
-        builder = ir.IRBuilder(fn.append_basic_block("entry"))
-        tid, ctaid, ntid = (builder.call(sreg[r], []) for r in ("tid", "ctaid", "ntid"))
-        index = builder.zext(builder.add(builder.mul(ctaid, ntid), tid), ir.IntType(64))
-        x = builder.load(builder.gep(fn.args[0], [index]))
-        y = builder.load(builder.gep(fn.args[1], [index]))
-        builder.store(mathlib.emit_pow(builder, x, y), builder.gep(fn.args[2], [index]))
-        builder.ret_void()
-    return module
-
-
-def _pow_nvptx_assembly() -> str:
-    target = llvm.Target.from_triple("nvptx64-nvidia-cuda")
-    tm = target.create_target_machine(cpu="sm_80", opt=3)
-    module = _build_pow_nvptx_module()
-    module.data_layout = str(tm.target_data)
-    mod = llvm.parse_assembly(str(module))
-    mod.verify()
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pb = llvm.create_pass_builder(tm, pto)
-    pb.getModulePassManager().run(mod, pb)
-    return tm.emit_assembly(mod)
-
-
 def test_pow_nvptx_kernels_assemble(tmp_path: pathlib.Path) -> None:
-    ptx = _pow_nvptx_assembly()
+    ptx = _nvptx_assembly(["pow"])
     assert ptx.count(".entry") == len(IR_TYPES)
     assert "call" not in ptx.replace(".callprototype", "")
-    if shutil.which("ptxas") is None:
-        pytest.skip("ptxas not on PATH: PTX generated but not assembled")
-    path = tmp_path / "mathlib_pow.ptx"
-    path.write_text(ptx)
-    result = subprocess.run(["ptxas", "-arch=sm_80", str(path), "-o", "/dev/null"],
-                            capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
+    _assemble_with_ptxas(ptx, tmp_path / "mathlib_pow.ptx")
 
 
 def test_pow_nvptx_on_gpu() -> None:
     """Run the pow kernels on a GPU (when one is present): same results as the CPU."""
     failures = []
-    with _gpu_kernels(_pow_nvptx_assembly()) as run:
+    with _gpu_kernels(_nvptx_assembly(["pow"])) as run:
         for dtype in DTYPES:
             x, y = _pow_inputs(dtype)
             table = _pow_spec_table(dtype)
             x = np.concatenate([x, np.array([c[0] for c in table], dtype=dtype)])
             y = np.concatenate([y, np.array([c[1] for c in table], dtype=dtype)])
             got = run(f"k_pow_{dtype.__name__}", [x, y])
-            cpu = compiled_pow(dtype)(x, y)
+            cpu = compiled("pow", dtype)(x, y)
             same = (got == cpu) | (np.isnan(got) & np.isnan(cpu))
             if not same.all():
                 failures.append(f"pow[{dtype.__name__}]: {int((~same).sum())} results differ "
@@ -1192,5 +1097,5 @@ if __name__ == "__main__":
             print(f"{fname:8s} {dt.__name__:8s} max ulp {max_ulp_error(fname, dt):.3f}")
     for dt in DTYPES:
         px, py = _pow_inputs(dt)
-        pow_err = float(np.max(pow_ulp_errors(dt, px, py, compiled_pow(dt)(px, py))))
+        pow_err = float(np.max(pow_ulp_errors(dt, px, py, compiled("pow", dt)(px, py))))
         print(f"{'pow':8s} {dt.__name__:8s} max ulp {pow_err:.3f}")
