@@ -166,8 +166,22 @@ def stack(values: Sequence[Any], axis: int = 0, name: str | None = None) -> Tens
 
 
 def unstack(value: Tensor, axis: int = 0) -> list[Tensor]:
-    """The slices of ``value`` along ``axis`` (its size must be known)."""
-    axis = normalize_axis(int(axis), len(value.shape))
+    """The slices of ``value`` along ``axis``, whose size must be known when the graph is built
+    (it decides how many tensors come back).
+
+    >>> import compiler as cc
+    >>> x = cc.placeholder("float32", shape=(None, 3))
+    >>> [t.shape for t in cc.unstack(x, axis=1)]
+    [(None,), (None,), (None,)]
+    """
+    value = convert_to_tensor(value)
+    try:
+        axis = normalize_axis(axis, len(value.shape))
+    except RuleError as exc:
+        raise ShapeError(located(f"unstack of {value.name!r} {format_shape(value.shape)}: {exc}")) from None
+    if value.shape[axis] is None:
+        raise ShapeError(located(f"unstack: axis {axis} of {value.name!r} {format_shape(value.shape)} has an "
+                                 f"unknown size; it must be known to decide how many tensors to return"))
     return [getitem(value, (slice(None),) * axis + (k,)) for k in range(value.shape[axis])]
 
 
