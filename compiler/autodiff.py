@@ -17,7 +17,7 @@ from .errors import GraphMismatchError
 from .graph import Operation, Tensor, located, user_location
 from .ops.array import ones_like, zeros_like
 from .ops.base import convert_to_tensor
-from .ops.elementwise import add
+from .ops.elementwise import Add, add
 
 
 def as_list(value: Any) -> list[Any]:
@@ -66,20 +66,86 @@ def _between(ys: Sequence[Tensor], xs: Sequence[Tensor], stop: set[Tensor],
     return to_ys
 
 
-def _sum(parts: list[Tensor]) -> Tensor:
+class AggregationMethod:
+    """How ``gradients`` sums the contributions that reach one tensor (TF1's names and values),
+    and what each becomes in a compiled step:
+
+    - ``ADD_N`` (= ``DEFAULT``): one sum of all contributions, built once the last one is known; the
+      adds fuse into one kernel that reads every contribution, so all of them are alive together.
+    - ``EXPERIMENTAL_TREE``: the contributions summed in pairs, then pairs of pairs (a balanced tree
+      of adds, built once the last one is known); this too fuses into one kernel and the same buffer
+      plan as ``ADD_N``, only the order of the additions differs.
+    - ``EXPERIMENTAL_ACCUMULATE_N``: a running sum, each contribution added as soon as it is
+      produced (in that order). Each partial sum is a kernel of its own that overwrites the one
+      before, so a contribution dies as soon as it is added: fewer are alive at once.
+
+    >>> import compiler as cc
+    >>> x = cc.placeholder("float64", shape=(3,))
+    >>> y = cc.reduce_sum(cc.exp(x)) + cc.reduce_sum(cc.sin(x)) + cc.reduce_sum(x * x)
+    >>> (dx,) = cc.gradients(y, [x], aggregation_method=cc.AggregationMethod.EXPERIMENTAL_ACCUMULATE_N)
+    """
+
+    ADD_N = 0
+    DEFAULT = ADD_N
+    EXPERIMENTAL_TREE = 1
+    EXPERIMENTAL_ACCUMULATE_N = 2
+
+
+_AGGREGATION_NAMES = {AggregationMethod.ADD_N: "ADD_N", AggregationMethod.EXPERIMENTAL_TREE: "EXPERIMENTAL_TREE",
+                      AggregationMethod.EXPERIMENTAL_ACCUMULATE_N: "EXPERIMENTAL_ACCUMULATE_N"}
+
+
+def aggregation_method_value(method: Any, where: str) -> int:
+    """``method`` checked (``None`` means ``DEFAULT``); a ValueError from ``where`` otherwise."""
+    if method is None:
+        return AggregationMethod.DEFAULT
+    if isinstance(method, bool) or not isinstance(method, int) or method not in _AGGREGATION_NAMES:
+        choices = ", ".join(f"AggregationMethod.{n} ({v})" for v, n in _AGGREGATION_NAMES.items())
+        raise ValueError(located(f"{where}: aggregation_method must be one of {choices} or None, "
+                                 f"got {method!r}"))
+    return int(method)
+
+
+def _sum(parts: list[Tensor], method: int = AggregationMethod.ADD_N) -> Tensor:
+    """The contributions ``parts`` summed (one left-to-right sum, or a balanced tree of adds)."""
+    if method == AggregationMethod.EXPERIMENTAL_TREE:
+        while len(parts) > 1:
+            pairs = [add(parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
+            parts = pairs + parts[len(parts) - len(parts) % 2:]
+        return parts[0]
     total = parts[0]
     for part in parts[1:]:
         total = add(total, part)
     return total
 
 
+def _contribute(pending: dict[Tensor, list[Tensor]], tensor: Tensor, grad: Tensor, method: int) -> None:
+    """Record one contribution to ``tensor``'s gradient; ACCUMULATE_N adds it to the running sum now."""
+    parts = pending.setdefault(tensor, [])
+    if method == AggregationMethod.EXPERIMENTAL_ACCUMULATE_N and parts:
+        # running_sum: the compiler keeps the sum so far in a buffer rather than folding it into
+        # the next add (which would keep every contribution alive until the last one).
+        parts[0] = Add(parts[0], grad, running_sum=True)
+    else:
+        parts.append(grad)
+
+
 def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients",
-              stop_gradients: Any = None, unconnected_gradients: str = "none") -> list[Tensor | None]:
+              colocate_gradients_with_ops: bool = False, gate_gradients: bool = False,
+              aggregation_method: int | None = None, stop_gradients: Any = None,
+              unconnected_gradients: str = "none") -> list[Tensor | None]:
     """Symbolic gradients of ``sum(ys)`` with respect to each of ``xs`` (TF1 semantics).
 
     ``grad_ys`` weights each y (ones by default); tensors in ``stop_gradients`` are treated as
     constants; integer tensors get no gradient; an x with no path to ys gives ``None``, or zeros
     when ``unconnected_gradients="zero"``. Returns a list with one entry per x.
+
+    ``aggregation_method`` (an ``AggregationMethod``, default ``ADD_N``) says how the contributions
+    that reach one tensor are summed. ``colocate_gradients_with_ops`` has no effect: a step runs on
+    one device. ``gate_gradients=True`` asks that all input gradients of an op be computed before
+    any is used; a compiled step always gives that (its kernels run one after another, in the
+    order their nodes were built, and an op's gradient rule builds all its input gradients before
+    anything uses them), so it adds no node and the results are the same either way.
 
     >>> import compiler as cc
     >>> x = cc.placeholder("float64", shape=(3,))
@@ -89,7 +155,15 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients",
     x_list = as_list(xs)
     location = user_location()
     if unconnected_gradients not in ("none", "zero"):
-        raise ValueError(f"unconnected_gradients must be 'none' or 'zero', got {unconnected_gradients!r}")
+        raise ValueError(located(f"gradients: unconnected_gradients must be 'none' or 'zero', got "
+                                 f"{unconnected_gradients!r}", location))
+    if not isinstance(gate_gradients, bool):
+        raise ValueError(located(f"gradients: gate_gradients must be True or False, got {gate_gradients!r}",
+                                 location))
+    if not isinstance(colocate_gradients_with_ops, bool):
+        raise ValueError(located("gradients: colocate_gradients_with_ops must be True or False, got "
+                                 f"{colocate_gradients_with_ops!r}", location))
+    method = aggregation_method_value(aggregation_method, "gradients")
     if not y_list:
         raise ValueError(located("gradients: ys is empty", location))
     y_list = [convert_to_tensor(y) for y in y_list]
@@ -118,7 +192,7 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients",
                 gy = ones_like(y)
             else:
                 gy = check_gradient_like(gy, y, "gradients (grad_ys)", f"at {location}")
-            pending.setdefault(y, []).append(gy)
+            _contribute(pending, y, gy, method)
 
         done: dict[Tensor, Tensor] = {}
         handled: set[int] = set()
@@ -132,7 +206,7 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients",
                 handled.add(id(call))
                 output_grads: list[Tensor | None] = []
                 for out in call.outputs:
-                    grad = _sum(pending.pop(out)) if out in pending else None
+                    grad = _sum(pending.pop(out), method) if out in pending else None
                     if grad is not None:
                         done[out] = grad
                     output_grads.append(grad)
@@ -143,7 +217,7 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients",
                 if not op.outputs or op.outputs[0] not in pending:
                     continue
                 out = op.outputs[0]
-                grad = _sum(pending.pop(out))
+                grad = _sum(pending.pop(out), method)
                 done[out] = grad
                 rule = op_gradient_rule(op, location)
                 if rule is None:
@@ -155,13 +229,13 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients",
                     continue
                 if not dtypes.is_differentiable(inp.dtype) or inp.op not in between:
                     continue
-                pending.setdefault(inp, []).append(g_in)
+                _contribute(pending, inp, g_in, method)
 
         results: list[Tensor | None] = []
         for x in x_list:
             grad = done.get(x)
             if grad is None and x in pending:
-                grad = _sum(pending[x])
+                grad = _sum(pending[x], method)
             if grad is None and unconnected_gradients == "zero":
                 grad = zeros_like(x)
             results.append(grad)

@@ -5,7 +5,9 @@ elementwise nodes that cannot be folded into their single consumer. An elementwi
 into its consumer (elementwise, reduction or assignment) when it has exactly one consumer that
 visits each of its elements once; it then becomes part of that kernel's scalar expression, read
 through strided loads (broadcast = stride 0, transpose = permuted strides). Reshape is a view of a
-contiguous buffer.
+contiguous buffer. A running sum of gradient contributions (``AggregationMethod.
+EXPERIMENTAL_ACCUMULATE_N``) is not folded into the add that extends it, so that each contribution
+is added, and can die, as soon as it is produced.
 
 Assignments run last, so every read of a variable in the step sees its value from the start of the
 step. An assignment whose expression would read a buffer that another assignment writes (or its
@@ -76,6 +78,8 @@ class _KernelBuilder:
         consumer, index = uses[0]
         if index in consumer.opdef.indexed_inputs:
             return False  # read at computed positions: it needs a buffer
+        if node.attrs.get("running_sum") and consumer.attrs.get("running_sum") and index == 0:
+            return False  # a gradient's running sum is kept, so each contribution dies once added
         if consumer.kind == "elementwise":
             return consumer.size == node.size
         if consumer.kind == "reduce":

@@ -293,3 +293,116 @@ def test_graph_mismatch_in_gradients(graph) -> None:
         cc.gradients(cc.reduce_sum(x), [other])
     with pytest.raises(TypeError):
         cc.gradients(cc.reduce_sum(x), [np.ones(3)])
+
+
+# -- aggregation methods ---------------------------------------------------------------------------
+
+ADD_N = cc.AggregationMethod.ADD_N
+TREE = cc.AggregationMethod.EXPERIMENTAL_TREE
+ACCUMULATE_N = cc.AggregationMethod.EXPERIMENTAL_ACCUMULATE_N
+
+
+def _fan_out(x: cc.Tensor, count: int) -> cc.Tensor:
+    """A loss through which ``count`` contributions reach the gradient of ``x``."""
+    functions = [cc.exp, cc.sin, cc.cos, cc.tanh, cc.sigmoid, cc.square, cc.log1p]
+    return sum(cc.reduce_sum(f(x) * float(k + 1)) for k, f in enumerate(functions[:count]))
+
+
+def _sum_tree(total: cc.Tensor, leaves: list[cc.Tensor]) -> object:
+    """The adds that make ``total`` from ``leaves``, as nested pairs of leaf positions."""
+    if any(total is leaf for leaf in leaves):
+        return next(i for i, leaf in enumerate(leaves) if total is leaf)
+    assert total.op.type == "Add", total.op.describe()
+    return tuple(_sum_tree(t, leaves) for t in total.op.inputs)
+
+
+# (method, the shape of the sum of five contributions, numbered in the order they are produced)
+AGGREGATION_SHAPES = [
+    (None, ((((0, 1), 2), 3), 4)),
+    (ADD_N, ((((0, 1), 2), 3), 4)),
+    (cc.AggregationMethod.DEFAULT, ((((0, 1), 2), 3), 4)),
+    (TREE, (((0, 1), (2, 3)), 4)),
+    (ACCUMULATE_N, ((((0, 1), 2), 3), 4)),
+]
+
+
+@pytest.mark.parametrize("method, shape", AGGREGATION_SHAPES)
+def test_aggregation_method_decides_how_contributions_are_summed(graph, method, shape) -> None:
+    x = cc.placeholder("float64", shape=(3,), name="x")
+    loss = _fan_out(x, 5)
+    (dx,) = cc.gradients(loss, [x], aggregation_method=method)
+    adds = []
+    stack = [dx]
+    while stack:
+        t = stack.pop()
+        if t.op.type == "Add" and t.op.name.startswith("gradients/"):
+            adds.append(t.op)
+            stack.extend(t.op.inputs)
+    contributions = sorted({t for op in adds for t in op.inputs if t.op not in adds},
+                           key=lambda t: t.op.id)   # in the order they were produced
+    assert len(contributions) == 5
+    assert _sum_tree(dx, contributions) == shape
+    running = [op.attrs.get("running_sum", False) for op in adds]
+    if method == ACCUMULATE_N:
+        # Each add is built as soon as its contribution is, before the next contribution.
+        assert all(running)
+        for add_op in adds:
+            produced = max(t.op.id for t in add_op.inputs)
+            later = [t.op.id for t in contributions if t.op.id > produced]
+            assert all(add_op.id < other for other in later)
+    else:
+        # One sum, built once every contribution is known.
+        assert not any(running)
+        assert min(op.id for op in adds) > max(t.op.id for t in contributions)
+    # Every method gives the same gradient, to rounding, on both targets.
+    (expected,) = cc.gradients(loss, [x], name="reference_sum")
+    got, want = _run_both(graph, [dx, expected], {x: X})
+    np.testing.assert_allclose(got, want, rtol=1e-14)
+
+
+def _peak_temporary_bytes(method: int) -> list[int]:
+    """The arenas of a step whose hidden layer's gradient has five matmul contributions."""
+    rng = np.random.default_rng(0)
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float64", (64, 32), name="x")
+        w0 = cc.Variable(rng.standard_normal((32, 32)), name="w0")
+        hidden = cc.tanh(x @ w0)
+        heads = [cc.Variable(rng.standard_normal((32, 32)), name=f"w{k}") for k in range(1, 6)]
+        loss = sum(cc.reduce_sum((hidden @ w) * x) for w in heads)
+        (grad,) = cc.gradients(loss, [w0], aggregation_method=method)
+    with Session(graph) as sess:
+        exe = sess.compile([grad], feed_dict={x: rng.standard_normal((64, 32))})
+    assert "buffer plan" in exe.dump("kernels")
+    return exe.program.arenas
+
+
+def test_accumulate_n_keeps_fewer_contributions_alive_in_the_buffer_plan() -> None:
+    add_n, tree, accumulate_n = (_peak_temporary_bytes(m) for m in (ADD_N, TREE, ACCUMULATE_N))
+    assert tree == add_n                      # the same kernels; only the order of the adds differs
+    assert sum(accumulate_n) < sum(add_n)      # each contribution dies once it is added
+
+
+@pytest.mark.parametrize("arguments, pattern", [
+    ({"aggregation_method": 3}, r"aggregation_method must be one of .*ADD_N.* got 3"),
+    ({"aggregation_method": "ADD_N"}, r"aggregation_method must be one of .* got 'ADD_N'"),
+    ({"gate_gradients": 2}, r"gate_gradients must be True or False, got 2"),
+    ({"colocate_gradients_with_ops": "yes"}, r"colocate_gradients_with_ops must be True or False"),
+    ({"unconnected_gradients": "zeros"}, r"unconnected_gradients must be 'none' or 'zero'"),
+])
+def test_bad_gradients_arguments_name_the_argument_and_the_users_line(graph, arguments, pattern) -> None:
+    x = cc.placeholder("float64", shape=(3,), name="x")
+    with pytest.raises(ValueError, match=pattern) as info:
+        cc.gradients(cc.reduce_sum(x * x), [x], **arguments)
+    assert f"{__file__.rsplit('/', 1)[-1]}:" in str(info.value)
+
+
+@pytest.mark.parametrize("gate", [False, True])
+@pytest.mark.parametrize("colocate", [False, True])
+def test_gate_and_colocate_leave_the_gradients_unchanged(graph, gate, colocate) -> None:
+    x = cc.placeholder("float64", shape=(3,), name="x")
+    loss = _fan_out(x, 3) * cc.reduce_sum(x)
+    (dx,) = cc.gradients(loss, [x], gate_gradients=gate, colocate_gradients_with_ops=colocate)
+    (plain,) = cc.gradients(loss, [x], name="plain")
+    got, want = _run_both(graph, [dx, plain], {x: X})
+    np.testing.assert_array_equal(got, want)
