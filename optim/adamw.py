@@ -9,7 +9,7 @@ import compiler as cc
 from compiler.graph import Operation, Tensor
 
 from .adam import AdamOptimizer
-from .optimizer import HyperParameter, _call_if_callable
+from .optimizer import HyperParameter, Optimizer, _call_if_callable
 
 
 class AdamWOptimizer(AdamOptimizer):
@@ -55,8 +55,9 @@ class AdamWOptimizer(AdamOptimizer):
             self._decay_var_list = saved
 
     def minimize(self, loss: Tensor, global_step: cc.Variable | None = None,
-                 var_list: Sequence[cc.Variable] | None = None, grad_loss: Any = None,
-                 name: str | None = None,
+                 var_list: Sequence[cc.Variable] | None = None, gate_gradients: int = Optimizer.GATE_OP,
+                 aggregation_method: int | None = None, colocate_gradients_with_ops: bool = False,
+                 name: str | None = None, grad_loss: Any = None,
                  decay_var_list: Sequence[cc.Variable] | None = None) -> Operation:
         """``AdamOptimizer.minimize``, decaying only ``decay_var_list`` if given.
 
@@ -70,7 +71,9 @@ class AdamWOptimizer(AdamOptimizer):
         """
         with self._decaying(decay_var_list):
             return super().minimize(loss, global_step=global_step, var_list=var_list,
-                                    grad_loss=grad_loss, name=name)
+                                    gate_gradients=gate_gradients, aggregation_method=aggregation_method,
+                                    colocate_gradients_with_ops=colocate_gradients_with_ops, name=name,
+                                    grad_loss=grad_loss)
 
     def apply_gradients(self, grads_and_vars: Iterable[tuple[Any, cc.Variable]],
                         global_step: cc.Variable | None = None, name: str | None = None,

@@ -21,6 +21,7 @@ import numpy as np
 
 import compiler as cc
 from compiler import dtypes
+from compiler.autodiff import aggregation_method_value
 from compiler.graph import Graph, Operation, Tensor, located
 
 GradsAndVars = list  # [(Tensor | None, Variable), ...]
@@ -46,7 +47,26 @@ class Optimizer:
     >>> opt = optim.GradientDescentOptimizer(0.1)
     >>> grads_and_vars = opt.compute_gradients(loss)          # [(grad, w)]
     >>> train = opt.apply_gradients(grads_and_vars)          # one Operation; run it in a Session
+
+    ``gate_gradients`` (TF1's values) and what each means in a compiled step, where kernels run one
+    after another in the order their nodes were built:
+
+    - ``GATE_NONE`` (0): no ordering asked for.
+    - ``GATE_OP`` (1, the default): all input gradients of an op are computed before any of them is
+      used, so that no race changes them. A compiled step has no such race: its kernels run one
+      after another, and a gradient is a value that no kernel overwrites while it is still read.
+    - ``GATE_GRAPH`` (2): no variable changes before every gradient is computed. In a compiled
+      step every gradient is computed from the values the variables had at the start of the step:
+      an update is moved earlier only past kernels that do not read the variable it writes (to free
+      its gradient sooner), never before one that reads its old value. So every gradient sees the
+      pre-update values, which is what GATE_GRAPH guards.
+
+    The three give the same results; no gate adds a node or changes the compiled step.
     """
+
+    GATE_NONE = 0
+    GATE_OP = 1
+    GATE_GRAPH = 2
 
     def __init__(self, use_locking: bool = False, name: str | None = None) -> None:
         if not name:
@@ -64,10 +84,12 @@ class Optimizer:
 
     # -- the public API ----------------------------------------------------------------------------
     def minimize(self, loss: Tensor, global_step: cc.Variable | None = None,
-                 var_list: Sequence[cc.Variable] | None = None, grad_loss: Any = None,
-                 name: str | None = None) -> Operation:
+                 var_list: Sequence[cc.Variable] | None = None, gate_gradients: int = GATE_OP,
+                 aggregation_method: int | None = None, colocate_gradients_with_ops: bool = False,
+                 name: str | None = None, grad_loss: Any = None) -> Operation:
         """An Operation that updates ``var_list`` (default: the trainable variables) to reduce
-        ``loss``, and increments ``global_step`` by one if given.
+        ``loss``, and increments ``global_step`` by one if given. ``gate_gradients``,
+        ``aggregation_method`` and ``colocate_gradients_with_ops`` are as in ``compute_gradients``.
 
         Raises ``cc.NoGradientError`` if no variable has a path to ``loss``.
 
@@ -78,7 +100,9 @@ class Optimizer:
         >>> step = optim.get_or_create_global_step()
         >>> train = optim.MomentumOptimizer(0.1, 0.9).minimize(cc.reduce_sum(w * w), global_step=step)
         """
-        grads_and_vars = self.compute_gradients(loss, var_list=var_list, grad_loss=grad_loss)
+        grads_and_vars = self.compute_gradients(
+            loss, var_list=var_list, gate_gradients=gate_gradients, aggregation_method=aggregation_method,
+            colocate_gradients_with_ops=colocate_gradients_with_ops, grad_loss=grad_loss)
         if all(grad is None for grad, _ in grads_and_vars):
             names = [v.name for _, v in grads_and_vars]
             raise cc.NoGradientError(
@@ -87,10 +111,16 @@ class Optimizer:
         return self.apply_gradients(grads_and_vars, global_step=global_step, name=name)
 
     def compute_gradients(self, loss: Tensor, var_list: Sequence[cc.Variable] | None = None,
-                          grad_loss: Any = None) -> GradsAndVars:
+                          gate_gradients: int = GATE_OP, aggregation_method: int | None = None,
+                          colocate_gradients_with_ops: bool = False, grad_loss: Any = None) -> GradsAndVars:
         """``[(grad, var), …]`` for the floating variables in ``var_list`` (default: the graph's
         trainable variables); ``grad`` is ``None`` for a variable with no path to ``loss``.
-        ``grad_loss`` weights the loss (ones by default).
+        ``grad_loss`` weights the loss (ones by default). ``aggregation_method`` (a
+        ``cc.AggregationMethod``) says how contributions to one gradient are summed;
+        ``colocate_gradients_with_ops`` has no effect (a step runs on one device).
+
+        ``gate_gradients`` is ``Optimizer.GATE_NONE``, ``GATE_OP`` or ``GATE_GRAPH``; see the class
+        docstring for what each guarantees in a compiled step (every value gives the same results).
 
         >>> import numpy as np
         >>> import compiler as cc
@@ -101,6 +131,10 @@ class Optimizer:
         >>> pairs[1][0] is None
         True
         """
+        if gate_gradients not in (self.GATE_NONE, self.GATE_OP, self.GATE_GRAPH):
+            raise ValueError(located(f"{self._name}: gate_gradients must be Optimizer.GATE_NONE (0), GATE_OP (1) "
+                                     f"or GATE_GRAPH (2), got {gate_gradients!r}"))
+        aggregation_method_value(aggregation_method, self._name)
         loss = cc.convert_to_tensor(loss)
         if not dtypes.is_floating(loss.dtype):
             raise cc.DTypeError(located(f"{self._name}: the loss {loss.name!r} is {loss.dtype.name}; "
@@ -120,7 +154,9 @@ class Optimizer:
                 variables.append(var)
         if not variables:
             raise ValueError(located(f"{self._name}: no variables to optimize"))
-        grads = cc.gradients(loss, variables, grad_ys=grad_loss)
+        grads = cc.gradients(loss, variables, grad_ys=grad_loss, gate_gradients=gate_gradients == self.GATE_OP,
+                             aggregation_method=aggregation_method,
+                             colocate_gradients_with_ops=colocate_gradients_with_ops)
         return list(zip(grads, variables))
 
     def apply_gradients(self, grads_and_vars: Iterable[tuple[Any, cc.Variable]],

@@ -185,3 +185,109 @@ def test_callable_learning_rate() -> None:
     with Session(graph, target="reference") as sess:
         sess.run(train)
         np.testing.assert_allclose(sess.run(w), [0.5, 0.5])
+
+
+# -- gate_gradients and aggregation_method ---------------------------------------------------------
+
+GATES = [optim.Optimizer.GATE_NONE, optim.Optimizer.GATE_OP, optim.Optimizer.GATE_GRAPH]
+
+
+def _coupled_model() -> tuple:
+    """Values for ``loss = sum((tanh(x @ w1) @ w2) * s)``: every variable's gradient reads the
+    others, so an update applied before another variable's gradient is computed would change it."""
+    rng = np.random.default_rng(3)
+    return (rng.standard_normal((8, 4)), rng.standard_normal((4, 5)) * 0.5, rng.standard_normal((5, 3)) * 0.5,
+            rng.standard_normal(3))
+
+
+def _numpy_steps(optimizer: str, steps: int) -> list[np.ndarray]:
+    x, w1, w2, s = _coupled_model()
+    variables = [w1, w2, s]
+    accumulators = [np.zeros_like(v) for v in variables]
+    for _ in range(steps):
+        h = np.tanh(x @ w1)
+        z = h @ w2
+        dz = np.broadcast_to(s, z.shape)
+        grads = [x.T @ ((dz @ w2.T) * (1 - h * h)), h.T @ dz, z.sum(axis=0)]   # all from the old values
+        for k, grad in enumerate(grads):
+            if optimizer == "momentum":
+                accumulators[k] = 0.9 * accumulators[k] + grad
+                grad = accumulators[k]
+            variables[k] = variables[k] - 0.1 * grad
+        w1, w2, s = variables
+    return variables
+
+
+@pytest.mark.parametrize("target", ["cpu", "reference"])
+@pytest.mark.parametrize("optimizer", ["sgd", "momentum"])
+@pytest.mark.parametrize("gate", GATES)
+def test_every_gate_computes_every_gradient_from_the_values_before_the_update(gate, optimizer, target) -> None:
+    x_value, w1_value, w2_value, s_value = _coupled_model()
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.constant(x_value, name="x")
+        w1, w2, s = (cc.Variable(v, name=n) for v, n in ((w1_value, "w1"), (w2_value, "w2"), (s_value, "s")))
+        loss = cc.reduce_sum((cc.tanh(x @ w1) @ w2) * s)
+        opt = optim.GradientDescentOptimizer(0.1) if optimizer == "sgd" else optim.MomentumOptimizer(0.1, 0.9)
+        train = opt.minimize(loss, gate_gradients=gate)
+    with Session(graph, target=target) as sess:
+        for _ in range(3):
+            sess.run(train)
+        got = sess.run([w1, w2, s])
+        if target == "cpu":
+            program = sess.compile([train]).program
+    for value, expected in zip(got, _numpy_steps(optimizer, 3)):
+        np.testing.assert_allclose(value, expected, rtol=1e-12, atol=1e-12)
+    if target == "cpu":
+        # The schedule moves updates early (s's, under SGD, runs before w1's gradient is computed),
+        # but never before a kernel that reads the old value of the variable it writes.
+        writes = {}
+        for variable in (w1, w2, s):
+            buffer = program.variables[variable.op.outputs[0]]
+            (write,) = [i for i, k in enumerate(program.kernels) if k.out.buffer == buffer]
+            reads = [i for i, k in enumerate(program.kernels) if any(a.buffer == buffer for a in k.operands)]
+            assert all(i <= write for i in reads)
+            writes[variable] = write
+        if optimizer == "sgd":
+            assert writes[s] < min(writes[w1], writes[w2])   # before their gradients are computed
+
+
+@pytest.mark.parametrize("method", [None, cc.AggregationMethod.ADD_N, cc.AggregationMethod.EXPERIMENTAL_TREE,
+                                    cc.AggregationMethod.EXPERIMENTAL_ACCUMULATE_N])
+def test_minimize_with_each_aggregation_method(method) -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        w = cc.Variable(np.array([0.5, -1.0, 2.0]), name="w")
+        loss = cc.reduce_sum(cc.exp(w)) + cc.reduce_sum(cc.sin(w)) + cc.reduce_sum(w * w)
+        opt = optim.GradientDescentOptimizer(0.1)
+        (grad, _), = opt.compute_gradients(loss, aggregation_method=method, colocate_gradients_with_ops=True)
+        train = opt.minimize(loss, aggregation_method=method, colocate_gradients_with_ops=True)
+    start = np.array([0.5, -1.0, 2.0])
+    expected = np.exp(start) + np.cos(start) + 2 * start
+    for target in ("cpu", "reference"):
+        with Session(graph, target=target) as sess:
+            np.testing.assert_allclose(sess.run(grad), expected, rtol=1e-14)
+            sess.run(train)
+            np.testing.assert_allclose(sess.run(w), start - 0.1 * expected, rtol=1e-14)
+
+
+@pytest.mark.parametrize("arguments, pattern", [
+    ({"gate_gradients": 3}, r"gate_gradients must be Optimizer.GATE_NONE \(0\), GATE_OP \(1\) or GATE_GRAPH "
+                            r"\(2\), got 3"),
+    ({"gate_gradients": "GATE_OP"}, r"gate_gradients must be .* got 'GATE_OP'"),
+    ({"aggregation_method": 7}, r"aggregation_method must be one of AggregationMethod.ADD_N \(0\).* got 7"),
+])
+@pytest.mark.parametrize("entry", ["minimize", "compute_gradients"])
+def test_bad_gate_or_aggregation_method_names_the_argument_and_the_users_line(entry, arguments, pattern) -> None:
+    with cc.Graph().as_default():
+        w = cc.Variable(np.ones(2), name="w")
+        opt = optim.GradientDescentOptimizer(0.1)
+        with pytest.raises(ValueError, match=pattern) as info:
+            getattr(opt, entry)(cc.reduce_sum(w * w), **arguments)
+    assert f"{__file__.rsplit('/', 1)[-1]}:" in str(info.value)
+
+
+def test_gate_constants_are_tf1s() -> None:
+    assert (optim.Optimizer.GATE_NONE, optim.Optimizer.GATE_OP, optim.Optimizer.GATE_GRAPH) == (0, 1, 2)
+    assert (cc.AggregationMethod.ADD_N, cc.AggregationMethod.DEFAULT, cc.AggregationMethod.EXPERIMENTAL_TREE,
+            cc.AggregationMethod.EXPERIMENTAL_ACCUMULATE_N) == (0, 0, 1, 2)
