@@ -426,7 +426,9 @@ def _argmax_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) ->
     x = np.asarray(values[0])
     rows, cols = _pool_windows(x.shape, attrs)
     taps, _, _ = _pool_taps_reference(x, attrs, -np.inf)
-    flat = taps.transpose(0, 1, 2, 5, 3, 4).reshape(x.shape[0], rows.out, cols.out, x.shape[3], -1)
+    # The window's taps spelled out (not -1): reshape cannot infer a size next to a size-0 axis.
+    flat = taps.transpose(0, 1, 2, 5, 3, 4).reshape(x.shape[0], rows.out, cols.out, x.shape[3],
+                                                     rows.kernel * cols.kernel)
     return flat.argmax(axis=-1).astype(np.int64)
 
 
