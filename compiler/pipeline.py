@@ -102,6 +102,25 @@ def compile_step(fetches: Sequence[Tensor | Operation], feed_shapes: dict[Tensor
     return step
 
 
+def target_gpu(step: CompiledStep, arch: str = nvptx.DEFAULT_ARCH, limits: nvptx.GpuLimits = nvptx.DEFAULT_LIMITS,
+               emulated: bool = False) -> CompiledStep:
+    """The step for ``target="cuda"`` (or ``"cuda-emulated"``): ``kernels`` also shows the GPU
+    schedule, ``ptx`` is for ``arch`` with ``limits``, and when ``emulated`` the ``llvm`` stage is the
+    host module that runs the scheduled kernels block by block (what the runtime then runs)."""
+    from .codegen import cuda_emulated
+    program = step.program
+    step.texts["kernels"] += "\n" + nvptx.format_schedule(nvptx.schedule_program(program, limits))
+    step.texts.pop("ptx", None)
+    step._lazy["ptx"] = lambda: nvptx.emit_ptx(program, arch, limits)
+    if emulated:
+        start = time.perf_counter()
+        step.texts["llvm"] = str(cuda_emulated.build_module(program, limits))
+        step.texts.pop("llvm-opt", None)
+        step.texts.pop("asm", None)
+        step.timings["codegen"] = time.perf_counter() - start
+    return step
+
+
 _dump_counter = 0
 
 

@@ -1,8 +1,8 @@
 """Running a compiled step's PTX on an NVIDIA GPU through the CUDA driver API (``libcuda``).
 
 ``CudaExecutable`` loads the step's PTX once, keeps one device buffer per program buffer, and per
-run copies feeds and variables in, launches every kernel in order (one thread per output element,
-256 per block), and copies fetches and variables back. Variables stay owned by the session's host
+run copies feeds and variables in, launches every kernel in order as the GPU schedule says
+(``compiler.codegen.nvptx.schedule_program``), and copies fetches and variables back. Variables stay owned by the session's host
 arrays; keeping them resident on the device is a later step.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from compiler.codegen.kernel_body import kernel_buffers
-from compiler.codegen.nvptx import BLOCK_SIZE, emit_ptx
+from compiler.codegen.nvptx import DEFAULT_ARCH, DEFAULT_LIMITS, GpuLimits, emit_ptx, schedule_program
 from compiler.graph import Operation, Tensor
 from compiler.kernel_ir import Program
 from compiler.pipeline import CompiledStep
@@ -68,14 +68,15 @@ class CudaExecutable:
     """One compiled step run on the GPU: the same kernel IR as the CPU, lowered to PTX."""
 
     def __init__(self, step: CompiledStep, fetches: Sequence[Tensor | Operation],
-                 variable_arrays: dict[Tensor, np.ndarray]) -> None:
+                 variable_arrays: dict[Tensor, np.ndarray], arch: str = DEFAULT_ARCH,
+                 limits: GpuLimits = DEFAULT_LIMITS) -> None:
         self.step = step
         self.fetches = list(fetches)
         program: Program = step.program
         driver, context = _context()
         self._driver = driver
         _check(driver, driver.cuCtxSetCurrent(context), "cuCtxSetCurrent")
-        ptx = emit_ptx(program, arch="sm_80")
+        ptx = emit_ptx(program, arch, limits)
         self._module = ctypes.c_void_p()
         _check(driver, driver.cuModuleLoadData(ctypes.byref(self._module), ptx.encode() + b"\0"),
                "cuModuleLoadData")
@@ -98,12 +99,10 @@ class CudaExecutable:
             if buffer.role == "constant":
                 self._upload(index)
         self._launches = []
-        for kernel, function in zip(program.kernels, self._functions):
+        for kernel, scheduled, function in zip(program.kernels, schedule_program(program, limits), self._functions):
             arguments = [ctypes.c_uint64(self._device[b].value) for b in kernel_buffers(kernel)]
             pointers = (ctypes.c_void_p * len(arguments))(*[ctypes.addressof(a) for a in arguments])
-            count = int(np.prod(kernel.out_space)) if kernel.out_space else 1
-            blocks = max((count + BLOCK_SIZE - 1) // BLOCK_SIZE, 1)
-            self._launches.append((function, blocks, arguments, pointers))
+            self._launches.append((function, scheduled.launch, arguments, pointers))
 
     def _upload(self, index: int, array: np.ndarray | None = None) -> None:
         host = self._host[index] if array is None else array
@@ -127,8 +126,8 @@ class CudaExecutable:
         variable_buffers = sorted(program.variables.values())
         for index in variable_buffers:
             self._upload(index)
-        for function, blocks, _, pointers in self._launches:
-            _check(driver, driver.cuLaunchKernel(function, blocks, 1, 1, BLOCK_SIZE, 1, 1, 0, None,
+        for function, launch, _, pointers in self._launches:
+            _check(driver, driver.cuLaunchKernel(function, launch.grid, 1, 1, launch.block, 1, 1, 0, None,
                                                  pointers, None), "cuLaunchKernel")
         _check(driver, driver.cuCtxSynchronize(), "cuCtxSynchronize")
         fetched = {spec.buffer for spec in program.fetches if spec is not None}

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -13,13 +14,14 @@ from compiler.graph import Graph, Operation, Tensor, get_default_graph
 from compiler.ops.sources import Variable
 from compiler.passes.specialize import needed_operations, specialize
 from compiler.codegen.common import LLVM_LOCK
-from compiler.pipeline import compile_step
+from compiler.codegen.nvptx import DEFAULT_ARCH, DEFAULT_LIMITS, GpuLimits
+from compiler.pipeline import compile_step, target_gpu
 
 from . import reference
 from .executable import Executable, ReadWriteLock
 from .feeds import check_feeds, convert_losslessly
 
-TARGETS = ("cpu", "reference", "cuda")
+TARGETS = ("cpu", "reference", "cuda", "cuda-emulated")
 
 
 def _flatten(structure: Any, leaves: list[Any]) -> Callable[[list[Any]], Any]:
@@ -87,15 +89,25 @@ class Session:
     array([1., 1.], dtype=float32)
     """
 
-    def __init__(self, graph: Graph | None = None, target: str = "cpu") -> None:
+    def __init__(self, graph: Graph | None = None, target: str = "cpu", arch: str = DEFAULT_ARCH,
+                 gpu_limits: GpuLimits | None = None) -> None:
+        """``target``: "cpu" (LLVM, the default), "reference" (the numpy oracle), "cuda" (an NVIDIA
+        GPU), or "cuda-emulated": the kernels ``target="cuda"`` would run for ``arch``, scheduled for
+        the GPU and run block by block on the CPU, so GPU schedules are tested without a GPU
+        (``dump("ptx")`` is the PTX for ``arch``). ``gpu_limits`` overrides the GPU schedule's block
+        and grid sizes (``compiler.codegen.nvptx.GpuLimits``); tests use small ones."""
         if target not in TARGETS:
             raise ValueError(f"unknown target {target!r}; targets are {', '.join(TARGETS)}")
+        if not re.fullmatch(r"sm_[0-9]{2,3}[a-z]?", arch):
+            raise ValueError(f"unknown GPU architecture {arch!r}; give one like 'sm_80' or 'sm_90'")
         if target == "cuda":
             from .cuda import CudaError, gpu_available
             if not gpu_available():
                 raise CudaError("target='cuda' needs an NVIDIA GPU and its driver; none was found")
         self.graph = graph or get_default_graph()
         self.target = target
+        self.arch = arch
+        self.gpu_limits = gpu_limits or DEFAULT_LIMITS
         self._variables: dict[Tensor, np.ndarray] = {}
         # Runs that assign variables hold it alone, runs that only read them share it.
         self._variable_lock = ReadWriteLock()
@@ -231,7 +243,7 @@ class Session:
                             raise ValueError(f"out= needs an array of shape {value.shape}, got {target.shape}")
                         np.copyto(target, value)
                 values = [t if t is not None else v for v, t in zip(values, wanted)]
-        elif self.target == "cpu":
+        elif self.target in ("cpu", "cuda-emulated"):
             values = self._executable(compute, feeds).run(feeds, wanted)
         else:
             with self._writing():  # the CUDA step copies every variable to the device and back
@@ -259,10 +271,13 @@ class Session:
             executable = self._cache.get(key)
             if executable is None:
                 step = compile_step(fetches, {t: tuple(v.shape) for t, v in feeds.items()})
+                if self.target in ("cuda", "cuda-emulated"):
+                    step = target_gpu(step, self.arch, self.gpu_limits, emulated=self.target == "cuda-emulated")
                 arrays = {t: self._variable_array(t) for t in step.program.variables}
                 if self.target == "cuda":
                     from .cuda import CudaExecutable
-                    executable = CudaExecutable(step, fetches, arrays)  # type: ignore[assignment]
+                    executable = CudaExecutable(step, fetches, arrays, self.arch,  # type: ignore[assignment]
+                                                self.gpu_limits)
                 else:
                     executable = Executable(step, fetches, arrays, self._variable_lock)
                 self._cache[key] = executable

@@ -79,13 +79,13 @@ class KernelBody:
         dtype = kernel.out_dtype
         if not kernel.reduce_axes:
             lowering = self.lowering(b)
-            self._write(b, lowering, self._term(b, lowering))
+            self._write(b, lowering, self.term(b, lowering))
             return
         if self.rules.output_holds_partial and not reduced_loops:
             # The reduced axes are walked outside the point: add its term to what the output holds
             # (a scan: to the previous prefix).
             lowering = self.lowering(b)
-            value = self._term(b, lowering)
+            value = self.term(b, lowering)
             index = lowering.out_index()
             if kernel.scan:
                 held = self._previous_prefix(b, index)
@@ -104,7 +104,7 @@ class KernelBody:
             total = combine(lowering, kernel.combiner, dtype, load_element(b, self.out_pointer, dtype, index), total)
         store_element(b, total, self.out_pointer, dtype, index)
 
-    def _term(self, b: ir.IRBuilder, lowering: ExprLowering) -> ir.Value:
+    def term(self, b: ir.IRBuilder, lowering: ExprLowering) -> ir.Value:
         """The body at the current point, times the kernel's scale."""
         value = lowering.lower(self.kernel.body)
         if self.kernel.scale != 1.0:
@@ -117,7 +117,7 @@ class KernelBody:
         kernel = self.kernel
         if not loops:
             lowering = self.lowering(b)
-            total = combine(lowering, kernel.combiner, kernel.out_dtype, total, self._term(b, lowering),
+            total = combine(lowering, kernel.combiner, kernel.out_dtype, total, self.term(b, lowering),
                             reassociate=self.rules.reassociate and not kernel.scan)
             if kernel.scan:
                 store_element(b, total, self.out_pointer, kernel.out_dtype, lowering.out_index())

@@ -12,6 +12,7 @@ from runtime.cuda import gpu_available
 
 from ..compiler.op_table import ROWS, Row
 from ..compiler.test_ops import TOLERANCE, _build, _feeds, _loss_and_weights
+from .training_check import check_training_steps_match_reference
 
 pytestmark = pytest.mark.skipif(not gpu_available(), reason="no NVIDIA GPU (libcuda) on this machine")
 
@@ -38,20 +39,4 @@ def test_cuda_matches_reference(row: Row, dtype: str) -> None:
                                             lambda: optim.GradientDescentOptimizer(0.1)],
                          ids=["adam", "sgd-fused-matmul-update"])
 def test_cuda_training_steps_match_reference(make_optimizer) -> None:
-    rng = np.random.default_rng(0)
-    graph = cc.Graph()
-    with graph.as_default():
-        x = cc.placeholder("float64", (None, 16), name="x")
-        y = cc.placeholder("int32", (None,), name="y")
-        w1 = cc.Variable(rng.normal(size=(16, 32)) * 0.3, name="w1")
-        w2 = cc.Variable(rng.normal(size=(32, 4)) * 0.3, name="w2")
-        logits = cc.nn.relu(x @ w1) @ w2
-        loss = cc.reduce_mean(cc.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
-        train = make_optimizer().minimize(loss)
-    feeds = {x: rng.normal(size=(50, 16)), y: rng.integers(0, 4, 50).astype("int32")}
-    with Session(graph, target="reference") as ref, Session(graph, target="cuda") as gpu:
-        for _ in range(3):
-            want = ref.run([loss, train], feeds)[0]
-            got = gpu.run([loss, train], feeds)[0]
-            np.testing.assert_allclose(got, want, rtol=1e-11)
-        np.testing.assert_allclose(gpu.run(w1), ref.run(w1), rtol=1e-10, atol=1e-12)
+    check_training_steps_match_reference(make_optimizer, target="cuda")

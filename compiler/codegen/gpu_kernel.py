@@ -1,0 +1,198 @@
+"""Scheduled GPU kernels in a small structured form, lowered twice: to NVPTX, and to host code that
+runs the very same kernel block by block, thread by thread (``target="cuda-emulated"``).
+
+A scheduled kernel is what every thread of a block executes: a sequence of statements
+
+    Phase(emit)        straight-line (or looping) code of one thread, emitted by ``emit(state)``
+    Barrier()          every thread of the block waits here (``__syncthreads``)
+    Repeat(trips, ...) a loop around statements whose trip count is the same for every thread of
+                       a block (it may hold barriers)
+
+with per-block shared arrays (``SharedArray``) and per-thread values that live across barriers
+(``Register``). The NVPTX lowering is the obvious one: the thread and block indices are the special
+registers, shared arrays live in shared memory, a barrier is ``barrier0``. The host lowering is the
+work-item loop of CPU OpenCL runtimes: a block is one call; each phase becomes a loop over the
+block's threads, so a barrier is simply the end of a phase; a register becomes an array with one
+slot per thread; shared arrays are the block's stack memory. Both run the same ``emit`` functions,
+so what CI tests on the CPU is the schedule that runs on the GPU, index arithmetic included.
+Threads of one phase run one after the other on the host, so a data race between barriers is not
+found here (``compute-sanitizer --tool racecheck`` finds those on a GPU).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence, Union
+
+from llvmlite import ir
+
+from .common import I32, I64, PTR, declare_function, emit_loop
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A one-dimensional launch: ``grid`` blocks of ``block`` threads."""
+
+    block: int
+    grid: int
+
+
+@dataclass(frozen=True)
+class SharedArray:
+    """An array in the block's shared memory."""
+
+    name: str
+    element: ir.Type
+    count: int
+
+
+@dataclass(frozen=True)
+class Register:
+    """A per-thread value that lives across barriers."""
+
+    name: str
+    element: ir.Type
+
+
+@dataclass
+class ThreadState:
+    """Where a phase emits its code: the builder, this thread's and block's index (i64), the
+    kernel's buffer arguments, and the block's shared arrays and this thread's registers."""
+
+    b: ir.IRBuilder
+    thread: ir.Value
+    block: ir.Value
+    arguments: Sequence[ir.Value]
+    repeat: list[ir.Value]                   # the trip index of each enclosing Repeat, outermost first
+    shared_arrays: dict[str, ir.Value]       # name -> pointer to element 0
+    registers: dict[str, ir.Value]           # name -> pointer to this thread's slot
+
+    def shared(self, name: str) -> ir.Value:
+        return self.shared_arrays[name]
+
+    def register(self, name: str) -> ir.Value:
+        return self.registers[name]
+
+
+@dataclass(frozen=True)
+class Phase:
+    emit: Callable[[ThreadState], None]
+
+
+@dataclass(frozen=True)
+class Barrier:
+    pass
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """``trips(builder, block)`` (i64, the same for every thread of the block) times ``body``."""
+
+    trips: Callable[[ir.IRBuilder, ir.Value], ir.Value]
+    body: tuple["Statement", ...]
+
+
+Statement = Union[Phase, Barrier, Repeat]
+
+
+@dataclass(frozen=True)
+class ScheduledKernel:
+    """One kernel as the GPU runs it: the function ``name(buffers...)`` and its launch."""
+
+    name: str
+    buffer_count: int
+    launch: Launch
+    statements: tuple[Statement, ...]
+    shared: tuple[SharedArray, ...] = ()
+    registers: tuple[Register, ...] = ()
+    description: str = ""
+    notes: dict[str, str] = field(default_factory=dict)
+
+
+# -- NVPTX -----------------------------------------------------------------------------------------
+
+def emit_ptx_kernel(module: ir.Module, scheduled: ScheduledKernel) -> ir.Function:
+    """The kernel as a ``.entry`` with the special registers, shared memory and ``barrier0``."""
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * scheduled.buffer_count),
+                           name=scheduled.name)
+    function.calling_convention = "ptx_kernel"
+    for argument in function.args:
+        argument.add_attribute("noalias")
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+
+    def special(name: str) -> ir.Value:
+        register = declare_function(module, f"llvm.nvvm.read.ptx.sreg.{name}", I32, [])
+        return b.zext(b.call(register, []), I64)
+
+    shared = {}
+    for array in scheduled.shared:
+        array_type = ir.ArrayType(array.element, array.count)
+        variable = ir.GlobalVariable(module, array_type, name=f"{scheduled.name}.{array.name}", addrspace=3)
+        variable.linkage = "internal"
+        variable.initializer = ir.Constant(array_type, ir.Undefined)
+        variable.align = 16
+        shared[array.name] = b.addrspacecast(variable, PTR)
+    registers = {register.name: b.alloca(register.element, name=register.name) for register in scheduled.registers}
+    state = ThreadState(b, special("tid.x"), special("ctaid.x"), function.args, [], shared, registers)
+    barrier = declare_function(module, "llvm.nvvm.barrier0", ir.VoidType(), [])
+
+    def lower(statements: Sequence[Statement]) -> None:
+        for statement in statements:
+            if isinstance(statement, Phase):
+                statement.emit(state)
+            elif isinstance(statement, Barrier):
+                state.b.call(barrier, [])
+            else:
+                def trip(b: ir.IRBuilder, index: ir.Value, body: tuple[Statement, ...] = statement.body) -> None:
+                    state.repeat.append(index)
+                    lower(body)
+                    state.repeat.pop()
+                emit_loop(state.b, statement.trips(state.b, state.block), trip, name="repeat")
+
+    lower(scheduled.statements)
+    b.ret_void()
+    return function
+
+
+# -- host emulation --------------------------------------------------------------------------------
+
+def emit_emulated_kernel(module: ir.Module, scheduled: ScheduledKernel) -> ir.Function:
+    """``name(buffers...)`` for the host: runs every block of the launch, each phase of a block
+    as a loop over its threads."""
+    block_function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * scheduled.buffer_count + [I64]),
+                                 name=f"{scheduled.name}.block")
+    block_function.linkage = "internal"
+    *arguments, block_index = block_function.args
+    b = ir.IRBuilder(block_function.append_basic_block("entry"))
+    threads = scheduled.launch.block
+    shared = {array.name: b.alloca(array.element, size=array.count, name=array.name) for array in scheduled.shared}
+    register_arrays = {register.name: (b.alloca(register.element, size=threads, name=register.name), register.element)
+                       for register in scheduled.registers}
+    repeat: list[ir.Value] = []
+
+    def lower(statements: Sequence[Statement]) -> None:
+        for statement in statements:
+            if isinstance(statement, Phase):
+                def one_thread(b: ir.IRBuilder, thread: ir.Value, phase: Phase = statement) -> None:
+                    registers = {name: b.gep(array, [thread], inbounds=True, source_etype=element)
+                                 for name, (array, element) in register_arrays.items()}
+                    phase.emit(ThreadState(b, thread, block_index, arguments, repeat, shared, registers))
+                emit_loop(b, threads, one_thread, name="thread")
+            elif isinstance(statement, Repeat):
+                def trip(b: ir.IRBuilder, index: ir.Value, body: tuple[Statement, ...] = statement.body) -> None:
+                    repeat.append(index)
+                    lower(body)
+                    repeat.pop()
+                emit_loop(b, statement.trips(b, block_index), trip, name="repeat")
+            # a Barrier is the end of a phase: every thread has run it before the next one starts
+
+    lower(scheduled.statements)
+    b.ret_void()
+
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * scheduled.buffer_count),
+                           name=scheduled.name)
+    function.linkage = "internal"
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    emit_loop(b, scheduled.launch.grid, lambda b, block: b.call(block_function, list(function.args) + [block]),
+              name="block")
+    b.ret_void()
+    return function

@@ -1,0 +1,99 @@
+"""``target="cuda-emulated"``: the kernels scheduled for the GPU, run block by block on the CPU.
+
+Every op-table row (forward in float32 and float64, gradients in float64) equals the numpy
+reference with launch limits small enough that one-thread-per-element kernels run partial blocks
+and grid-stride loops, and reductions of a few elements already get a block each (strided folds,
+a shared-memory tree and barriers); the same PTX assembles for sm_80 and sm_90.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+
+import numpy as np
+import pytest
+
+import compiler as cc
+import optim
+from compiler.codegen.nvptx import GpuLimits
+from runtime import Session
+
+from ..compiler.op_table import ROWS, Row
+from ..compiler.test_ops import TOLERANCE, _build, _feeds, _loss_and_weights
+from ..conftest import PTXAS
+from .training_check import check_training_steps_match_reference
+
+# 32-thread blocks, at most 3 of them; a block reduction from 4 reduced elements on, 8 threads wide.
+SMALL = GpuLimits(block=32, max_grid=3, reduce_block=8, reduce_min_extent=4)
+
+
+def _fetches(row: Row, dtype: str, with_gradients: bool):
+    graph, placeholders, output = _build(row, dtype)
+    with graph.as_default():
+        fetches = [output]
+        if row.grad and with_gradients:
+            loss, _ = _loss_and_weights(output, np.random.default_rng(0))
+            fetches += [g for g in cc.gradients(loss, [placeholders[i] for i in row.grad]) if g is not None]
+    return graph, fetches, _feeds(row, placeholders, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
+def test_emulated_gpu_schedule_matches_reference(row: Row, dtype: str) -> None:
+    graph, fetches, feeds = _fetches(row, dtype, with_gradients=dtype == "float64")
+    with Session(graph, target="reference") as ref, Session(graph, target="cuda-emulated", gpu_limits=SMALL) as gpu:
+        expected = ref.run(fetches, feeds)
+        actual = gpu.run(fetches, feeds)
+    for want, got in zip(expected, actual):
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, equal_nan=True, **TOLERANCE[want.dtype.name])
+
+
+@pytest.mark.skipif(PTXAS is None, reason="ptxas (CUDA toolkit) is not on PATH")
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
+def test_scheduled_ptx_assembles_for_sm_80_and_sm_90(row: Row, tmp_path) -> None:
+    graph, fetches, feeds = _fetches(row, "float64", with_gradients=True)
+    for arch in ("sm_80", "sm_90"):
+        with Session(graph, target="cuda-emulated", arch=arch, gpu_limits=SMALL) as gpu:
+            ptx = gpu.compile(fetches, feeds).dump("ptx")
+        assert f".target {arch}" in ptx
+        path = tmp_path / f"{arch}.ptx"
+        path.write_text(ptx)
+        result = subprocess.run([PTXAS, f"-arch={arch}", "-v", str(path), "-o", str(tmp_path / "k.cubin")],
+                                capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
+        spills = [int(n) for n in re.findall(r"(\d+) bytes spill stores", result.stderr)]
+        registers = [int(n) for n in re.findall(r"Used (\d+) registers", result.stderr)]
+        print(f"{row.id} {arch}: {len(registers)} kernels, registers {max(registers, default=0)} at most, "
+              f"spill stores {sum(spills)} bytes")
+        assert sum(spills) == 0, result.stderr
+
+
+@pytest.mark.parametrize("limits", [SMALL, GpuLimits()], ids=["small-launches", "default-launches"])
+@pytest.mark.parametrize("make_optimizer", [lambda: optim.AdamOptimizer(0.01),
+                                            lambda: optim.GradientDescentOptimizer(0.1)], ids=["adam", "sgd"])
+def test_emulated_training_steps_match_reference(make_optimizer, limits: GpuLimits) -> None:
+    check_training_steps_match_reference(make_optimizer, target="cuda-emulated", gpu_limits=limits)
+
+
+def test_kernels_dump_shows_the_gpu_schedule() -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (6, 5000), name="x")
+        row_sums = cc.reduce_sum(x, axis=1)
+        doubled = x * 2.0
+    feeds = {x: np.ones((6, 5000), "float32")}
+    with Session(graph, target="cuda-emulated") as gpu:
+        kernels = gpu.compile([row_sums, doubled], feeds).dump("kernels")
+        sums, twice = gpu.run([row_sums, doubled], feeds)
+    assert "gpu schedule:" in kernels
+    assert re.search(r"grid 6 x block 256, shared 1024 B: a block per output element \(6\) reducing 5000", kernels)
+    assert re.search(r"grid 118 x block 256, shared 0 B: one thread per output element \(30000\)", kernels)
+    np.testing.assert_array_equal(sums, np.full(6, 5000.0, "float32"))
+    np.testing.assert_array_equal(twice, np.full((6, 5000), 2.0, "float32"))
+
+
+@pytest.mark.parametrize("arch", ["sm_8", "volta", "", "sm_80; rm"])
+def test_unknown_architecture_is_refused(arch: str) -> None:
+    with pytest.raises(ValueError, match="architecture"):
+        Session(cc.Graph(), target="cuda-emulated", arch=arch)
