@@ -5,7 +5,9 @@ blocks and threads (``schedule_kernel``), as a ``gpu_kernel.ScheduledKernel``:
 - by default one thread per output element, in a grid-stride loop, the thread running the
   element's reduced axes itself with a register accumulator;
 - a reduction over many elements per output (``GpuLimits.reduce_min_extent``): a block per
-  output element, strided folds in registers, then a tree in shared memory with barriers.
+  output element, strided folds in registers, then a tree in shared memory with barriers;
+- a matmul (and the fused ``var -= c * (a @ b)`` update): a shared-memory tiled,
+  register-blocked GEMM, the scale and the update applied when a tile is stored.
 The same scheduled kernels are lowered to PTX here and to host code by ``gpu_kernel`` for
 ``target="cuda-emulated"``. What a thread computes at a point is emitted by ``kernel_body``, as on
 the CPU; scalar lowering (and the polynomial transcendentals) comes from ``common``.
@@ -14,15 +16,16 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from ..kernel_ir import Kernel, Program
+from .. import dtypes
+from ..kernel_ir import Kernel, Load, Prim, Program
 from .common import (LLVM_LOCK, I64, LoopAxis, combine, emit_carried_loop, emit_loop, identity_of, load_element,
                      loop_axes, register_type, store_element)
-from .gpu_kernel import (Barrier, Launch, Phase, Repeat, ScheduledKernel, SharedArray, ThreadState,
+from .gpu_kernel import (Barrier, Launch, Phase, Register, Repeat, ScheduledKernel, SharedArray, ThreadState,
                          emit_ptx_kernel)
 from .kernel_body import BodyRules, KernelBody, ReducedLoop, kernel_buffers
 
@@ -50,6 +53,11 @@ class GpuLimits:
     max_grid: int = 65535            # blocks at most; a grid-stride loop covers the rest
     reduce_block: int = 256          # threads per block of a block reduction (a power of two)
     reduce_min_extent: int = 1024    # reduced elements per output from which a block reduces one output
+    tile_m: int = 64                 # a matmul block computes a tile_m x tile_n tile of the product,
+    tile_n: int = 64                 # stepping through the depth tile_k at a time through shared memory;
+    tile_k: int = 16                 # each thread computes thread_m x thread_n of it in registers
+    thread_m: int = 4
+    thread_n: int = 4
 
 
 DEFAULT_LIMITS = GpuLimits()
@@ -175,8 +183,148 @@ def _block_reduction(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
                                        f"elements: strided register folds, then a shared-memory tree")
 
 
+def _is_plain_product(kernel: Kernel) -> bool:
+    """A matmul kernel whose body is exactly operand 0 times operand 1 (what tiles can stage)."""
+    body = kernel.body
+    return (kernel.matmul is not None and dtypes.is_floating(kernel.out_dtype) and len(kernel.operands) == 2
+            and isinstance(body, Prim) and body.op == "mul"
+            and [getattr(a, "operand", None) for a in body.args] == [0, 1]
+            and all(isinstance(a, Load) for a in body.args))
+
+
+def _tiled_matmul(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
+    """A shared-memory tiled, register-blocked GEMM: each block owns a tile_m x tile_n tile of the
+    product (a grid-stride loop over tiles and batch entries); per depth step of tile_k, the
+    block's threads stage an A and a B tile in shared memory, wait, and each multiplies its
+    thread_m x thread_n sub-tile into registers; the scale (and, for a fused update, the old
+    output) is applied once when the tile is stored."""
+    layout = kernel.matmul
+    assert layout is not None
+    dtype = kernel.out_dtype
+    element = register_type(dtype)
+    space = kernel.space
+    rows, columns, depth = space[layout.m], space[layout.n], space[layout.k]
+    batch_sizes = [space[a] for a in layout.batch]
+    tile_m, tile_n, tile_k = limits.tile_m, limits.tile_n, limits.tile_k
+    thread_rows, thread_columns = tile_m // limits.thread_m, tile_n // limits.thread_n
+    threads = thread_rows * thread_columns
+    tiles_m, tiles_n = -(-rows // tile_m), -(-columns // tile_n)
+    tiles = _product(batch_sizes) * tiles_m * tiles_n
+    grid = max(1, min(tiles, limits.max_grid))
+    a_access, b_access = kernel.operands
+    accumulators = [Register(f"acc{i}_{j}", element) for i in range(limits.thread_m) for j in range(limits.thread_n)]
+    zero = ir.Constant(element, 0.0)
+
+    def constant(value: int) -> ir.Value:
+        return ir.Constant(I64, value)
+
+    def pointers(state: ThreadState) -> dict[int, ir.Value]:
+        return dict(zip(kernel_buffers(kernel), state.arguments))
+
+    def tile_origin(state: ThreadState) -> tuple[ir.IRBuilder, ir.Value, ir.Value, list[ir.Value]]:
+        """The first row and column of this block's tile, and the batch indices."""
+        b = state.b
+        remaining = b.add(state.block, b.mul(state.repeat[0], constant(grid)))
+        tile_column = b.urem(remaining, constant(tiles_n))
+        remaining = b.udiv(remaining, constant(tiles_n))
+        tile_row = b.urem(remaining, constant(tiles_m))
+        remaining = b.udiv(remaining, constant(tiles_m))
+        batch = []
+        for size in reversed(batch_sizes):
+            batch.insert(0, b.urem(remaining, constant(size)))
+            remaining = b.udiv(remaining, constant(size))
+        return b, b.mul(tile_row, constant(tile_m)), b.mul(tile_column, constant(tile_n)), batch
+
+    def address(b: ir.IRBuilder, access: Any, indices: dict[int, ir.Value], batch: list[ir.Value]) -> ir.Value:
+        total = constant(access.offset)
+        for axis, value in list(indices.items()) + list(zip(layout.batch, batch)):
+            if access.strides[axis]:
+                total = b.add(total, b.mul(value, constant(access.strides[axis])))
+        return total
+
+    def clear(state: ThreadState) -> None:
+        for register in accumulators:
+            state.b.store(zero, state.register(register.name))
+
+    def stage(state: ThreadState, operand: int, name: str, extent: int, limit: int) -> None:
+        """Copy a tile_k x extent tile of operand 0 (A, extent along m) or 1 (B, along n) into
+        shared memory, zeros outside the matrix."""
+        b, row0, column0, batch = tile_origin(state)
+        first = column0 if operand else row0
+        depth0 = b.mul(state.repeat[1], constant(tile_k))
+        access = kernel.operands[operand]
+        base = pointers(state)[access.buffer]
+        axis = layout.n if operand else layout.m
+
+        def element_of(b: ir.IRBuilder, trip: ir.Value) -> None:
+            flat = b.add(state.thread, b.mul(trip, constant(threads)))
+            along, deep = b.urem(flat, constant(extent)), b.udiv(flat, constant(extent))
+            position, k = b.add(first, along), b.add(depth0, deep)
+            inside = b.and_(b.icmp_unsigned("<", position, constant(limit)), b.icmp_unsigned("<", k, constant(depth)))
+            slot = b.gep(state.shared(name), [flat], source_etype=element)
+            b.store(zero, slot)
+            with b.if_then(inside):
+                b.store(load_element(b, base, dtype, address(b, access, {axis: position, layout.k: k}, batch)), slot)
+        emit_loop(state.b, -(-(tile_k * extent) // threads), element_of, name=f"stage_{name}")
+
+    def stage_tiles(state: ThreadState) -> None:
+        stage(state, 0, "a", tile_m, rows)
+        stage(state, 1, "b", tile_n, columns)
+
+    def multiply(state: ThreadState) -> None:
+        b = state.b
+        thread_row = b.udiv(state.thread, constant(thread_columns))
+        thread_column = b.urem(state.thread, constant(thread_columns))
+
+        def step(b: ir.IRBuilder, kk: ir.Value) -> None:
+            a_values = [b.load(b.gep(state.shared("a"), [b.add(b.mul(kk, constant(tile_m)), b.add(
+                b.mul(thread_row, constant(limits.thread_m)), constant(i)))], source_etype=element), typ=element)
+                for i in range(limits.thread_m)]
+            b_values = [b.load(b.gep(state.shared("b"), [b.add(b.mul(kk, constant(tile_n)), b.add(
+                b.mul(thread_column, constant(limits.thread_n)), constant(j)))], source_etype=element), typ=element)
+                for j in range(limits.thread_n)]
+            for i, a_value in enumerate(a_values):
+                for j, b_value in enumerate(b_values):
+                    slot = state.register(f"acc{i}_{j}")
+                    b.store(b.fadd(b.load(slot, typ=element), b.fmul(a_value, b_value)), slot)
+        emit_loop(b, tile_k, step, name="kk")
+
+    def store(state: ThreadState) -> None:
+        b, row0, column0, batch = tile_origin(state)
+        thread_row = b.udiv(state.thread, constant(thread_columns))
+        thread_column = b.urem(state.thread, constant(thread_columns))
+        out = pointers(state)[kernel.out.buffer]
+        for i in range(limits.thread_m):
+            for j in range(limits.thread_n):
+                row = b.add(row0, b.add(b.mul(thread_row, constant(limits.thread_m)), constant(i)))
+                column = b.add(column0, b.add(b.mul(thread_column, constant(limits.thread_n)), constant(j)))
+                inside = b.and_(b.icmp_unsigned("<", row, constant(rows)), b.icmp_unsigned("<", column, constant(columns)))
+                with b.if_then(inside):
+                    value = b.load(state.register(f"acc{i}_{j}"), typ=element)
+                    if kernel.scale != 1.0:
+                        value = b.fmul(value, ir.Constant(element, kernel.scale))
+                    index = address(b, kernel.out, {layout.m: row, layout.n: column}, batch)
+                    if kernel.accumulate:
+                        value = b.fadd(load_element(b, out, dtype, index), value)
+                    store_element(b, value, out, dtype, index)
+
+    depth_steps = Repeat(lambda b, block_index: constant(-(-depth // tile_k)), (
+        Phase(stage_tiles),
+        Barrier(), Phase(multiply), Barrier()))
+    per_tile = Repeat(lambda b, block_index: _strided_trips(b, block_index, tiles, grid),
+                      (Phase(clear), depth_steps, Phase(store)))
+    return ScheduledKernel(kernel.name, len(kernel_buffers(kernel)), Launch(threads, grid), (per_tile,),
+                           shared=(SharedArray("a", element, tile_k * tile_m), SharedArray("b", element, tile_k * tile_n)),
+                           registers=tuple(accumulators),
+                           description=f"tiled GEMM {rows}x{columns}x{depth} (x{_product(batch_sizes)}): "
+                                       f"{tile_m}x{tile_n} tiles, depth {tile_k} through shared memory, "
+                                       f"{limits.thread_m}x{limits.thread_n} per thread in registers")
+
+
 def schedule_kernel(kernel: Kernel, limits: GpuLimits = DEFAULT_LIMITS) -> ScheduledKernel:
     """How ``kernel`` runs on the GPU: its launch and what each thread of a block does."""
+    if _is_plain_product(kernel):
+        return _tiled_matmul(kernel, limits)
     if _uses_block_reduction(kernel, limits):
         return _block_reduction(kernel, limits)
     return _per_element(kernel, limits)

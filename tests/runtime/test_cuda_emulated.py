@@ -2,8 +2,9 @@
 
 Every op-table row (forward in float32 and float64, gradients in float64) equals the numpy
 reference with launch limits small enough that one-thread-per-element kernels run partial blocks
-and grid-stride loops, and reductions of a few elements already get a block each (strided folds,
-a shared-memory tree and barriers); the same PTX assembles for sm_80 and sm_90.
+and grid-stride loops, reductions of a few elements already get a block each (strided folds, a
+shared-memory tree and barriers), and matmuls run as tiled GEMMs with partial tiles; the same PTX
+assembles for sm_80 and sm_90.
 """
 from __future__ import annotations
 
@@ -23,8 +24,10 @@ from ..compiler.test_ops import TOLERANCE, _build, _feeds, _loss_and_weights
 from ..conftest import PTXAS
 from .training_check import check_training_steps_match_reference
 
-# 32-thread blocks, at most 3 of them; a block reduction from 4 reduced elements on, 8 threads wide.
-SMALL = GpuLimits(block=32, max_grid=3, reduce_block=8, reduce_min_extent=4)
+# 32-thread blocks, at most 3 of them; a block reduction from 4 reduced elements on, 8 threads wide;
+# matmuls in 8x8 tiles, 4 deep, 2x2 per thread (16 threads).
+SMALL = GpuLimits(block=32, max_grid=3, reduce_block=8, reduce_min_extent=4, tile_m=8, tile_n=8, tile_k=4,
+                  thread_m=2, thread_n=2)
 
 
 def _fetches(row: Row, dtype: str, with_gradients: bool):
@@ -97,3 +100,30 @@ def test_kernels_dump_shows_the_gpu_schedule() -> None:
 def test_unknown_architecture_is_refused(arch: str) -> None:
     with pytest.raises(ValueError, match="architecture"):
         Session(cc.Graph(), target="cuda-emulated", arch=arch)
+
+
+@pytest.mark.skipif(PTXAS is None, reason="ptxas (CUDA toolkit) is not on PATH")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_default_schedules_assemble_without_spills(dtype: str, tmp_path) -> None:
+    """The real-GPU launch sizes: a 64x64 tiled GEMM with 4x4 registers per thread, a 256-thread
+    block reduction and a grid-stride elementwise kernel, for sm_80 and sm_90."""
+    graph = cc.Graph()
+    with graph.as_default():
+        a = cc.placeholder(dtype, (512, 784))
+        b = cc.placeholder(dtype, (784, 512))
+        x = cc.placeholder(dtype, (64, 5000))
+        fetches = [a @ b, cc.reduce_sum(x, axis=1), cc.tanh(x) * 2.0]
+    feeds = {a: np.zeros((512, 784), dtype), b: np.zeros((784, 512), dtype), x: np.zeros((64, 5000), dtype)}
+    for arch in ("sm_80", "sm_90"):
+        with Session(graph, target="cuda-emulated", arch=arch) as gpu:
+            executable = gpu.compile(fetches, feeds)
+        kernels, ptx = executable.dump("kernels"), executable.dump("ptx")
+        assert "tiled GEMM 512x512x784" in kernels and "a block per output element (64)" in kernels
+        path = tmp_path / f"{arch}.ptx"
+        path.write_text(ptx)
+        result = subprocess.run([PTXAS, f"-arch={arch}", "-v", str(path), "-o", str(tmp_path / "k.cubin")],
+                                capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
+        registers = re.findall(r"Used (\d+) registers", result.stderr)
+        print(f"{dtype} {arch}: registers per kernel {registers}")
+        assert re.findall(r"(\d+) bytes spill stores", result.stderr) == ["0"] * 3, result.stderr
