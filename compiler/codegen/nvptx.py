@@ -7,7 +7,9 @@ blocks and threads (``schedule_kernel``), as a ``gpu_kernel.ScheduledKernel``:
 - a reduction over many elements per output (``GpuLimits.reduce_min_extent``): a block per
   output element, strided folds in registers, then a tree in shared memory with barriers;
 - a matmul (and the fused ``var -= c * (a @ b)`` update): a shared-memory tiled,
-  register-blocked GEMM, the scale and the update applied when a tile is stored.
+  register-blocked GEMM, the scale and the update applied when a tile is stored;
+- a scan along a long axis (``GpuLimits.scan_min_extent``): a block per row, scanning chunks of
+  the row in shared memory and carrying the running total between them.
 The same scheduled kernels are lowered to PTX here and to host code by ``gpu_kernel`` for
 ``target="cuda-emulated"``. What a thread computes at a point is emitted by ``kernel_body``, as on
 the CPU; scalar lowering (and the polynomial transcendentals) comes from ``common``.
@@ -53,6 +55,8 @@ class GpuLimits:
     max_grid: int = 65535            # blocks at most; a grid-stride loop covers the rest
     reduce_block: int = 256          # threads per block of a block reduction (a power of two)
     reduce_min_extent: int = 1024    # reduced elements per output from which a block reduces one output
+    scan_block: int = 256            # threads per block of a block scan (a power of two)
+    scan_min_extent: int = 1024      # scanned elements per row from which a block scans one row
     tile_m: int = 64                 # a matmul block computes a tile_m x tile_n tile of the product,
     tile_n: int = 64                 # stepping through the depth tile_k at a time through shared memory;
     tile_k: int = 16                 # each thread computes thread_m x thread_n of it in registers
@@ -321,10 +325,96 @@ def _tiled_matmul(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
                                        f"{limits.thread_m}x{limits.thread_n} per thread in registers")
 
 
+def _uses_block_scan(kernel: Kernel, limits: GpuLimits) -> bool:
+    scanned = [axis for axis in loop_axes(kernel) if axis.reduced]
+    return kernel.scan and len(scanned) == 1 and scanned[0].size >= limits.scan_min_extent
+
+
+def _block_scan(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
+    """A block per row (a grid-stride loop over rows) walks the row in chunks of one element per
+    thread: each chunk is scanned in shared memory (Hillis-Steele: log2(block) rounds of adding
+    the value ``2**round`` places back), added to the running total of the chunks before it, and
+    stored; the chunk's total then joins the running total."""
+    axes = loop_axes(kernel)
+    dtype = kernel.out_dtype
+    element = register_type(dtype)
+    row_axes = [k for k, axis in enumerate(axes) if not axis.reduced]
+    (scan_axis,) = [k for k, axis in enumerate(axes) if axis.reduced]
+    length = axes[scan_axis].size
+    rows = _product(axes[k].size for k in row_axes)
+    block = limits.scan_block
+    grid = max(1, min(rows, limits.max_grid))
+    levels = block.bit_length() - 1
+    assert block == 1 << levels, "scan_block must be a power of two"
+    identity = identity_of(kernel.combiner, dtype)
+
+    def at(state: ThreadState, position: ir.Value) -> tuple[ir.IRBuilder, KernelBody]:
+        """The kernel body at this block's row and ``position`` along the scanned axis."""
+        body = KernelBody(kernel, state.arguments, axes, GPU_RULES)
+        row = state.b.add(state.block, state.b.mul(state.repeat[0], ir.Constant(I64, grid)))
+        _decompose(state.b, row, axes, row_axes, body.values)
+        body.values[scan_axis] = position
+        return state.b, body
+
+    def position_of(state: ThreadState) -> ir.Value:
+        return state.b.add(state.b.mul(state.repeat[1], ir.Constant(I64, block)), state.thread)
+
+    def slot(state: ThreadState, index: ir.Value) -> ir.Value:
+        return state.b.gep(state.shared("chunk"), [index], source_etype=element)
+
+    def start_row(state: ThreadState) -> None:
+        state.b.store(identity, state.register("carry"))
+
+    def load_chunk(state: ThreadState) -> None:
+        position = position_of(state)
+        b, body = at(state, position)
+        inside = b.icmp_unsigned("<", position, ir.Constant(I64, length))
+        b.store(identity, slot(state, state.thread))
+        with b.if_then(inside):
+            b.store(body.term(b, body.lowering(b)), slot(state, state.thread))
+
+    def add_back(state: ThreadState) -> None:
+        b, body = at(state, position_of(state))
+        distance = b.shl(ir.Constant(I64, 1), state.repeat[2])
+        mine = b.load(slot(state, state.thread), typ=element)
+        has_partner = b.icmp_unsigned(">=", state.thread, distance)
+        partner = b.load(slot(state, b.select(has_partner, b.sub(state.thread, distance), state.thread)), typ=element)
+        total = combine(body.lowering(b), kernel.combiner, dtype, partner, mine)
+        b.store(b.select(has_partner, total, mine), state.register("sum"))
+
+    def write_back(state: ThreadState) -> None:
+        state.b.store(state.b.load(state.register("sum"), typ=element), slot(state, state.thread))
+
+    def store_chunk(state: ThreadState) -> None:
+        position = position_of(state)
+        b, body = at(state, position)
+        lowering = body.lowering(b)
+        carry = b.load(state.register("carry"), typ=element)
+        with b.if_then(b.icmp_unsigned("<", position, ir.Constant(I64, length))):
+            value = combine(lowering, kernel.combiner, dtype, carry, b.load(slot(state, state.thread), typ=element))
+            store_element(b, value, body.out_pointer, dtype, lowering.out_index())
+        last = b.load(slot(state, ir.Constant(I64, block - 1)), typ=element)
+        b.store(combine(lowering, kernel.combiner, dtype, carry, last), state.register("carry"))
+
+    chunks = Repeat(lambda b, block_index: ir.Constant(I64, -(-length // block)), (
+        Phase(load_chunk), Barrier(),
+        Repeat(lambda b, block_index: ir.Constant(I64, levels), (Phase(add_back), Barrier(), Phase(write_back),
+                                                                 Barrier())),
+        Phase(store_chunk), Barrier()))
+    per_row = Repeat(lambda b, block_index: _strided_trips(b, block_index, rows, grid), (Phase(start_row), chunks))
+    return ScheduledKernel(kernel.name, len(kernel_buffers(kernel)), Launch(block, grid), (per_row,),
+                           shared=(SharedArray("chunk", element, block),),
+                           registers=(Register("carry", element), Register("sum", element)),
+                           description=f"a block per row ({rows}) scanning {length} elements in chunks of "
+                                       f"{block}: a shared-memory scan per chunk plus the running total")
+
+
 def schedule_kernel(kernel: Kernel, limits: GpuLimits = DEFAULT_LIMITS) -> ScheduledKernel:
     """How ``kernel`` runs on the GPU: its launch and what each thread of a block does."""
     if _is_plain_product(kernel):
         return _tiled_matmul(kernel, limits)
+    if _uses_block_scan(kernel, limits):
+        return _block_scan(kernel, limits)
     if _uses_block_reduction(kernel, limits):
         return _block_reduction(kernel, limits)
     return _per_element(kernel, limits)

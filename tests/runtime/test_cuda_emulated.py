@@ -3,8 +3,8 @@
 Every op-table row (forward in float32 and float64, gradients in float64) equals the numpy
 reference with launch limits small enough that one-thread-per-element kernels run partial blocks
 and grid-stride loops, reductions of a few elements already get a block each (strided folds, a
-shared-memory tree and barriers), and matmuls run as tiled GEMMs with partial tiles; the same PTX
-assembles for sm_80 and sm_90.
+shared-memory tree and barriers), scans run in chunks with a carried total, and matmuls run as
+tiled GEMMs with partial tiles; the same PTX assembles for sm_80 and sm_90.
 """
 from __future__ import annotations
 
@@ -25,9 +25,9 @@ from ..conftest import PTXAS
 from .training_check import check_training_steps_match_reference
 
 # 32-thread blocks, at most 3 of them; a block reduction from 4 reduced elements on, 8 threads wide;
-# matmuls in 8x8 tiles, 4 deep, 2x2 per thread (16 threads).
+# matmuls in 8x8 tiles, 4 deep, 2x2 per thread (16 threads); a block scan of 4 threads from 4 on.
 SMALL = GpuLimits(block=32, max_grid=3, reduce_block=8, reduce_min_extent=4, tile_m=8, tile_n=8, tile_k=4,
-                  thread_m=2, thread_n=2)
+                  thread_m=2, thread_n=2, scan_block=4, scan_min_extent=4)
 
 
 def _fetches(row: Row, dtype: str, with_gradients: bool):
@@ -49,7 +49,13 @@ def test_emulated_gpu_schedule_matches_reference(row: Row, dtype: str) -> None:
         actual = gpu.run(fetches, feeds)
     for want, got in zip(expected, actual):
         assert got.shape == want.shape and got.dtype == want.dtype
-        np.testing.assert_allclose(got, want, equal_nan=True, **TOLERANCE[want.dtype.name])
+        tolerance = dict(TOLERANCE[want.dtype.name])
+        if want.dtype == np.float32 and want.size and np.isfinite(want).any():
+            # Block reductions and scans add in another order than numpy: near a cancellation the
+            # difference is a few ulp of the largest partial sum, not of the (small) result.
+            scale = float(np.max(np.abs(want[np.isfinite(want)])))
+            tolerance["atol"] = max(tolerance.get("atol", 0.0), 8 * np.finfo(np.float32).eps * scale)
+        np.testing.assert_allclose(got, want, equal_nan=True, **tolerance)
 
 
 @pytest.mark.skipif(PTXAS is None, reason="ptxas (CUDA toolkit) is not on PATH")
