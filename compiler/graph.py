@@ -132,6 +132,7 @@ class Graph:
         self._collections: dict[str, list[Any]] = {}
         self._control_stack: list[list[Operation]] = []
         self._gradient_override_map: dict[str, str] = {}
+        self._gradient_hooks: dict[Tensor, list[Any]] = {}
         self.seed: int | None = None
         self._version = 0
 
@@ -206,6 +207,28 @@ class Graph:
     def get_collection(self, key: str) -> list[Any]:
         return list(self._collections.get(key, []))
 
+    # -- gradient hooks (``compiler.autodiff.register_gradient_hook``) ------------------------------
+    def add_gradient_hook(self, tensor: Tensor, hook: Any) -> None:
+        """Record ``hook`` for ``tensor``'s gradient, after the hooks it already has."""
+        if tensor.graph is not self:
+            raise GraphMismatchError(located(f"gradient hook: {tensor.name!r} belongs to another graph"))
+        self._gradient_hooks.setdefault(tensor, []).append(hook)
+
+    def remove_gradient_hook(self, tensor: Tensor, hook: Any) -> bool:
+        """Forget ``hook`` on ``tensor``; False if it was not there (already removed)."""
+        hooks = self._gradient_hooks.get(tensor, [])
+        for index, present in enumerate(hooks):
+            if present is hook:
+                del hooks[index]
+                if not hooks:
+                    del self._gradient_hooks[tensor]
+                return True
+        return False
+
+    def gradient_hooks(self, tensor: Tensor) -> list[Any]:
+        """The hooks on ``tensor``'s gradient, in registration order (a new list)."""
+        return list(self._gradient_hooks.get(tensor, []))
+
     @contextlib.contextmanager
     def control_dependencies(self, ops: Sequence[Any]) -> Iterator[None]:
         """Nodes built inside run after ``ops``: their reads of a variable that ``ops`` assigned see
@@ -271,6 +294,21 @@ class Graph:
             yield
         finally:
             self._gradient_override_map = saved
+
+
+def operations_reached(roots: Sequence[Operation], first_op_id: int = 0) -> set[Operation]:
+    """The operations ``roots`` depend on through inputs and control inputs (the roots included),
+    among those built at or after ``first_op_id``; the walk stops at older ones."""
+    reached: set[Operation] = set()
+    stack = list(roots)
+    while stack:
+        op = stack.pop()
+        if op.id < first_op_id or op in reached:
+            continue
+        reached.add(op)
+        stack.extend(t.op for t in op.inputs)
+        stack.extend(op.control_inputs)
+    return reached
 
 
 class _DefaultGraphStack(threading.local):
