@@ -5,17 +5,20 @@ since a node's inputs always exist before it), asks each op's ``grad_rule`` for 
 gradients, and sums the contributions that reach each tensor. Because the result is ordinary graph
 nodes, ``gradients`` of a gradient works with no extra code. Ops built inside
 ``graph.gradient_override_map`` and the outputs of ``custom_gradient`` functions take their
-gradients from user functions (``compiler.custom_gradient``).
+gradients from user functions (``compiler.custom_gradient``). Hooks registered with
+``register_gradient_hook`` rewrite a tensor's gradient once its contributions are summed.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
+
+import numpy as np
 
 from . import dtypes
 from .custom_gradient import CustomGradientCall, check_gradient_like, custom_calls, op_gradient_rule
-from .errors import GraphMismatchError
-from .graph import Operation, Tensor, located, user_location
-from .ops.array import ones_like, zeros_like
+from .errors import DTypeError, GraphMismatchError
+from .graph import Operation, SourceLocation, Tensor, located, operations_reached, user_location
+from .ops.array import identity, ones_like, zeros_like
 from .ops.base import convert_to_tensor
 from .ops.elementwise import Add, add
 
@@ -64,6 +67,106 @@ def _between(ys: Sequence[Tensor], xs: Sequence[Tensor], stop: set[Tensor],
                 to_ys.add(t.op)
                 frontier.append(t.op)
     return to_ys
+
+
+class GradientHookHandle:
+    """One hook on a tensor's gradient, as ``register_gradient_hook`` returns it."""
+
+    def __init__(self, tensor: Tensor, fn: Callable[[Tensor], Any], location: SourceLocation) -> None:
+        self.tensor = tensor
+        self.fn = fn
+        self.location = location  # where the hook was registered
+
+    @property
+    def function_name(self) -> str:
+        return getattr(self.fn, "__qualname__", None) or repr(self.fn)
+
+    def remove(self) -> None:
+        """Take the hook off; later ``gradients`` calls no longer call it. Removing twice is fine."""
+        self.tensor.graph.remove_gradient_hook(self.tensor, self)
+
+    def apply(self, grad: Tensor) -> Tensor:
+        """``fn(grad)`` checked against the tensor (``grad`` itself when it returns None). Assignments
+        the hook builds that the result does not already depend on become its control dependencies,
+        so they run wherever the gradient is computed."""
+        graph = grad.graph
+        first_new_op = len(graph.get_operations())
+        value = self.fn(grad)
+        what = f"gradient hook {self.function_name!r} on {self.tensor.name!r}"
+        if value is None:
+            result = grad
+        else:
+            if not isinstance(value, Tensor):
+                try:
+                    np.asarray(value, dtype=grad.dtype)
+                except (TypeError, ValueError):
+                    raise TypeError(located(f"{what} returned {value!r}, which is neither a Tensor nor "
+                                            f"convertible to a {grad.dtype.name} tensor", self.location)) from None
+            result = check_gradient_like(value, self.tensor, what, f"at {self.location}")
+        side_effects = _assignments_outside(graph.get_operations()[first_new_op:], result)
+        if side_effects:
+            with graph.control_dependencies(side_effects):
+                result = identity(result)
+        return result
+
+    def __repr__(self) -> str:
+        return f"<GradientHookHandle {self.function_name!r} on {self.tensor.name!r} at {self.location}>"
+
+
+def _assignments_outside(new_ops: Sequence[Operation], result: Tensor) -> list[Operation]:
+    """The assignments among ``new_ops`` (built back to back) that ``result`` does not depend on."""
+    if not new_ops:
+        return []
+    reached = operations_reached([result.op], new_ops[0].id)
+    return [op for op in new_ops if op.opdef.kind == "state" and op not in reached]
+
+
+def register_gradient_hook(tensor: Tensor, fn: Callable[[Tensor], Any]) -> GradientHookHandle:
+    """Call ``fn(grad)`` whenever ``gradients`` has summed the gradient flowing into ``tensor``, and
+    send on what it returns instead (``None``: the gradient unchanged).
+
+    ``grad`` is a graph tensor and ``fn`` builds ordinary ops, so its result is part of the compiled
+    step and of second-order gradients. Several hooks on one tensor run in registration order. A hook
+    on a ``Variable`` applies to the gradient ``compute_gradients`` (and so ``minimize``) returns for
+    it. A hook is not called for a tensor that gets no gradient (with
+    ``unconnected_gradients="zero"`` too). Assignments the hook builds run wherever the gradient is
+    computed. A result of the wrong shape or dtype, from another graph, or that is not a tensor and
+    cannot become one is an error naming the hook and the line that registered it.
+    ``handle.remove()`` takes the hook off again.
+
+    >>> import numpy as np
+    >>> import compiler as cc
+    >>> from runtime import Session
+    >>> g = cc.Graph()
+    >>> with g.as_default():
+    ...     x = cc.placeholder("float64", shape=(3,), name="x")
+    ...     h = x * x
+    ...     handle = cc.register_gradient_hook(h, lambda grad: cc.clip_by_value(grad, -1.0, 1.0))
+    ...     (dx,) = cc.gradients(cc.reduce_sum(5.0 * h), [x])      # dh = 5, clipped to 1: dx = 2x
+    >>> with Session(g, target="reference") as sess:
+    ...     sess.run(dx, feed_dict={x: np.array([1.0, 2.0, 3.0])})
+    array([2., 4., 6.])
+    >>> handle.remove()
+    """
+    location = user_location()
+    if not isinstance(tensor, Tensor):
+        raise TypeError(located(f"register_gradient_hook: {tensor!r} is not a Tensor", location))
+    if not callable(fn):
+        raise TypeError(located(f"register_gradient_hook: the hook for {tensor.name!r} must be callable, "
+                                f"got {fn!r}", location))
+    if not dtypes.is_differentiable(tensor.dtype):
+        raise DTypeError(located(f"register_gradient_hook: {tensor.name!r} is {tensor.dtype.name} and has "
+                                 f"no gradient", location))
+    handle = GradientHookHandle(tensor, fn, location)
+    tensor.graph.add_gradient_hook(tensor, handle)
+    return handle
+
+
+def _hooked(tensor: Tensor, grad: Tensor) -> Tensor:
+    """``grad``, the summed gradient of ``tensor``, passed through ``tensor``'s hooks in order."""
+    for hook in tensor.graph.gradient_hooks(tensor):
+        grad = hook.apply(grad)
+    return grad
 
 
 class AggregationMethod:
@@ -147,6 +250,9 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients",
     order their nodes were built, and an op's gradient rule builds all its input gradients before
     anything uses them), so it adds no node and the results are the same either way.
 
+    A tensor's hooks (``register_gradient_hook``) rewrite its gradient once its contributions are
+    summed, before it flows on to the tensor's inputs or is returned.
+
     >>> import compiler as cc
     >>> x = cc.placeholder("float64", shape=(3,))
     >>> (dx,) = cc.gradients(cc.reduce_sum(x * x), [x])   # 2 * x
@@ -206,7 +312,7 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients",
                 handled.add(id(call))
                 output_grads: list[Tensor | None] = []
                 for out in call.outputs:
-                    grad = _sum(pending.pop(out), method) if out in pending else None
+                    grad = _hooked(out, _sum(pending.pop(out), method)) if out in pending else None
                     if grad is not None:
                         done[out] = grad
                     output_grads.append(grad)
@@ -217,7 +323,7 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients",
                 if not op.outputs or op.outputs[0] not in pending:
                     continue
                 out = op.outputs[0]
-                grad = _sum(pending.pop(out), method)
+                grad = _hooked(out, _sum(pending.pop(out), method))
                 done[out] = grad
                 rule = op_gradient_rule(op, location)
                 if rule is None:
@@ -235,7 +341,7 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients",
         for x in x_list:
             grad = done.get(x)
             if grad is None and x in pending:
-                grad = _sum(pending[x], method)
+                grad = _hooked(x, _sum(pending[x], method))
             if grad is None and unconnected_gradients == "zero":
                 grad = zeros_like(x)
             results.append(grad)
