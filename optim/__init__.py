@@ -8,6 +8,7 @@
 >>> step = optim.get_or_create_global_step()
 >>> train = optim.AdamOptimizer(1e-3).minimize(loss, global_step=step)
 """
+from .accumulation import GradientAccumulator
 from .adadelta import AdadeltaOptimizer
 from .adagrad import AdagradOptimizer
 from .adam import AdamOptimizer
@@ -24,6 +25,6 @@ from .training_util import get_global_step, get_or_create_global_step
 
 __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdamOptimizer",
            "AdagradOptimizer", "AdadeltaOptimizer", "RMSPropOptimizer", "AdamWOptimizer",
-           "FtrlOptimizer", "clip_by_norm", "clip_by_global_norm", "global_norm",
+           "FtrlOptimizer", "GradientAccumulator", "clip_by_norm", "clip_by_global_norm", "global_norm",
            "exponential_decay", "piecewise_constant", "cosine_decay",
            "get_or_create_global_step", "get_global_step", "Saver", "latest_checkpoint", "CheckpointError"]
