@@ -6,7 +6,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 import compiler as cc
-from compiler.graph import Graph, Operation, Tensor, located
+from compiler.graph import Graph, Operation, Tensor, located, operations_reached
 from compiler.ops.state import Assign, AssignAdd, AssignSub
 
 from .optimizer import GradsAndVars, Optimizer
@@ -148,7 +148,7 @@ class GradientAccumulator(Optimizer):
         """Replace the assignments that ``wrapped_update`` runs (those built from op id
         ``first_new_op`` on) by one per variable that writes their combined result where
         ``apply_now`` holds and the variable's own value elsewhere."""
-        assignments = sorted((op for op in _built_since(wrapped_update, first_new_op)
+        assignments = sorted((op for op in operations_reached([wrapped_update], first_new_op)
                               if op.opdef in _ASSIGNMENTS), key=lambda op: op.id)
         # Unordered assignments to one variable apply in build order, each to what the one before left.
         new_values: dict[Operation, tuple[Tensor, Tensor]] = {}
@@ -162,7 +162,7 @@ class GradientAccumulator(Optimizer):
             new_values[ref.op] = (ref, value)
         gated = [cc.assign(ref, cc.where(apply_now, value, ref)) for ref, value in new_values.values()]
         replaced = set(assignments)
-        for op in _built_since(gated, first_new_op):
+        for op in operations_reached([t.op for t in gated], first_new_op):
             if op in replaced:
                 raise NotImplementedError(located(
                     f"GradientAccumulator: {type(self._optimizer).__name__}'s update reads the result of its "
@@ -170,17 +170,3 @@ class GradientAccumulator(Optimizer):
                     f"only"))
         return gated
 
-
-def _built_since(roots: Operation | Sequence[Tensor], first_op: int) -> set[Operation]:
-    """The operations with id ``first_op`` or later that ``roots`` depend on (through inputs and
-    control inputs), the roots' own operations included."""
-    pending = [roots] if isinstance(roots, Operation) else [t.op for t in roots]
-    found: set[Operation] = set()
-    while pending:
-        op = pending.pop()
-        if op.id < first_op or op in found:
-            continue
-        found.add(op)
-        pending.extend(t.op for t in op.inputs)
-        pending.extend(op.control_inputs)
-    return found

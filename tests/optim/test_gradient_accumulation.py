@@ -226,3 +226,26 @@ def test_slots_of_the_accumulator_and_the_wrapped_optimizer(graph: cc.Graph) -> 
     assert accumulator.get_slot(w, "m") is adam.get_slot(w, "m")
     assert accumulator.get_slot(w, "accumulator").op.name == "w/GradientAccumulator"
     assert set(adam.variables()) < set(accumulator.variables())
+
+
+class _ReadsItsOwnAssignment(optim.Optimizer):
+    """Subtracts the value its assignment to a slot returns, which no gate can hold back."""
+
+    def __init__(self) -> None:
+        super().__init__(name="ReadsItsOwnAssignment")
+
+    def _create_slots(self, var_list: list[cc.Variable]) -> None:
+        for var in var_list:
+            self._zeros_slot(var, "total", self._name)
+
+    def _apply_dense(self, grad: cc.Tensor, var: cc.Variable) -> cc.Tensor:
+        return cc.assign_sub(var, cc.assign_add(self.get_slot(var, "total"), grad))
+
+
+def test_an_update_that_reads_its_own_assignment_is_refused(graph: cc.Graph) -> None:
+    w = cc.Variable(np.ones(2), name="w")
+    accumulator = optim.GradientAccumulator(_ReadsItsOwnAssignment(), steps=2)
+    with pytest.raises(NotImplementedError, match="reads the result of its own assignment") as info:
+        line = sys._getframe().f_lineno + 1
+        accumulator.minimize(cc.reduce_sum(w * w))
+    assert f"{os.path.basename(__file__)}:{line})" in str(info.value)
