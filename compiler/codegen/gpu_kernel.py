@@ -5,15 +5,17 @@ A scheduled kernel is what every thread of a block executes: a sequence of state
 
     Phase(emit)        straight-line (or looping) code of one thread, emitted by ``emit(state)``
     Barrier()          every thread of the block waits here (``__syncthreads``)
+    WarpShuffleDown    each thread reads a register of the thread ``delta`` lanes up in its warp
     Repeat(trips, ...) a loop around statements whose trip count is the same for every thread of
                        a block (it may hold barriers)
 
 with per-block shared arrays (``SharedArray``) and per-thread values that live across barriers
 (``Register``). The NVPTX lowering is the obvious one: the thread and block indices are the special
-registers, shared arrays live in shared memory, a barrier is ``barrier0``. The host lowering is the
-work-item loop of CPU OpenCL runtimes: a block is one call; each phase becomes a loop over the
-block's threads, so a barrier is simply the end of a phase; a register becomes an array with one
-slot per thread; shared arrays are the block's stack memory. Both run the same ``emit`` functions,
+registers, shared arrays live in shared memory, a barrier is ``barrier0``, a shuffle is
+``shfl.sync.down``. The host lowering is the work-item loop of CPU OpenCL runtimes: a block is one
+call; each phase becomes a loop over the block's threads, so a barrier is simply the end of a
+phase; a register becomes an array with one slot per thread, so a shuffle is a loop that copies
+each thread's partner's slot; shared arrays are the block's stack memory. Both run the same ``emit`` functions,
 so what CI tests on the CPU is the schedule that runs on the GPU, index arithmetic included.
 Threads of one phase run one after the other on the host, so a data race between barriers is not
 found here (``compute-sanitizer --tool racecheck`` finds those on a GPU).
@@ -84,6 +86,17 @@ class Barrier:
 
 
 @dataclass(frozen=True)
+class WarpShuffleDown:
+    """Register ``target`` of every thread becomes register ``source`` of the thread ``delta(state)``
+    lanes further in its warp, or its own ``source`` when that lane is past the warp's end (CUDA's
+    ``__shfl_down_sync`` over the whole warp). Every thread of the block must reach it."""
+
+    source: str
+    target: str
+    delta: Callable[["ThreadState"], ir.Value]
+
+
+@dataclass(frozen=True)
 class Repeat:
     """``trips(builder, block)`` (i64, the same for every thread of the block) times ``body``."""
 
@@ -91,7 +104,15 @@ class Repeat:
     body: tuple["Statement", ...]
 
 
-Statement = Union[Phase, Barrier, Repeat]
+Statement = Union[Phase, Barrier, WarpShuffleDown, Repeat]
+
+WARP = 32
+
+
+def warp_width(block: int) -> int:
+    """The lanes of a warp that a block of ``block`` threads fills (a block smaller than a warp
+    is one partial warp)."""
+    return min(block, WARP)
 
 
 @dataclass(frozen=True)
@@ -132,6 +153,7 @@ def emit_ptx_kernel(module: ir.Module, scheduled: ScheduledKernel) -> ir.Functio
         variable.align = 16
         shared[array.name] = b.addrspacecast(variable, PTR)
     registers = {register.name: b.alloca(register.element, name=register.name) for register in scheduled.registers}
+    register_types = {register.name: register.element for register in scheduled.registers}
     state = ThreadState(b, special("tid.x"), special("ctaid.x"), function.args, [], shared, registers)
     barrier = declare_function(module, "llvm.nvvm.barrier0", ir.VoidType(), [])
 
@@ -141,6 +163,12 @@ def emit_ptx_kernel(module: ir.Module, scheduled: ScheduledKernel) -> ir.Functio
                 statement.emit(state)
             elif isinstance(statement, Barrier):
                 state.b.call(barrier, [])
+            elif isinstance(statement, WarpShuffleDown):
+                element = register_types[statement.source]
+                value = state.b.load(state.register(statement.source), typ=element)
+                shuffled = _shuffle_down(state.b, value, state.b.trunc(statement.delta(state), I32),
+                                         warp_width(scheduled.launch.block))
+                state.b.store(shuffled, state.register(statement.target))
             else:
                 def trip(b: ir.IRBuilder, index: ir.Value, body: tuple[Statement, ...] = statement.body) -> None:
                     state.repeat.append(index)
@@ -151,6 +179,25 @@ def emit_ptx_kernel(module: ir.Module, scheduled: ScheduledKernel) -> ir.Functio
     lower(scheduled.statements)
     b.ret_void()
     return function
+
+
+def _shuffle_down(b: ir.IRBuilder, value: ir.Value, delta: ir.Value, width: int) -> ir.Value:
+    """``shfl.sync.down`` of a float, double or integer over the first ``width`` lanes; 64-bit
+    values go as two 32-bit halves."""
+    module = b.module
+    mask = ir.Constant(I32, (1 << width) - 1 if width < 32 else 0xFFFFFFFF)
+    segment = ir.Constant(I32, ((32 - width) << 8) | 0x1F)  # the clamp operand: lanes per segment
+    if value.type == ir.FloatType():
+        shuffle = declare_function(module, "llvm.nvvm.shfl.sync.down.f32", value.type, [I32, value.type, I32, I32])
+        return b.call(shuffle, [mask, value, delta, segment])
+    shuffle = declare_function(module, "llvm.nvvm.shfl.sync.down.i32", I32, [I32, I32, I32, I32])
+    if value.type == I32:
+        return b.call(shuffle, [mask, value, delta, segment])
+    bits = value if value.type == I64 else b.bitcast(value, I64)
+    low = b.call(shuffle, [mask, b.trunc(bits, I32), delta, segment])
+    high = b.call(shuffle, [mask, b.trunc(b.lshr(bits, ir.Constant(I64, 32)), I32), delta, segment])
+    joined = b.or_(b.zext(low, I64), b.shl(b.zext(high, I64), ir.Constant(I64, 32)))
+    return joined if value.type == I64 else b.bitcast(joined, value.type)
 
 
 # -- host emulation --------------------------------------------------------------------------------
@@ -177,6 +224,22 @@ def emit_emulated_kernel(module: ir.Module, scheduled: ScheduledKernel) -> ir.Fu
                                  for name, (array, element) in register_arrays.items()}
                     phase.emit(ThreadState(b, thread, block_index, arguments, repeat, shared, registers))
                 emit_loop(b, threads, one_thread, name="thread")
+            elif isinstance(statement, WarpShuffleDown):
+                assert statement.source != statement.target, "a shuffle reads and writes different registers"
+                source, element = register_arrays[statement.source]
+                target, _ = register_arrays[statement.target]
+                width = warp_width(threads)
+
+                def one_lane(b: ir.IRBuilder, thread: ir.Value, shuffle: WarpShuffleDown = statement) -> None:
+                    registers = {name: b.gep(array, [thread], inbounds=True, source_etype=kind)
+                                 for name, (array, kind) in register_arrays.items()}
+                    delta = shuffle.delta(ThreadState(b, thread, block_index, arguments, repeat, shared, registers))
+                    inside = b.icmp_unsigned("<", b.add(b.urem(thread, ir.Constant(I64, width)), delta),
+                                             ir.Constant(I64, width))
+                    partner = b.select(inside, b.add(thread, delta), thread)
+                    value = b.load(b.gep(source, [partner], inbounds=True, source_etype=element), typ=element)
+                    b.store(value, b.gep(target, [thread], inbounds=True, source_etype=element))
+                emit_loop(b, threads, one_lane, name="lane")
             elif isinstance(statement, Repeat):
                 def trip(b: ir.IRBuilder, index: ir.Value, body: tuple[Statement, ...] = statement.body) -> None:
                     repeat.append(index)

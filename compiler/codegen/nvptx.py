@@ -5,7 +5,7 @@ blocks and threads (``schedule_kernel``), as a ``gpu_kernel.ScheduledKernel``:
 - by default one thread per output element, in a grid-stride loop, the thread running the
   element's reduced axes itself with a register accumulator;
 - a reduction over many elements per output (``GpuLimits.reduce_min_extent``): a block per
-  output element, strided folds in registers, then a tree in shared memory with barriers;
+  output element, strided folds in registers, then warp shuffles and one barrier;
 - a matmul (and the fused ``var -= c * (a @ b)`` update): a shared-memory tiled,
   register-blocked GEMM, the scale and the update applied when a tile is stored;
 - a scan along a long axis (``GpuLimits.scan_min_extent``): a block per row, scanning chunks of
@@ -27,8 +27,8 @@ from .. import dtypes
 from ..kernel_ir import Kernel, Load, Prim, Program
 from .common import (LLVM_LOCK, I64, LoopAxis, combine, emit_carried_loop, emit_loop, identity_of, load_element,
                      loop_axes, register_type, store_element)
-from .gpu_kernel import (Barrier, Launch, Phase, Register, Repeat, ScheduledKernel, SharedArray, ThreadState,
-                         emit_ptx_kernel)
+from .gpu_kernel import (Barrier, Launch, Phase, Register, Repeat, ScheduledKernel, SharedArray, Statement,
+                         ThreadState, WarpShuffleDown, emit_ptx_kernel, warp_width)
 from .kernel_body import BodyRules, KernelBody, ReducedLoop, kernel_buffers
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -124,8 +124,9 @@ def _uses_block_reduction(kernel: Kernel, limits: GpuLimits) -> bool:
 
 def _block_reduction(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
     """A block per output element (a grid-stride loop over them): each thread folds a strided
-    share of the reduced elements in a register, then a tree in shared memory combines the
-    block's partial results, and thread 0 stores the element."""
+    share of the reduced elements in a register; each warp combines its threads' values with
+    shuffles, its first lane leaves the warp's value in shared memory, and after one barrier
+    the first warp combines those the same way and thread 0 stores the element."""
     axes = loop_axes(kernel)
     dtype = kernel.out_dtype
     element = register_type(dtype)
@@ -135,8 +136,10 @@ def _block_reduction(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
     reduced = _product(axes[k].size for k in reduced_axes)
     block = limits.reduce_block
     grid = max(1, min(outputs, limits.max_grid))
-    levels = block.bit_length() - 1
-    assert block == 1 << levels, "reduce_block must be a power of two"
+    width = warp_width(block)
+    warps = block // width
+    assert block & (block - 1) == 0 and warps <= width, "reduce_block must be a power of two, at most 32 warps"
+    identity = identity_of(kernel.combiner, dtype)
 
     def point(state: ThreadState) -> tuple[ir.IRBuilder, KernelBody]:
         body = KernelBody(kernel, state.arguments, axes, GPU_RULES)
@@ -151,19 +154,36 @@ def _block_reduction(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
             _decompose(b, b.add(state.thread, b.mul(index, ir.Constant(I64, block))), axes, reduced_axes, body.values)
             lowering = body.lowering(b)
             return [combine(lowering, kernel.combiner, dtype, carried[0], body.term(b, lowering))]
-        total = emit_carried_loop(b, _strided_trips(b, state.thread, reduced, block), trip,
-                                  [identity_of(kernel.combiner, dtype)], name="fold")[0]
-        b.store(total, b.gep(state.shared("partials"), [state.thread], source_etype=element))
+        total = emit_carried_loop(b, _strided_trips(b, state.thread, reduced, block), trip, [identity], name="fold")[0]
+        b.store(total, state.register("partial"))
 
-    def tree_step(state: ThreadState) -> None:
+    def add_partner(state: ThreadState) -> None:
         b, body = point(state)
-        half = b.lshr(ir.Constant(I64, block // 2), state.repeat[1])
-        with b.if_then(b.icmp_unsigned("<", state.thread, half)):
-            mine = b.gep(state.shared("partials"), [state.thread], source_etype=element)
-            other = b.gep(state.shared("partials"), [b.add(state.thread, half)], source_etype=element)
-            lowering = body.lowering(b)
-            b.store(combine(lowering, kernel.combiner, dtype, b.load(mine, typ=element), b.load(other, typ=element)),
-                    mine)
+        mine, other = (b.load(state.register(name), typ=element) for name in ("partial", "other"))
+        b.store(combine(body.lowering(b), kernel.combiner, dtype, mine, other), state.register("partial"))
+
+    def across_warp(depth: int) -> tuple[Statement, ...]:
+        """Lane 0 of each warp ends with the combination of its warp's ``partial`` values."""
+        halve = Repeat(lambda b, block_index: ir.Constant(I64, width.bit_length() - 1), (
+            WarpShuffleDown("partial", "other",
+                            lambda state: state.b.lshr(ir.Constant(I64, width // 2), state.repeat[depth])),
+            Phase(add_partner)))
+        return (halve,)
+
+    def leave_warp_value(state: ThreadState) -> None:
+        b = state.b
+        lane = b.urem(state.thread, ir.Constant(I64, width))
+        with b.if_then(b.icmp_unsigned("==", lane, ir.Constant(I64, 0))):
+            warp = b.udiv(state.thread, ir.Constant(I64, width))
+            b.store(b.load(state.register("partial"), typ=element),
+                    b.gep(state.shared("warps"), [warp], source_etype=element))
+
+    def take_warp_values(state: ThreadState) -> None:
+        b = state.b
+        inside = b.icmp_unsigned("<", state.thread, ir.Constant(I64, warps))
+        slot = b.gep(state.shared("warps"), [b.select(inside, state.thread, ir.Constant(I64, 0))],
+                     source_etype=element)
+        b.store(b.select(inside, b.load(slot, typ=element), identity), state.register("partial"))
 
     def store(state: ThreadState) -> None:
         b, body = point(state)
@@ -171,20 +191,20 @@ def _block_reduction(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
             for k in reduced_axes:
                 body.values[k] = ir.Constant(I64, 0)
             lowering = body.lowering(b)
-            total = b.load(state.shared("partials"), typ=element)
+            total = b.load(state.register("partial"), typ=element)
             index = lowering.out_index()
             if kernel.accumulate:
                 total = combine(lowering, kernel.combiner, dtype, load_element(b, body.out_pointer, dtype, index), total)
             store_element(b, total, body.out_pointer, dtype, index)
 
     per_block = Repeat(lambda b, block_index: _strided_trips(b, block_index, outputs, grid), (
-        Phase(fold), Barrier(),
-        Repeat(lambda b, block_index: ir.Constant(I64, levels), (Phase(tree_step), Barrier())),
-        Phase(store), Barrier()))
+        Phase(fold), *across_warp(1), Phase(leave_warp_value), Barrier(),
+        Phase(take_warp_values), *across_warp(1), Phase(store), Barrier()))
     return ScheduledKernel(kernel.name, len(kernel_buffers(kernel)), Launch(block, grid), (per_block,),
-                           shared=(SharedArray("partials", element, block),),
+                           shared=(SharedArray("warps", element, warps),),
+                           registers=(Register("partial", element), Register("other", element)),
                            description=f"a block per output element ({outputs}) reducing {reduced} "
-                                       f"elements: strided register folds, then a shared-memory tree")
+                                       f"elements: strided register folds, warp shuffles, one barrier")
 
 
 def _is_plain_product(kernel: Kernel) -> bool:

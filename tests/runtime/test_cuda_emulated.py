@@ -2,8 +2,8 @@
 
 Every op-table row (forward in float32 and float64, gradients in float64) equals the numpy
 reference with launch limits small enough that one-thread-per-element kernels run partial blocks
-and grid-stride loops, reductions of a few elements already get a block each (strided folds, a
-shared-memory tree and barriers), scans run in chunks with a carried total, and matmuls run as
+and grid-stride loops, reductions of a few elements already get a block each (strided folds, warp
+shuffles, shared memory and a barrier), scans run in chunks with a carried total, and matmuls run as
 tiled GEMMs with partial tiles; the same PTX assembles for sm_80 and sm_90.
 """
 from __future__ import annotations
@@ -96,7 +96,8 @@ def test_kernels_dump_shows_the_gpu_schedule() -> None:
         kernels = gpu.compile([row_sums, doubled], feeds).dump("kernels")
         sums, twice = gpu.run([row_sums, doubled], feeds)
     assert "gpu schedule:" in kernels
-    assert re.search(r"grid 6 x block 256, shared 1024 B: a block per output element \(6\) reducing 5000", kernels)
+    assert re.search(r"grid 6 x block 256, shared 32 B: a block per output element \(6\) reducing 5000 "
+                     r"elements: strided register folds, warp shuffles, one barrier", kernels)
     assert re.search(r"grid 118 x block 256, shared 0 B: one thread per output element \(30000\)", kernels)
     np.testing.assert_array_equal(sums, np.full(6, 5000.0, "float32"))
     np.testing.assert_array_equal(twice, np.full((6, 5000), 2.0, "float32"))
