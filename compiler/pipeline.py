@@ -109,9 +109,12 @@ def target_gpu(step: CompiledStep, arch: str = nvptx.DEFAULT_ARCH, limits: nvptx
     host module that runs the scheduled kernels block by block (what the runtime then runs)."""
     from .codegen import cuda_emulated
     program = step.program
-    step.texts["kernels"] += "\n" + nvptx.format_schedule(nvptx.schedule_program(program, limits))
+    kernels = step.texts.pop("kernels")
     step.texts.pop("ptx", None)
     step._lazy["ptx"] = lambda: nvptx.emit_ptx(program, arch, limits)
+    # Made when asked for: the register counts come from assembling the PTX.
+    step._lazy["kernels"] = lambda: kernels + "\n" + nvptx.format_schedule(
+        nvptx.schedule_program(program, limits), nvptx.kernel_resources(step.dump("ptx"), arch))
     if emulated:
         start = time.perf_counter()
         step.texts["llvm"] = str(cuda_emulated.build_module(program, limits))

@@ -17,6 +17,11 @@ the CPU; scalar lowering (and the polynomial transcendentals) comes from ``commo
 from __future__ import annotations
 
 import functools
+import os
+import re
+import shutil
+import subprocess
+import tempfile
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -444,13 +449,53 @@ def schedule_program(program: Program, limits: GpuLimits = DEFAULT_LIMITS) -> li
     return [schedule_kernel(kernel, limits) for kernel in program.kernels]
 
 
-def format_schedule(scheduled: Sequence[ScheduledKernel]) -> str:
-    """The GPU schedule as text, one line per kernel (shown after the kernels in ``dump("kernels")``)."""
-    lines = ["gpu schedule:"]
+@dataclass(frozen=True)
+class KernelResources:
+    """What ``ptxas -v`` reports for one kernel."""
+
+    registers: int
+    spill_bytes: int     # spill stores plus spill loads
+
+
+def kernel_resources(ptx: str, arch: str = DEFAULT_ARCH) -> dict[str, KernelResources] | None:
+    """Registers and spills of every kernel in ``ptx``, from ``ptxas -v`` (None without ptxas)."""
+    ptxas = shutil.which("ptxas")
+    if ptxas is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="graphgrad-ptxas-") as directory:
+        source = os.path.join(directory, "step.ptx")
+        with open(source, "w", encoding="utf-8") as handle:
+            handle.write(ptx)
+        result = subprocess.run([ptxas, f"-arch={arch}", "-v", source, "-o", os.path.join(directory, "step.cubin")],
+                                capture_output=True, text=True)
+    if result.returncode != 0:
+        return None
+    resources: dict[str, KernelResources] = {}
+    current, spills = None, 0
+    for line in result.stderr.splitlines():
+        entry = re.search(r"Compiling entry function '([^']+)'", line)
+        if entry:
+            current, spills = entry.group(1), 0
+        spill = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if spill:
+            spills = int(spill.group(1)) + int(spill.group(2))
+        used = re.search(r"Used (\d+) registers", line)
+        if used and current is not None:
+            resources[current] = KernelResources(int(used.group(1)), spills)
+    return resources
+
+
+def format_schedule(scheduled: Sequence[ScheduledKernel],
+                    resources: dict[str, KernelResources] | None = None) -> str:
+    """The GPU schedule as text, one line per kernel (shown after the kernels in ``dump("kernels")``),
+    with registers per thread and spills when ``resources`` (from ``kernel_resources``) are given."""
+    lines = ["gpu schedule:" + ("" if resources is not None else " (ptxas not found: no register counts)")]
     for kernel in scheduled:
         shared = sum(array.count * _BYTES[str(array.element)] for array in kernel.shared)
+        used = (resources or {}).get(kernel.name)
+        registers = f", {used.registers} registers, {used.spill_bytes} B spilled" if used else ""
         lines.append(f"  {kernel.name}: grid {kernel.launch.grid} x block {kernel.launch.block}, "
-                     f"shared {shared} B: {kernel.description}")
+                     f"shared {shared} B{registers}: {kernel.description}")
     return "\n".join(lines) + "\n"
 
 
