@@ -10,6 +10,7 @@ Run it with::
     python examples/train_cnn_digits.py
     python examples/train_cnn_digits.py --epochs 20 --seed 3
     python examples/train_cnn_digits.py --target reference   # the numpy oracle instead of LLVM
+    python examples/train_cnn_digits.py --target cuda-emulated   # the GPU kernels, run on the CPU
 
 The last line printed is ``test accuracy: 0.XXX``.
 """
@@ -36,8 +37,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=32, help="examples per training step")
     parser.add_argument("--learning-rate", type=float, default=3e-3, help="Adam's learning rate")
     parser.add_argument("--seed", type=int, default=0, help="seed for the split, the weights and shuffling")
-    parser.add_argument("--target", choices=("cpu", "reference"), default="cpu",
-                        help="cpu: compiled with LLVM (default); reference: the numpy evaluator")
+    parser.add_argument("--target", choices=("cpu", "reference", "cuda", "cuda-emulated"), default="cpu",
+                        help="cpu: compiled with LLVM (default); reference: the numpy evaluator; cuda: an "
+                             "NVIDIA GPU; cuda-emulated: the GPU's kernels run block by block on the CPU")
     return parser.parse_args()
 
 

@@ -12,6 +12,7 @@ Run it with::
     python examples/train_digits.py
     python examples/train_digits.py --epochs 30 --batch-size 64 --seed 1
     python examples/train_digits.py --target reference   # the numpy oracle instead of LLVM
+    python examples/train_digits.py --target cuda-emulated   # the GPU kernels, run on the CPU
     python examples/train_digits.py --verbose            # also print the train step's compile report
 
 The last line printed is ``test accuracy: 0.XXX``.
@@ -41,8 +42,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=32, help="examples per training step")
     parser.add_argument("--learning-rate", type=float, default=3e-3, help="Adam's learning rate")
     parser.add_argument("--seed", type=int, default=0, help="seed for the split, the weights and shuffling")
-    parser.add_argument("--target", choices=("cpu", "reference"), default="cpu",
-                        help="cpu: compiled with LLVM (default); reference: the numpy evaluator")
+    parser.add_argument("--target", choices=("cpu", "reference", "cuda", "cuda-emulated"), default="cpu",
+                        help="cpu: compiled with LLVM (default); reference: the numpy evaluator; cuda: an "
+                             "NVIDIA GPU; cuda-emulated: the GPU's kernels run block by block on the CPU")
     parser.add_argument("--verbose", action="store_true", help="print the train step's compile report")
     return parser.parse_args()
 
