@@ -124,7 +124,7 @@ def _per_element(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
 def _uses_block_reduction(kernel: Kernel, limits: GpuLimits) -> bool:
     reduced = _product(kernel.space[a] for a in kernel.reduce_axes)
     return (bool(kernel.reduce_axes) and not kernel.scan and kernel.scatter is None and kernel.matmul is None
-            and reduced >= limits.reduce_min_extent)
+            and kernel.out_dtype != dtypes.bool_ and reduced >= limits.reduce_min_extent)  # shuffles move 32-bit words
 
 
 def _block_reduction(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
