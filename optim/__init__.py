@@ -20,7 +20,7 @@ from .learning_rate_decay import cosine_decay, exponential_decay, piecewise_cons
 from .momentum import MomentumOptimizer
 from .optimizer import Optimizer
 from .rmsprop import RMSPropOptimizer
-from .saver import CheckpointError, Saver, latest_checkpoint
+from .saver import CheckpointError, Saver, latest_checkpoint, load_checkpoint
 from .training_util import get_global_step, get_or_create_global_step
 
 __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdamOptimizer",

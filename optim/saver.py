@@ -1,7 +1,32 @@
 """Checkpoints in TensorFlow 1.x style: ``Saver`` writes and restores variables, and a small text
 index named "checkpoint" in the checkpoint directory records the latest files.
 
-One checkpoint is one file, written by graphgrad itself (no pickle)::
+One checkpoint is one safetensors file (written and parsed by the ``safetensors`` package, no
+pickle): the variables under their names, with their own dtypes and shapes, so that
+``safetensors.numpy.load_file`` and ``safetensors.torch.load_file`` read it without graphgrad. The
+path is the file: ``save(sess, "dir/model", global_step=20)`` writes "dir/model-20", with no
+extension added. The header's ``__metadata__`` (string values only) holds graphgrad's checks::
+
+    graphgrad.version       "3"
+    graphgrad.name          the basename the file was saved under, e.g. "model-20"
+    graphgrad.global_step   JSON: the global step, or null without one
+    graphgrad.crc32         JSON: {variable name: CRC-32 of its little-endian C-order bytes}
+    graphgrad.header_crc32  CRC-32 of the other metadata and every variable's dtype and shape
+
+A restore refuses a file whose recorded name is not the basename it was asked for (a file replaced
+by or renamed from another checkpoint), and a damaged one. A safetensors file with no
+"graphgrad.*" metadata (one written by PyTorch, say) is restored by variable name, without those
+checks. Files in graphgrad's earlier format (at the end of this text) are still read.
+
+Every file is written to a temporary name in the same directory, flushed, fsync'ed and then
+renamed over the final name (and the directory fsync'ed), so a save that dies midway leaves the
+previous checkpoint and index as they were. The temporaries such a save leaves behind are removed
+by a later save with the same prefix once they are stale: older than the process that saves, and
+not written by a process still running on this host. Reading checks the format, the checksums,
+the sizes and every metadata field, and refuses a damaged file with a ``CheckpointError`` naming
+it.
+
+graphgrad's earlier format, versions 1 and 2, read but no longer written::
 
     magic      8 bytes   b"GGCKPT\\x00\\x01"
     length     uint64    little-endian byte length of the header
@@ -11,18 +36,7 @@ One checkpoint is one file, written by graphgrad itself (no pickle)::
     padding    zeros up to a multiple of 64 bytes
     data       each variable's bytes, C order, little-endian, at its offset (64-byte aligned)
 
-The header records the checkpoint's own name (the basename it was saved under, e.g. "model-20")
-and its global step (null without one), so a file that was replaced by another checkpoint's bytes
-or renamed is refused on restore instead of loading the wrong step. Version 1 files, which record
-neither, are still read.
-
-Every file is written to a temporary name in the same directory, flushed, fsync'ed and then
-renamed over the final name (and the directory fsync'ed), so a save that dies midway leaves the
-previous checkpoint and index as they were. The temporaries such a save leaves behind are removed
-by a later save with the same prefix once they are stale: older than the process that saves, and
-not written by a process still running on this host. Reading checks the magic, both
-checksums, the sizes and every header field, and refuses a damaged file with a
-``CheckpointError`` naming it.
+Version 1 files record neither "name" nor "global_step".
 """
 from __future__ import annotations
 
@@ -39,16 +53,27 @@ import zlib
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
+import safetensors
+import safetensors.numpy
 
 import compiler as cc
 from compiler.errors import DTypeError, GraphgradError, ShapeError
 from compiler.graph import Tensor
 
 INDEX_FILENAME = "checkpoint"
-MAGIC = b"GGCKPT\x00\x01"
-FORMAT = "graphgrad-checkpoint"
-VERSION = 2                              # 2: the header records "name" and "global_step"
-_READABLE_VERSIONS = (1, 2)
+VERSION = 3                              # 3: safetensors with graphgrad's metadata
+VERSION_KEY = "graphgrad.version"
+NAME_KEY = "graphgrad.name"
+GLOBAL_STEP_KEY = "graphgrad.global_step"
+CRC32_KEY = "graphgrad.crc32"
+HEADER_CRC32_KEY = "graphgrad.header_crc32"
+_METADATA_PREFIX = "graphgrad."
+_SAFETENSORS_RESERVED = "__metadata__"  # the header key of the metadata; no tensor may take it
+_HEADER_LENGTH = struct.Struct("<Q")     # a safetensors file starts with its header's byte length
+
+LEGACY_MAGIC = b"GGCKPT\x00\x01"
+LEGACY_FORMAT = "graphgrad-checkpoint"
+_LEGACY_VERSIONS = (1, 2)               # 2: the header records "name" and "global_step"
 ALIGNMENT = 64
 _PREFIX = struct.Struct("<QI")           # header length, header CRC-32
 _DATA_KINDS = "biufc"                    # dtypes a checkpoint may hold (never objects)
@@ -197,37 +222,34 @@ def _remove_stale_temporaries(directory: str, pattern: re.Pattern[str]) -> None:
             continue
 
 
-# -- the checkpoint file --------------------------------------------------------------------------
+# -- the checkpoint file: safetensors with graphgrad's metadata -----------------------------------
+
+def _data_crc32(array: np.ndarray) -> int:
+    """CRC-32 of a C-contiguous little-endian array's bytes."""
+    return zlib.crc32(array.reshape(-1).view(np.uint8))
+
+
+def _header_crc32(metadata: Mapping[str, str], arrays: Mapping[str, np.ndarray]) -> int:
+    """CRC-32 of the metadata other than the header checksum itself, and of every array's dtype
+    and shape (which safetensors does not checksum: a flipped "F64" may read as "I64")."""
+    description = {"metadata": {key: value for key, value in metadata.items() if key != HEADER_CRC32_KEY},
+                   "tensors": {name: [array.dtype.str, list(array.shape)] for name, array in arrays.items()}}
+    return zlib.crc32(json.dumps(description, sort_keys=True).encode("utf-8"))
+
 
 def _write_checkpoint(path: str, values: Mapping[str, np.ndarray], global_step: int | None) -> None:
-    """Write ``values`` to the checkpoint file ``path``, recording its basename and global step."""
-    entries = []
-    arrays = []
-    offset = 0
+    """Write ``values`` to the safetensors file ``path``, recording its basename, global step and
+    checksums in the metadata."""
+    arrays = {}
     for name, value in values.items():
-        array = np.asarray(value, dtype=_little_endian(np.asarray(value).dtype), order="C")
-        data = array.reshape(-1).view(np.uint8)
-        offset = _align(offset)
-        entries.append({"name": name, "dtype": array.dtype.str, "shape": list(array.shape),
-                        "offset": offset, "nbytes": int(data.nbytes), "crc32": zlib.crc32(data)})
-        arrays.append((offset, data))
-        offset += data.nbytes
-    header = json.dumps({"format": FORMAT, "version": VERSION, "name": os.path.basename(path),
-                         "global_step": global_step, "data_nbytes": offset, "variables": entries},
-                        sort_keys=True).encode("utf-8")
-    prefix = MAGIC + _PREFIX.pack(len(header), zlib.crc32(header)) + header
-    data_start = _align(len(prefix))
-
-    def chunks() -> Iterable[Any]:
-        yield prefix + bytes(data_start - len(prefix))
-        position = 0
-        for start, data in arrays:
-            if start > position:
-                yield bytes(start - position)
-            yield data
-            position = start + data.nbytes
-
-    _write_atomically(path, chunks())
+        array = np.asarray(value)
+        arrays[name] = np.asarray(array, dtype=_little_endian(array.dtype), order="C")
+    metadata = {VERSION_KEY: str(VERSION), NAME_KEY: os.path.basename(path),
+                GLOBAL_STEP_KEY: json.dumps(global_step),
+                CRC32_KEY: json.dumps({name: _data_crc32(array) for name, array in arrays.items()},
+                                      sort_keys=True)}
+    metadata[HEADER_CRC32_KEY] = str(_header_crc32(metadata, arrays))
+    _write_atomically(path, [safetensors.numpy.save(arrays, metadata=metadata)])
 
 
 def _whole_number(value: Any, what: str) -> int:
@@ -238,17 +260,15 @@ def _whole_number(value: Any, what: str) -> int:
 
 
 class _Checkpoint(NamedTuple):
-    name: str | None                     # None in version 1 files, which do not record it
+    name: str | None                     # None where the file does not record it
     global_step: int | None
-    arrays: dict[str, np.ndarray]        # read-only views of the file's bytes
+    arrays: dict[str, np.ndarray]        # read-only
 
 
-def _load_checkpoint(path: str) -> _Checkpoint:
-    """Read and check the checkpoint file ``path``; a file that records another name than the
-    basename of ``path`` is refused."""
+def _read_file(path: str) -> bytes:
     try:
         with open(path, "rb") as file:
-            content = file.read()
+            return file.read()
     except (FileNotFoundError, NotADirectoryError):
         raise CheckpointError(f"no checkpoint file at {path!r}") from None
     except IsADirectoryError:
@@ -257,17 +277,96 @@ def _load_checkpoint(path: str) -> _Checkpoint:
     except (OSError, ValueError) as exc:
         raise CheckpointError(f"cannot read checkpoint file {path!r}: {exc}") from exc
 
-    def damaged(reason: str) -> CheckpointError:
-        return CheckpointError(f"checkpoint file {path!r} is damaged: {reason}; refusing to load it")
 
-    header_start = len(MAGIC) + _PREFIX.size
-    if not content.startswith(MAGIC):
-        if MAGIC.startswith(content):
-            raise damaged(f"truncated ({len(content)} bytes)")
-        raise CheckpointError(f"{path!r} is not a graphgrad checkpoint file (unknown magic bytes)")
+def _damaged(path: str, reason: str) -> CheckpointError:
+    return CheckpointError(f"checkpoint file {path!r} is damaged: {reason}; refusing to load it")
+
+
+def _refuse_other_name(path: str, name: str, global_step: int | None) -> None:
+    """Raise if ``name``, recorded in the file ``path``, is not its basename."""
+    requested = os.path.basename(path)
+    if name != requested:
+        step = "no global step" if global_step is None else f"global step {global_step}"
+        raise CheckpointError(f"checkpoint file {path!r} holds checkpoint {name!r} ({step}), but "
+                              f"checkpoint {requested!r} was asked for; the file was replaced by or "
+                              "renamed from another checkpoint, refusing to load it")
+
+
+def _load_checkpoint(path: str) -> _Checkpoint:
+    """Read and check the checkpoint file ``path``, in either format; a file that records another
+    name than the basename of ``path`` is refused."""
+    content = _read_file(path)
+    if not content:
+        raise _damaged(path, "it is empty")
+    if content.startswith(LEGACY_MAGIC) or LEGACY_MAGIC.startswith(content):
+        return _load_legacy_checkpoint(path, content)
+    return _load_safetensors_checkpoint(path, content)
+
+
+def _load_safetensors_checkpoint(path: str, content: bytes) -> _Checkpoint:
+    try:
+        arrays = safetensors.numpy.load(content)
+    except safetensors.SafetensorError as exc:
+        header_start = _HEADER_LENGTH.size
+        if content[header_start:header_start + 1] != b"{":
+            raise CheckpointError(f"{path!r} is not a checkpoint file: neither safetensors nor "
+                                  f"graphgrad's earlier format ({exc})") from None
+        raise _damaged(path, f"not a valid safetensors file ({exc})") from None
+    except KeyError as exc:                      # a dtype numpy has no type for, e.g. bfloat16
+        raise CheckpointError(f"checkpoint file {path!r} holds a tensor of dtype {exc}, which "
+                              "graphgrad cannot load") from None
+    # The library has checked the header; it gives the tensors but not the metadata.
+    (header_length,) = _HEADER_LENGTH.unpack_from(content)
+    try:
+        header = json.loads(content[_HEADER_LENGTH.size:_HEADER_LENGTH.size + header_length])
+    except (ValueError, RecursionError) as exc:
+        raise _damaged(path, f"unreadable header ({type(exc).__name__}: {exc})") from None
+    metadata: dict[str, str] = header.get(_SAFETENSORS_RESERVED) or {}
+    if not any(key.startswith(_METADATA_PREFIX) for key in metadata):
+        return _Checkpoint(None, None, arrays)   # a plain safetensors file, written elsewhere
+    version = metadata.get(VERSION_KEY)
+    if version is None:
+        raise _damaged(path, f"its metadata lacks {VERSION_KEY!r}")
+    if version != str(VERSION):
+        raise CheckpointError(f"checkpoint file {path!r} has graphgrad format version {version!r}; "
+                              f"this graphgrad reads safetensors checkpoints of version {VERSION}")
+    try:
+        name = metadata[NAME_KEY]
+        if not name:
+            raise ValueError(f"{NAME_KEY} is empty")
+        global_step = json.loads(metadata[GLOBAL_STEP_KEY])
+        if global_step is not None and (isinstance(global_step, bool) or not isinstance(global_step, int)):
+            raise ValueError(f"its global step is {global_step!r}, not an integer or null")
+        crcs = json.loads(metadata[CRC32_KEY])
+        if not isinstance(crcs, dict):
+            raise ValueError(f"{CRC32_KEY} is a JSON {type(crcs).__name__}, not an object")
+        if set(crcs) != set(arrays):
+            raise ValueError(f"{CRC32_KEY} lists {sorted(crcs)} but the file holds {sorted(arrays)}")
+        for variable, crc in crcs.items():
+            _whole_number(crc, f"the checksum of variable {variable!r}")
+        header_crc = metadata[HEADER_CRC32_KEY]
+    except (KeyError, ValueError, RecursionError) as exc:
+        raise _damaged(path, f"unreadable metadata ({type(exc).__name__}: {exc})") from None
+    if header_crc != str(_header_crc32(metadata, arrays)):
+        raise _damaged(path, "the checksum of its metadata, dtypes and shapes does not match")
+    _refuse_other_name(path, name, global_step)
+    for variable, array in arrays.items():
+        if _data_crc32(array) != crcs[variable]:
+            raise _damaged(path, f"the checksum of variable {variable!r} does not match")
+    return _Checkpoint(name, global_step, arrays)
+
+
+# -- graphgrad's earlier format, read for older checkpoints -------------------------------------
+
+def _load_legacy_checkpoint(path: str, content: bytes) -> _Checkpoint:
+    """Check and read the checkpoint ``content`` of ``path``, in graphgrad's earlier format."""
+    def damaged(reason: str) -> CheckpointError:
+        return _damaged(path, reason)
+
+    header_start = len(LEGACY_MAGIC) + _PREFIX.size
     if len(content) < header_start:
         raise damaged(f"truncated ({len(content)} bytes)")
-    header_length, header_crc = _PREFIX.unpack_from(content, len(MAGIC))
+    header_length, header_crc = _PREFIX.unpack_from(content, len(LEGACY_MAGIC))
     header_bytes = content[header_start:header_start + header_length]
     if len(header_bytes) != header_length:
         raise damaged(f"truncated in its header ({len(content)} bytes)")
@@ -280,10 +379,10 @@ def _load_checkpoint(path: str) -> _Checkpoint:
     if not isinstance(header, dict):
         raise damaged(f"its header is a JSON {type(header).__name__}, not an object")
     version = header.get("version")
-    if header.get("format") != FORMAT or type(version) is not int or version not in _READABLE_VERSIONS:
+    if header.get("format") != LEGACY_FORMAT or type(version) is not int or version not in _LEGACY_VERSIONS:
         raise CheckpointError(f"checkpoint file {path!r} has format {header.get('format')!r} version "
-                              f"{version!r}; this graphgrad reads {FORMAT!r} versions "
-                              f"{', '.join(map(str, _READABLE_VERSIONS))}")
+                              f"{version!r}; this graphgrad reads {LEGACY_FORMAT!r} versions "
+                              f"{', '.join(map(str, _LEGACY_VERSIONS))} and safetensors files")
     name: str | None = None
     global_step: int | None = None
     try:
@@ -300,12 +399,8 @@ def _load_checkpoint(path: str) -> _Checkpoint:
             raise ValueError(f"variables is a JSON {type(entries).__name__}, not an array")
     except (KeyError, ValueError) as exc:
         raise damaged(f"unreadable header ({type(exc).__name__}: {exc})") from None
-    requested = os.path.basename(path)
-    if name is not None and name != requested:
-        step = "no global step" if global_step is None else f"global step {global_step}"
-        raise CheckpointError(f"checkpoint file {path!r} holds checkpoint {name!r} ({step}), but "
-                              f"checkpoint {requested!r} was asked for; the file was replaced by or "
-                              "renamed from another checkpoint, refusing to load it")
+    if name is not None:
+        _refuse_other_name(path, name, global_step)
     data_start = _align(header_start + header_length)
     if len(content) != data_start + data_nbytes:
         kind = "truncated" if len(content) < data_start + data_nbytes else "longer than its header says"
@@ -359,9 +454,22 @@ def _load_checkpoint(path: str) -> _Checkpoint:
     return _Checkpoint(name, global_step, arrays)
 
 
-def _read_checkpoint(path: str) -> dict[str, np.ndarray]:
-    """The arrays of a checkpoint file by name (read-only views of its bytes), after checking it."""
-    return _load_checkpoint(path).arrays
+def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+    """The variables in the checkpoint file at ``path``, by name, as numpy arrays: a safetensors
+    file (graphgrad's own or a plain one written elsewhere) or one in graphgrad's earlier format.
+
+    The file is checked as ``Saver.restore`` checks it: a damaged file, or one that records
+    another checkpoint's name than the basename of ``path``, raises ``CheckpointError``.
+
+    >>> import os, tempfile
+    >>> import numpy as np, safetensors.numpy
+    >>> path = os.path.join(tempfile.mkdtemp(), "weights")
+    >>> safetensors.numpy.save_file({"w": np.eye(2, dtype="float32")}, path)
+    >>> load_checkpoint(path)["w"]
+    array([[1., 0.],
+           [0., 1.]], dtype=float32)
+    """
+    return {name: array.copy() for name, array in _load_checkpoint(os.fspath(path)).arrays.items()}
 
 
 # -- the index file -------------------------------------------------------------------------------
@@ -454,6 +562,9 @@ def _variables_by_name(var_list: Any) -> dict[str, cc.Variable]:
     for name, var in items:
         if not isinstance(name, str) or not name:
             raise TypeError(f"Saver: checkpoint names must be non-empty strings, got {name!r}")
+        if name == _SAFETENSORS_RESERVED:
+            raise ValueError(f"Saver: the name {name!r} is reserved by the safetensors format; "
+                             "pass var_list as a dict to save the variable under another name")
         if not isinstance(var, cc.Variable):
             raise TypeError(f"Saver: {name!r} maps to {var!r}, which is not a Variable")
         if name in by_name:
@@ -521,7 +632,8 @@ class Saver:
     def save(self, sess: Any, save_path: str, global_step: int | Tensor | None = None) -> str:
         """Write the variables' values in ``sess`` to a checkpoint and return its path:
         ``save_path``, or ``f"{save_path}-{step}"`` with a ``global_step`` (an int, or a global step
-        Variable whose value is read through ``sess``). The file records its own name (the
+        Variable whose value is read through ``sess``). The file at that path (no extension is
+        added) is a safetensors file that records its own name (the
         basename of the returned path) and the global step. Updates the "checkpoint" index in the
         directory and deletes this Saver's checkpoints beyond ``max_to_keep``, and the stale
         temporaries that earlier saves with this prefix left when killed midway.
@@ -578,7 +690,10 @@ class Saver:
         ``CheckpointError`` (missing), ``ShapeError`` or ``DTypeError`` names it and the file, and
         no variable is changed. A damaged or truncated file raises ``CheckpointError``, and so does
         a file that records another checkpoint's name than the basename of ``save_path`` (one
-        replaced by another checkpoint's file, or renamed).
+        replaced by another checkpoint's file, or renamed). ``save_path`` may also be a plain
+        safetensors file written elsewhere (e.g. by ``safetensors.torch.save_file``): its tensors
+        are matched by name, without the name and checksum checks that it has no metadata for.
+        Files in graphgrad's earlier format are read too.
 
         >>> import os, tempfile
         >>> import numpy as np, compiler as cc
