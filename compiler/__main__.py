@@ -1,7 +1,8 @@
-"""``python -m compiler dump SCRIPT.py [--stages llvm,ptx] [--out DIR] [-- script args]``
+"""``python -m compiler dump SCRIPT.py [--stages llvm,ptx] [--out DIR] [--html DIR] [-- script args]``
 
 Runs SCRIPT.py and writes every stage of every step it compiles to DIR (default ``graphgrad_dump``),
-then prints what was written.
+then prints what was written. With ``--html DIR``, also one HTML report per compiled step
+(``DIR/step<N>.html``, self-contained: open it in a browser).
 """
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ import jinja2
 from .pipeline import STAGES
 
 _SUMMARY = jinja2.Template(
-    "{{ count }} file{{ '' if count == 1 else 's' }} written to {{ out }}"
-    "{% for path in paths %}\n  {{ path }}{% endfor %}\n")
+    "{% for out, paths in written %}{{ paths|length }} file{{ '' if paths|length == 1 else 's' }} written to {{ out }}"
+    "{% for path in paths %}\n  {{ path }}{% endfor %}\n{% endfor %}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     dump.add_argument("--stages", default=",".join(STAGES),
                       help=f"comma-separated stages (default: all of {','.join(STAGES)})")
     dump.add_argument("--out", default="graphgrad_dump", help="directory to write to")
+    dump.add_argument("--html", metavar="DIR", help="also write one HTML report per compiled step to DIR")
     argv = list(sys.argv[1:] if argv is None else argv)
     script_args: list[str] = []
     if "--" in argv:
@@ -42,8 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     if not os.path.isfile(args.script):
         parser.error(f"no such script: {args.script}")
     out = os.path.abspath(args.out)
-    before = set(os.listdir(out)) if os.path.isdir(out) else set()
+    directories = list(dict.fromkeys([out] + ([os.path.abspath(args.html)] if args.html else [])))
+    before = {d: set(os.listdir(d)) if os.path.isdir(d) else set() for d in directories}
     os.environ["GRAPHGRAD_DUMP"] = out
+    if args.html:
+        os.environ["GRAPHGRAD_DUMP_HTML"] = os.path.abspath(args.html)
     os.environ["GRAPHGRAD_DUMP_STAGES"] = ",".join(stages)
     saved_argv = sys.argv
     sys.argv = [args.script, *script_args]
@@ -54,8 +59,8 @@ def main(argv: list[str] | None = None) -> int:
             raise
     finally:
         sys.argv = saved_argv
-    written = sorted(set(os.listdir(out)) - before) if os.path.isdir(out) else []
-    sys.stdout.write(_SUMMARY.render(count=len(written), out=out, paths=written))
+    written = [(d, sorted(set(os.listdir(d)) - before[d]) if os.path.isdir(d) else []) for d in directories]
+    sys.stdout.write(_SUMMARY.render(written=written))
     return 0
 
 
