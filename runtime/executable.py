@@ -2,15 +2,19 @@
 from __future__ import annotations
 
 import ctypes
+import functools
+import json
+import os
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
 from compiler.graph import Operation, Tensor
 from compiler.kernel_ir import FetchSpec, contiguous_strides
-from compiler.pipeline import CompiledStep, render_report
+from compiler.pipeline import CompiledStep, render_html_report, render_report
 
 from .jit import NativeStep
 
@@ -114,6 +118,62 @@ class CallBuffers:
         return address
 
 
+CALIBRATION_PAUSE = 0.005   # seconds between the first two profiled runs
+
+
+@dataclass
+class ProfileSamples:
+    """What ``Executable.profile`` measured: per run, the cycle counter before the first kernel and
+    after each one, and the wall clock (``time.perf_counter``) before and after the call."""
+
+    stamps: list[list[int]]
+    walls: list[tuple[float, float]]
+
+    @functools.cached_property
+    def rate(self) -> float:
+        """Counter ticks per second. No run's native time can exceed its wall time, which bounds
+        the rate from below; with two runs or more, the window from the first run's first stamp to
+        the last run's last one, against the wall clock around it, measures it."""
+        bound = max(((run[-1] - run[0]) / (after - before) for run, (before, after)
+                     in zip(self.stamps, self.walls) if after > before), default=0.0)
+        ticks = self.stamps[-1][-1] - self.stamps[0][0]
+        seconds = self.walls[-1][1] - self.walls[0][0]
+        window = ticks / seconds if len(self.stamps) > 1 and ticks > 0 and seconds > 0 else 0.0
+        return max(bound, window) or 1.0
+
+
+def write_trace(path: str | os.PathLike[str], kernels: Sequence[Any], parts: Sequence[tuple[int, bool]],
+                samples: ProfileSamples) -> None:
+    """Write the Chrome trace-event JSON of a profile (see ``Executable.profile``)."""
+    process, thread = os.getpid(), threading.get_native_id()
+    events: list[dict[str, Any]] = [
+        {"name": "process_name", "ph": "M", "pid": process, "tid": thread, "args": {"name": "graphgrad step"}},
+        {"name": "thread_name", "ph": "M", "pid": process, "tid": thread, "args": {"name": "calling thread"}}]
+    origin = samples.walls[0][0]
+    to_us = 1e6 / samples.rate
+    previous_end = 0.0
+    for run, (stamps, (before, after)) in enumerate(zip(samples.stamps, samples.walls)):
+        start = max(round((before - origin) * 1e6, 3), previous_end)
+        ends = [round(start + max(stamp - stamps[0], 0) * to_us, 3) for stamp in stamps]
+        ends = [max(ends[:i + 1]) for i in range(len(ends))]   # a counter read on another core
+        previous_end = ends[-1]
+        events.append({"name": "step", "cat": "step", "ph": "X", "ts": start, "dur": round(ends[-1] - start, 3),
+                       "pid": process, "tid": thread,
+                       "args": {"run": run, "kernels": len(kernels),
+                                "wall_us": round((after - before) * 1e6, 3)}})
+        for index, kernel in enumerate(kernels):
+            lines = list(dict.fromkeys(where for _, _, where in kernel.covers))
+            events.append({
+                "name": kernel.name, "cat": "kernel", "ph": "X", "ts": ends[index],
+                "dur": round(ends[index + 1] - ends[index], 3), "pid": process, "tid": thread,
+                "args": {"run": run, "kind": kernel.kind, "space": "x".join(map(str, kernel.space)) or "scalar",
+                         "parts": parts[index][0], "gemm": parts[index][1], "lines": lines,
+                         "ops": [{"type": op_type, "name": name, "line": where}
+                                 for op_type, name, where in kernel.covers]}})
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump({"traceEvents": events, "displayTimeUnit": "ns"}, handle)
+
+
 class Executable:
     """One compiled step. ``run`` makes exactly one call into native code.
 
@@ -131,6 +191,8 @@ class Executable:
         program = step.program
         self._native = NativeStep(step.texts["llvm"])
         self._profiled: NativeStep | None = None
+        self._profiled_parts: list[tuple[int, bool]] = []   # per kernel: (parts, runs as a GEMM)
+        self.last_profile: list[dict[str, Any]] | None = None
         self._profile_lock = threading.Lock()
         step.timings.update(self._native.timings)
         self._shared = {buffer.index: host_array(program, buffer, variable_arrays)
@@ -150,37 +212,74 @@ class Executable:
     def program(self) -> Any:
         return self.step.program
 
-    def profile(self, feeds: dict[Tensor, np.ndarray], runs: int = 10) -> list[dict[str, Any]]:
+    def profile(self, feeds: dict[Tensor, np.ndarray], runs: int = 10,
+                trace: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
         """Time each kernel: runs the step ``runs`` times with cycle counters between kernels.
 
         Returns one dict per kernel (name, kind, space, seconds: the median, covers: the ops it
-        computes). The step's effects happen ``runs`` times, as with ``run``; variables change.
+        computes, parts: how many parts the worker pool splits it into, 1 when it runs whole). The
+        step's effects happen ``runs`` times, as with ``run``; variables change. The result is also
+        kept as ``last_profile`` (the HTML report shows it).
+
+        With ``trace``, also writes a Chrome trace-event file there (open it in Perfetto's UI or
+        chrome://tracing): per run, one ``step`` slice (the cycle-counter time of the native call,
+        placed where the run started; its args hold the wall time around it, Python included) and
+        inside it one slice per kernel, named by the kernel, with its ops and user lines as args.
+        The counters are read on the calling thread only, so a kernel split across the worker pool
+        is one slice on the calling thread's track, with ``parts`` in its args (a GEMM splits its
+        rows across the pool inside its one call: ``gemm`` is true).
+
+        >>> import json, os, tempfile
+        >>> import compiler as cc
+        >>> from runtime import Session
+        >>> x = cc.placeholder("float32", shape=(None, 3), name="x")
+        >>> y = cc.reduce_sum(cc.exp(x))
+        >>> feeds = {x: np.ones((2, 3), "float32")}
+        >>> path = os.path.join(tempfile.mkdtemp(), "step.json")
+        >>> with Session() as sess:
+        ...     times = sess.compile(y, feeds).profile(feeds, runs=3, trace=path)
+        >>> [entry["name"] for entry in times] == [e["name"] for e in json.load(open(path))["traceEvents"]
+        ...                                        if e.get("cat") == "kernel"][:len(times)]
+        True
         """
         with self._profile_lock:  # the counters are the profiled module's own: one profile at a time
-            return self._profile(feeds, runs)
+            samples = self._profile_samples(feeds, runs)
+            result = self._kernel_times(samples)
+            if trace is not None:
+                write_trace(trace, self.step.program.kernels, self._profiled_parts, samples)
+            self.last_profile = result
+            return result
 
-    def _profile(self, feeds: dict[Tensor, np.ndarray], runs: int) -> list[dict[str, Any]]:
-        from compiler.codegen.cpu import PROFILE_SYMBOL, build_module
-        if self._profiled is None:
-            self._profiled = NativeStep(str(build_module(self.step.program, profile=True)))
+    def _profile_samples(self, feeds: dict[Tensor, np.ndarray], runs: int) -> "ProfileSamples":
+        from compiler.codegen.cpu import PROFILE_SYMBOL, build_module, plan_kernel, thread_count
         kernels = self.step.program.kernels
+        if self._profiled is None:
+            threads = thread_count()
+            self._profiled_parts = [(plan.parts, plan.gemm) for plan in
+                                    (plan_kernel(kernel, threads) for kernel in kernels)]
+            self._profiled = NativeStep(str(build_module(self.step.program, profile=True)))
         counters = (ctypes.c_uint64 * (len(kernels) + 1)).from_address(
             self._profiled.global_address(PROFILE_SYMBOL))
-        samples = []
-        for _ in range(max(1, runs)):
-            wall = time.perf_counter()
+        stamps: list[list[int]] = []
+        walls: list[tuple[float, float]] = []
+        for run in range(max(1, runs)):
+            if run == 1:
+                # A pause between the first two runs makes the window that calibrates the
+                # counter against the wall clock long beside the Python time around the calls.
+                time.sleep(CALIBRATION_PAUSE)
+            before = time.perf_counter()
             self.run(feeds, native=self._profiled)
-            wall = time.perf_counter() - wall
-            cycles = [counters[i + 1] - counters[i] for i in range(len(kernels))]
-            samples.append((cycles, wall))
-        # Cycle counter ticks per second, from the longest run: cycles inside vs wall time around.
-        cycles_total, wall = max(samples, key=lambda s: s[1])
-        rate = max(sum(cycles_total), 1) / wall
+            walls.append((before, time.perf_counter()))
+            stamps.append(list(counters))
+        return ProfileSamples(stamps, walls)
+
+    def _kernel_times(self, samples: "ProfileSamples") -> list[dict[str, Any]]:
         result = []
-        for index, kernel in enumerate(kernels):
-            seconds = float(np.median([s[0][index] for s in samples])) / rate
+        for index, kernel in enumerate(self.step.program.kernels):
+            cycles = float(np.median([run[index + 1] - run[index] for run in samples.stamps]))
             result.append({"name": kernel.name, "kind": kernel.kind, "space": kernel.space,
-                           "seconds": seconds, "covers": kernel.covers})
+                           "seconds": cycles / samples.rate, "covers": kernel.covers,
+                           "parts": self._profiled_parts[index][0]})
         return result
 
     def run(self, feeds: dict[Tensor, np.ndarray], outputs: Sequence[np.ndarray | None] | None = None,
@@ -251,6 +350,29 @@ class Executable:
         """The text of one compiler stage for this step (see ``compiler.pipeline.STAGES``)."""
         return self.step.dump(stage)
 
-    def report(self) -> str:
-        """A readable summary: timings, the buffer plan, and the kernels with the lines they cover."""
-        return render_report(self.step)
+    def report(self, html: str | os.PathLike[str] | None = None) -> str:
+        """A readable summary: timings, the buffer plan, and the kernels with the lines they cover.
+
+        With ``html``, writes the report as one self-contained HTML page there instead (open it
+        in any browser; it fetches nothing) and returns the path: the graph as a picture, the
+        buffer plan over time, compile time per stage, per-kernel times from the last
+        ``profile``, and each kernel with its ops, source lines, LLVM IR, assembly and PTX.
+
+        >>> import os, tempfile
+        >>> import compiler as cc
+        >>> from runtime import Session
+        >>> x = cc.placeholder("float32", shape=(None, 3), name="x")
+        >>> feeds = {x: np.ones((2, 3), "float32")}
+        >>> with Session() as sess:
+        ...     exe = sess.compile(cc.exp(x), feeds)
+        >>> print(exe.report().splitlines()[0])
+        compiled step: 1 kernel, one native call per run
+        >>> path = exe.report(html=os.path.join(tempfile.mkdtemp(), "step.html"))
+        >>> open(path, encoding="utf-8").read().startswith("<!DOCTYPE html>")
+        True
+        """
+        if html is None:
+            return render_report(self.step)
+        with open(html, "w", encoding="utf-8") as handle:
+            handle.write(render_html_report(self.step, self.last_profile))
+        return os.fspath(html)
