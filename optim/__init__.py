@@ -27,4 +27,5 @@ __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdamOp
            "AdagradOptimizer", "AdadeltaOptimizer", "RMSPropOptimizer", "AdamWOptimizer",
            "FtrlOptimizer", "GradientAccumulator", "clip_by_norm", "clip_by_global_norm", "global_norm",
            "exponential_decay", "piecewise_constant", "cosine_decay",
-           "get_or_create_global_step", "get_global_step", "Saver", "latest_checkpoint", "CheckpointError"]
+           "get_or_create_global_step", "get_global_step", "Saver", "latest_checkpoint", "load_checkpoint",
+           "CheckpointError"]
