@@ -16,7 +16,7 @@ from .autodiff import AggregationMethod, gradients, register_gradient_hook  # no
 from .custom_gradient import GradientRegistryError, RegisterGradient, custom_gradient  # noqa: F401
 from .dtypes import bool_, float32, float64, int32, int64  # noqa: F401
 from .errors import (CompileError, DTypeError, FeedError, GraphgradError, GraphMismatchError,  # noqa: F401
-                     NoGradientError, ShapeError)
+                     NoGradientError, NumericsError, ShapeError)
 from .hessians import hessian_vector_product, hessians  # noqa: F401
 from .graph import (Graph, GraphKeys, Operation, SourceLocation, Tensor, get_default_graph,  # noqa: F401
                     name_scope, reset_default_graph)
@@ -32,6 +32,7 @@ from .ops.elementwise import (abs, add, cast, clip_by_value, cos, divide, equal,
 from .ops.gather import gather, unsorted_segment_sum  # noqa: F401
 from .ops.joining import concat, split, stack, tile, unstack  # noqa: F401
 from .ops.linalg import matmul  # noqa: F401
+from .ops.numerics import add_check_numerics_ops, check_numerics  # noqa: F401
 from .ops.padding import pad  # noqa: F401
 from .ops.random import random_normal, random_uniform, truncated_normal  # noqa: F401
 from .ops.random_seed import set_random_seed  # noqa: F401

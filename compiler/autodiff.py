@@ -23,6 +23,14 @@ from .ops.base import convert_to_tensor
 from .ops.elementwise import Add, add
 
 
+def _mark_gradient_ops(graph: Any, first_new: int, forward: Operation) -> None:
+    """Record on the ops a gradient rule just built which forward op they are the gradient of
+    (errors at run time name it; an op built for an inner gradient keeps its own)."""
+    for op in graph.get_operations()[first_new:]:
+        if op.gradient_of is None:
+            op.gradient_of = forward
+
+
 def as_list(value: Any) -> list[Any]:
     """A list or tuple as a list; anything else as a list of one."""
     return list(value) if isinstance(value, (list, tuple)) else [value]
@@ -317,7 +325,9 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients",
                         done[out] = grad
                     output_grads.append(grad)
                 targets = list(call.differentiable_inputs)
+                first_new = len(graph.get_operations())
                 input_grads = call.input_gradients(output_grads)
+                _mark_gradient_ops(graph, first_new, call.outputs[0].op)
                 shape_only: tuple[int, ...] = ()
             else:
                 if not op.outputs or op.outputs[0] not in pending:
@@ -328,7 +338,9 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients",
                 rule = op_gradient_rule(op, location)
                 if rule is None:
                     continue
+                first_new = len(graph.get_operations())
                 targets, input_grads = list(op.inputs), rule(op, grad)
+                _mark_gradient_ops(graph, first_new, op)
                 shape_only = op.opdef.shape_only_inputs
             for index, (inp, g_in) in enumerate(zip(targets, input_grads)):
                 if g_in is None or index in shape_only or inp in stop:

@@ -32,3 +32,8 @@ class NoGradientError(GraphgradError, ValueError):
 
 class CompileError(GraphgradError, RuntimeError):
     """The compiler could not lower a graph (a bug or an unsupported construct, never user data)."""
+
+
+class NumericsError(GraphgradError, ArithmeticError):
+    """A checked value held NaN or Inf at run time (``cc.check_numerics``, ``add_check_numerics_ops``
+    or ``Session(check_numerics=True)``); the run was stopped before it assigned any variable."""

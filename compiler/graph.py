@@ -70,6 +70,8 @@ class Operation:
         # The registered gradient name this op takes its gradient from, when it was built inside
         # ``graph.gradient_override_map({type: name})``; None: the op's own ``grad_rule``.
         self.gradient_override: str | None = None
+        # The forward op whose gradient ``gradients()`` built this op for (None: a forward op).
+        self.gradient_of: Operation | None = None
 
     @property
     def type(self) -> str:

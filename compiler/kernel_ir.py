@@ -267,6 +267,8 @@ class Kernel:
     # A scan (one reduced axis): every prefix of the reduction is stored, so ``out`` walks the
     # reduced axis too (a running sum, e.g. cumsum); the reduced axis is visited in order.
     scan: bool = False
+    # Checked for NaN and Inf right after it runs: what the error says when the output holds one.
+    check: str | None = None
 
     @property
     def kind(self) -> str:
@@ -372,6 +374,8 @@ def format_program(program: Program) -> str:
                    f"b{kernel.out.buffer} strides {list(kernel.out.strides)}")
         for op_type, op_name, where in kernel.covers:
             out.append(f"  covers {op_type} {op_name!r} ({where})")
+        if kernel.check:
+            out.append("  then checked: its output must hold no NaN or Inf")
         for i, acc in enumerate(kernel.operands):
             off = f" + {acc.offset}" if acc.offset else ""
             out.append(f"  in{i} = b{acc.buffer} strides {list(acc.strides)}{off}")

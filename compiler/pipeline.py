@@ -51,9 +51,10 @@ class CompiledStep:
         return self.texts[stage]
 
 
-def compile_step(fetches: Sequence[Tensor | Operation], feed_shapes: dict[Tensor, tuple[int, ...]]
-                 ) -> CompiledStep:
-    """Compile the step that computes ``fetches`` (and every assignment they trigger)."""
+def compile_step(fetches: Sequence[Tensor | Operation], feed_shapes: dict[Tensor, tuple[int, ...]],
+                 check_numerics: bool = False) -> CompiledStep:
+    """Compile the step that computes ``fetches`` (and every assignment they trigger). With
+    ``check_numerics`` every float value the step computes is checked for NaN and Inf."""
     timings: dict[str, float] = {}
     start = time.perf_counter()
     roots = [f.op if isinstance(f, Tensor) else f for f in fetches]
@@ -69,15 +70,18 @@ def compile_step(fetches: Sequence[Tensor | Operation], feed_shapes: dict[Tensor
     nodes = simplify.fold_constants(nodes)
     nodes = simplify.eliminate_common_subexpressions(nodes)
     fetch_nodes = [n.resolve() if n is not None else None for n in fetch_nodes]
-    keep = [n for n in nodes if n.kind == "state"] + [n for n in fetch_nodes if n is not None]
+    keep = ([n for n in nodes if n.kind == "state" or n.opdef.name == "CheckNumerics"]
+            + [n for n in fetch_nodes if n is not None])
     nodes = simplify.eliminate_dead_code(nodes, keep)
     texts["optimized"] = format_nodes(nodes, "optimized")
     timings["simplify"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    program = build_program(nodes, fetch_nodes)
-    program = memory.alias_assignments(program)
-    program = memory.hoist_assignments(program)
+    program = build_program(nodes, fetch_nodes, check_numerics)
+    if not any(kernel.check for kernel in program.kernels):
+        # With checks, assignments stay last: a failing check must find every variable untouched.
+        program = memory.alias_assignments(program)
+        program = memory.hoist_assignments(program)
     program = memory.plan_buffers(memory.reuse_inputs_in_place(program))
     texts["kernels"] = format_program(program)
     timings["fuse"] = time.perf_counter() - start

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from compiler.errors import NumericsError
 from compiler.graph import Operation, Tensor
 from compiler.kernel_ir import FetchSpec, contiguous_strides
 from compiler.pipeline import CompiledStep, render_html_report, render_report
@@ -101,10 +102,14 @@ class CallBuffers:
             else:
                 array = np.empty(buffer.shape, dtype=buffer.dtype)
             self.arrays.append(array)
-        self.table = (ctypes.c_void_p * max(len(self.arrays), 1))()
+        # The table's last slot: the step's status word, 0 or the number of the kernel whose
+        # numerics check failed (the step stopped there).
+        self.status = np.zeros(1, dtype=np.int64)
+        self.table = (ctypes.c_void_p * (len(self.arrays) + 1))()
         self.own_addresses = [array.ctypes.data for array in self.arrays]
         for index, address in enumerate(self.own_addresses):
             self.table[index] = address
+        self.table[len(self.arrays)] = self.status.ctypes.data
         # The last user array bound to each buffer and its address: a loop that feeds (or writes
         # into) the same arrays skips numpy's slow address lookup. Holds one reference per buffer.
         self.bound: dict[int, tuple[np.ndarray, int]] = {}
@@ -332,6 +337,11 @@ class Executable:
         finally:
             for index in direct:
                 table[index] = buffers.own_addresses[index]
+        if buffers.status[0]:
+            failed = program.kernels[int(buffers.status[0]) - 1]
+            buffers.status[0] = 0
+            raise NumericsError(f"{failed.check} (kernel {failed.name}); the step stopped before "
+                                "assigning any variable")
         if outputs is None:
             return [None if spec is None else read_fetch(current, spec) for spec in program.fetches]
         results: list[np.ndarray | None] = []

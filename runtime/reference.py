@@ -12,14 +12,20 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from compiler import dtypes
+from compiler.errors import NumericsError
 from compiler.graph import Operation, Tensor, located
+from compiler.ops.numerics import describe_failure
 from compiler.passes.control import control_reads
 from compiler.passes.specialize import needed_operations
 
 
 def evaluate(fetches: Sequence[Tensor | Operation], feeds: dict[Tensor, np.ndarray],
-             variables: dict[Tensor, np.ndarray]) -> tuple[list[np.ndarray | None], dict[Tensor, np.ndarray]]:
-    """Values of ``fetches`` and the variables' new values (only those assigned)."""
+             variables: dict[Tensor, np.ndarray], check_numerics: bool = False
+             ) -> tuple[list[np.ndarray | None], dict[Tensor, np.ndarray]]:
+    """Values of ``fetches`` and the variables' new values (only those assigned). A
+    ``CheckNumerics`` op (with ``check_numerics``: every float value an op computes, assignments
+    aside) that sees NaN or Inf raises ``NumericsError``."""
     roots = [f.op if isinstance(f, Tensor) else f for f in fetches]
     values: dict[Tensor, np.ndarray] = {}
     updates: dict[Tensor, np.ndarray] = {}
@@ -46,6 +52,9 @@ def evaluate(fetches: Sequence[Tensor | Operation], feeds: dict[Tensor, np.ndarr
                                     + f": {exc}") from exc
                 out = op.outputs[0]
                 values[out] = np.array(result, dtype=out.dtype, order="C")
+                checked = op.type == "CheckNumerics" or (check_numerics and kind != "state")
+                if checked and dtypes.is_floating(out.dtype) and not np.isfinite(values[out]).all():
+                    raise NumericsError(describe_failure(op))
                 if kind == "state":
                     updates[op.inputs[0]] = values[out]
     results = [values[f].copy() if isinstance(f, Tensor) else None for f in fetches]

@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from compiler.errors import DTypeError, GraphMismatchError, ShapeError
+from compiler.errors import CompileError, DTypeError, GraphMismatchError, ShapeError
 from compiler.graph import Graph, Operation, Tensor, get_default_graph
 from compiler.ops.sources import Variable
 from compiler.passes.specialize import needed_operations, specialize
@@ -90,12 +90,16 @@ class Session:
     """
 
     def __init__(self, graph: Graph | None = None, target: str = "cpu", arch: str = DEFAULT_ARCH,
-                 gpu_limits: GpuLimits | None = None) -> None:
+                 gpu_limits: GpuLimits | None = None, check_numerics: bool = False) -> None:
         """``target``: "cpu" (LLVM, the default), "reference" (the numpy oracle), "cuda" (an NVIDIA
         GPU), or "cuda-emulated": the kernels ``target="cuda"`` would run for ``arch``, scheduled for
         the GPU and run block by block on the CPU, so GPU schedules are tested without a GPU
         (``dump("ptx")`` is the PTX for ``arch``). ``gpu_limits`` overrides the GPU schedule's block
-        and grid sizes (``compiler.codegen.nvptx.GpuLimits``); tests use small ones."""
+        and grid sizes (``compiler.codegen.nvptx.GpuLimits``); tests use small ones.
+        ``check_numerics``: every float value a step computes is checked for NaN and Inf inside the
+        compiled step (as ``cc.add_check_numerics_ops`` would); the first one found raises
+        ``NumericsError`` naming the op, its line and, in the backward pass, the forward op whose
+        gradient it is, and the run assigns no variable. Not on ``target="cuda"`` yet."""
         if target not in TARGETS:
             raise ValueError(f"unknown target {target!r}; targets are {', '.join(TARGETS)}")
         if not re.fullmatch(r"sm_[0-9]{2,3}[a-z]?", arch):
@@ -105,7 +109,11 @@ class Session:
             if not gpu_available():
                 raise CudaError("target='cuda' needs an NVIDIA GPU and its driver; none was found")
         self.graph = graph or get_default_graph()
+        if check_numerics and target == "cuda":
+            raise ValueError("check_numerics=True is not supported on target='cuda' yet; use 'cuda-emulated' "
+                             "or 'cpu' to find the op")
         self.target = target
+        self.check_numerics = bool(check_numerics)
         self.arch = arch
         self.gpu_limits = gpu_limits or DEFAULT_LIMITS
         self._variables: dict[Tensor, np.ndarray] = {}
@@ -256,7 +264,7 @@ class Session:
         specialize(needed_operations([t.op if isinstance(t, Tensor) else t for t in fetches]),
                    {t: tuple(v.shape) for t, v in feeds.items()})
         variables = {op.outputs[0]: self._variable_array(op.outputs[0]) for op in needed if op.type == "Variable"}
-        values, updates = reference.evaluate(fetches, feeds, variables)
+        values, updates = reference.evaluate(fetches, feeds, variables, self.check_numerics)
         for variable, value in updates.items():
             np.copyto(self._variable_array(variable), value)
         return values
@@ -270,7 +278,10 @@ class Session:
         with self._lock, LLVM_LOCK:  # one compile per key, and LLVM used by one thread at a time
             executable = self._cache.get(key)
             if executable is None:
-                step = compile_step(fetches, {t: tuple(v.shape) for t, v in feeds.items()})
+                step = compile_step(fetches, {t: tuple(v.shape) for t, v in feeds.items()}, self.check_numerics)
+                if self.target == "cuda" and any(kernel.check for kernel in step.program.kernels):
+                    raise CompileError("check_numerics ops are not checked on target='cuda' yet; run this "
+                                       "step on 'cuda-emulated' or 'cpu' to check it")
                 if self.target in ("cuda", "cuda-emulated"):
                     step = target_gpu(step, self.arch, self.gpu_limits, emulated=self.target == "cuda-emulated")
                 arrays = {t: self._variable_array(t) for t in step.program.variables}

@@ -20,8 +20,8 @@ from llvmlite import ir
 
 from .. import dtypes
 from ..kernel_ir import Kernel, Program
-from .common import (LLVM_LOCK, PTR, LoopAxis, declare_function, element_pointer, emit_loop, identity_of,
-                     linear_index, loop_axes, store_element)
+from .common import (LLVM_LOCK, PTR, LoopAxis, declare_function, element_pointer, emit_carried_loop, emit_loop,
+                     identity_of, linear_index, load_element, loop_axes, store_element)
 from .gemm import LIBRARY_SYMBOL, library_signature
 from .kernel_body import BodyRules, KernelBody, ReducedLoop, kernel_buffers
 from .threads import PARALLEL_SYMBOL
@@ -297,8 +297,53 @@ def build_module(program: Program, profile: bool = False) -> ir.Module:
     for position, (kernel, plan, (main, init)) in enumerate(zip(program.kernels, plans, functions)):
         run(kernel, plan, main, init)
         stamp(position + 1)
+        if kernel.check:
+            emit_check_call(builder, kernel, position, buffer_pointer(kernel.out.buffer), buffer_pointer(len(program.buffers)))
     builder.ret_void()
     return module
+
+
+def emit_check_call(builder: ir.IRBuilder, kernel: Kernel, position: int, out_pointer: ir.Value,
+                    status_pointer: ir.Value) -> None:
+    """After ``kernel`` (the ``position``-th of the step) ran: if its output holds NaN or Inf,
+    write ``position + 1`` to the step's status word and return from the step at once."""
+    check = emit_numerics_check(builder.module, kernel)
+    failed = builder.append_basic_block(f"{kernel.name}.failed")
+    passed = builder.append_basic_block(f"{kernel.name}.passed")
+    builder.cbranch(builder.call(check, [out_pointer]), failed, passed)
+    builder.position_at_end(failed)
+    builder.store(ir.Constant(ir.IntType(64), position + 1), status_pointer)
+    builder.ret_void()
+    builder.position_at_end(passed)
+
+
+def emit_numerics_check(module: ir.Module, kernel: Kernel) -> ir.Function:
+    """``i1 check(ptr out)``: whether any element ``kernel`` wrote is NaN or Inf."""
+    dtype = kernel.out_dtype
+    function = ir.Function(module, ir.FunctionType(ir.IntType(1), [PTR]), name=f"{kernel.name}_check")
+    function.linkage = "internal"
+    builder = ir.IRBuilder(function.append_basic_block("entry"))
+    written = [a for a in range(len(kernel.space)) if a not in kernel.reduce_axes or kernel.scan]
+    indices: list[ir.Value] = []
+
+    def level(b: ir.IRBuilder, depth: int, bad: ir.Value) -> ir.Value:
+        if depth == len(written):
+            offset = ir.Constant(ir.IntType(64), kernel.out.offset)
+            for axis, index in zip(written, indices):
+                offset = b.add(offset, b.mul(index, ir.Constant(ir.IntType(64), kernel.out.strides[axis])))
+            value = load_element(b, function.args[0], dtype, offset)
+            difference = b.fsub(value, value)  # NaN exactly when value is NaN or +-Inf
+            return b.or_(bad, b.fcmp_unordered("uno", difference, difference))
+
+        def trip(b: ir.IRBuilder, index: ir.Value, carried: list[ir.Value]) -> list[ir.Value]:
+            indices.append(index)
+            result = level(b, depth + 1, carried[0])
+            indices.pop()
+            return [result]
+        return emit_carried_loop(b, kernel.space[written[depth]], trip, [bad], name=f"check{depth}")[0]
+
+    builder.ret(level(builder, 0, ir.Constant(ir.IntType(1), 0)))
+    return function
 
 
 def optimize(module_text: str) -> llvm.ModuleRef:

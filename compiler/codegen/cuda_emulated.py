@@ -8,7 +8,7 @@ from llvmlite import ir
 
 from ..kernel_ir import Program
 from .common import I64, PTR
-from .cpu import STEP_SYMBOL, host_target_machine
+from .cpu import STEP_SYMBOL, emit_check_call, host_target_machine
 from .gpu_kernel import emit_emulated_kernel
 from .kernel_body import kernel_buffers
 from .nvptx import DEFAULT_LIMITS, GpuLimits, schedule_program
@@ -30,8 +30,11 @@ def build_module(program: Program, limits: GpuLimits = DEFAULT_LIMITS) -> ir.Mod
             pointers[index] = b.load(slot, typ=PTR)
         return pointers[index]
 
-    for kernel, scheduled in zip(program.kernels, schedule_program(program, limits)):
+    for position, (kernel, scheduled) in enumerate(zip(program.kernels, schedule_program(program, limits))):
         function = emit_emulated_kernel(module, scheduled)
         b.call(function, [buffer_pointer(index) for index in kernel_buffers(kernel)])
+        if kernel.check:
+            emit_check_call(b, kernel, position, buffer_pointer(kernel.out.buffer),
+                            buffer_pointer(len(program.buffers)))
     b.ret_void()
     return module

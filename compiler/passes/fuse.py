@@ -25,6 +25,7 @@ from .. import dtypes
 from ..kernel_ir import (Access, Buffer, FetchSpec, IndexedInput, Kernel, MatmulAxes, Program, ScalarBuilder,
                          ScalarExpr, contiguous_strides)
 from ..ops.base import LoopNest
+from ..ops.numerics import describe_failure
 from ..shapes import broadcast_dim_map
 from .specialize import Node
 
@@ -38,8 +39,10 @@ def _loop_nest(node: Node) -> LoopNest:
 
 
 class _KernelBuilder:
-    def __init__(self, nodes: Sequence[Node], fetches: Sequence[Node | None], forced: set[int]) -> None:
+    def __init__(self, nodes: Sequence[Node], fetches: Sequence[Node | None], forced: set[int],
+                 check_numerics: bool = False) -> None:
         self.nodes = list(nodes)
+        self.check_numerics = check_numerics
         self.fetches = list(fetches)
         self.forced = forced
         self.fetched = {id(n) for n in fetches if n is not None}
@@ -70,7 +73,8 @@ class _KernelBuilder:
 
     # -- decisions ---------------------------------------------------------------------------
     def _fusable(self, node: Node) -> bool:
-        if node.kind != "elementwise" or id(node) in self.fetched or id(node) in self.forced:
+        if (node.kind != "elementwise" or id(node) in self.fetched or id(node) in self.forced
+                or node.opdef.name == "CheckNumerics"):  # a checked value gets a buffer to check
             return False
         uses = self.consumers.get(id(node), [])
         if len(uses) != 1:
@@ -85,12 +89,14 @@ class _KernelBuilder:
         if consumer.kind == "reduce":
             return math.prod(_loop_nest(consumer).space) == node.size
         if consumer.kind == "state":
-            return index == 1 and consumer.size == node.size
+            # Checking every value: an assignment's new value is computed (and checked) before
+            # any assignment runs, so a failing check leaves every variable as it was.
+            return index == 1 and consumer.size == node.size and not self.check_numerics
         return False
 
     def _update_matmul(self, node: Node) -> tuple[Node, float] | None:
         """``assign_add/assign_sub(var, [c *] matmul(a, b))`` whose matmul is used only there."""
-        if node.opdef.name not in ("AssignAdd", "AssignSub") or self._state_needs_temp(node):
+        if node.opdef.name not in ("AssignAdd", "AssignSub") or self._state_needs_temp(node) or self.check_numerics:
             return None
         variable, value = node.inputs
         sign = 1.0 if node.opdef.name == "AssignAdd" else -1.0
@@ -145,7 +151,7 @@ class _KernelBuilder:
         elif id(node) in self.absorbed:
             return  # computed by the assignment it feeds (see _emit_update_matmul)
         elif node.kind in ("elementwise", "reduce"):
-            if id(node) not in self.fetched and not self.consumers.get(id(node)):
+            if id(node) not in self.fetched and not self.consumers.get(id(node)) and name != "CheckNumerics":
                 return  # only its shape is used (e.g. by ones_like): nothing to compute
             if node.kind == "elementwise" and self._fusable(node):
                 return
@@ -153,6 +159,9 @@ class _KernelBuilder:
             buffer = self._new_buffer(node, role)
             self.storage[id(node)] = Access(buffer, contiguous_strides(node.shape))
             self._emit_compute(node, buffer)
+            if (name == "CheckNumerics" or self.check_numerics) and dtypes.is_floating(node.dtype):
+                what = describe_failure(node.origin) if node.origin is not None else f"NaN or Inf in {node.label}"
+                self.kernels[-1] = dataclasses.replace(self.kernels[-1], check=what)
         elif node.kind == "state":
             self._emit_state(node)
         if id(node) in self.forced and node.kind in ("source", "layout") and id(node) in self.storage:
@@ -390,12 +399,14 @@ class _KernelBuilder:
                        first_assignment=len(self.kernels))
 
 
-def build_program(nodes: Sequence[Node], fetches: Sequence[Node | None]) -> Program:
-    """Fuse the nodes into kernels and assign buffers (see the module docstring)."""
+def build_program(nodes: Sequence[Node], fetches: Sequence[Node | None], check_numerics: bool = False) -> Program:
+    """Fuse the nodes into kernels and assign buffers (see the module docstring). Kernels that
+    compute a ``CheckNumerics`` op (with ``check_numerics``: every float value but assignments)
+    carry the failure message in ``Kernel.check``."""
     forced: set[int] = set()
     for _ in range(4 * len(nodes) + 4):
         try:
-            return _KernelBuilder(nodes, fetches, forced).build()
+            return _KernelBuilder(nodes, fetches, forced, check_numerics).build()
         except _Restart:
             continue
     raise AssertionError("fusion did not converge")

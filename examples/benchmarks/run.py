@@ -16,6 +16,8 @@ Workloads (all float32):
                           compile cache empty (jax: first call of a new jax.jit of a new step
                           function; torch.compile: first step, measured once)
     compile-mlp-cached    the same, graphgrad only, when its on-disk compile cache holds the step
+    mlp-b128-checked      the mlp-b128 step in a Session(check_numerics=True), graphgrad only: the
+                          cost of checking every value for NaN and Inf (compare with mlp-b128)
     run-overhead          sess.run of x + 1.0 on a (1,) placeholder, in microseconds
     infer-8threads        the MLP's forward pass (logits, batch 32) called from 8 Python threads at
                           once on one Session (numpy, torch, jax: on shared parameters); the time
@@ -68,7 +70,7 @@ from runtime import Session  # noqa: E402
 
 LIBRARIES: tuple[str, ...] = ("graphgrad", "numpy", "numpy-out", "torch", "torch.compile", "jax")
 WORKLOADS: tuple[str, ...] = ("mlp-b128", "mlp-b1024", "elementwise-16M", "sgemm-256", "sgemm-512",
-                              "sgemm-1024", "sgemm-2048", "compile-mlp", "compile-mlp-cached",
+                              "sgemm-1024", "sgemm-2048", "compile-mlp", "compile-mlp-cached", "mlp-b128-checked",
                               "run-overhead", "infer-8threads")
 INFERENCE_THREADS: int = 8
 INFERENCE_BATCH: int = 32
@@ -241,7 +243,7 @@ def check_parameters(library: str, workload: str, actual: list[Any], expected: l
         assert_close(library, workload, np.asarray(got), want, rtol=1e-3, atol=1e-4)
 
 
-def build_graphgrad_mlp(batch: int) -> tuple[Session, Any, dict, list[Any]]:
+def build_graphgrad_mlp(batch: int, check_numerics: bool = False) -> tuple[Session, Any, dict, list[Any]]:
     """A fresh graph and Session with the MLP's training step; returns (sess, train_op, feed, params)."""
     graph = cc.Graph()
     with graph.as_default():
@@ -260,7 +262,7 @@ def build_graphgrad_mlp(batch: int) -> tuple[Session, Any, dict, list[Any]]:
         loss = cc.reduce_mean(cc.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=hidden))
         train_op = optim.GradientDescentOptimizer(LEARNING_RATE).minimize(loss)
     xb, yb = mlp_batch(batch)
-    return Session(graph), train_op, {x: xb, y: yb}, variables
+    return Session(graph, check_numerics=check_numerics), train_op, {x: xb, y: yb}, variables
 
 
 def mlp_workload(batch: int, libs: Libraries) -> Workload:
@@ -472,6 +474,19 @@ def compile_cached_workload() -> Workload:
     case = Case("graphgrad", sample, check)
     return Workload(name, "ms", "first sess.run of the mlp-b128 step, fresh graph and Session, "
                     "compile cache (GRAPHGRAD_CACHE_DIR) already holding it", {"graphgrad": case}, once=True)
+
+
+def checked_mlp_workload() -> Workload:
+    """mlp-b128-checked: the mlp-b128 step with every value checked for NaN and Inf in the step."""
+    name = "mlp-b128-checked"
+    expected = expected_after_one_step(128)
+    sess, train_op, feed, variables = build_graphgrad_mlp(128, check_numerics=True)
+
+    def check() -> None:
+        sess.run(train_op, feed)
+        check_parameters("graphgrad", name, sess.run(variables), expected)
+    case = Case("graphgrad", timed_calls(lambda: sess.run(train_op, feed)), check)
+    return Workload(name, "ms", "the mlp-b128 step in Session(check_numerics=True)", {"graphgrad": case})
 
 
 # ------------------------------------------------------------------------------------------------
@@ -701,6 +716,8 @@ def inference_workload(libs: Libraries) -> Workload:
 # Running
 # ------------------------------------------------------------------------------------------------
 def build_workload(name: str, libs: Libraries, args: argparse.Namespace) -> Workload:
+    if name == "mlp-b128-checked":
+        return checked_mlp_workload()
     if name.startswith("mlp-b"):
         return mlp_workload(int(name[len("mlp-b"):]), libs)
     if name == "elementwise-16M":
@@ -711,6 +728,7 @@ def build_workload(name: str, libs: Libraries, args: argparse.Namespace) -> Work
         return compile_workload(libs)
     if name == "compile-mlp-cached":
         return compile_cached_workload()
+
     if name == "run-overhead":
         return overhead_workload(libs)
     if name == "infer-8threads":

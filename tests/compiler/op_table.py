@@ -160,6 +160,8 @@ ROWS: list[Row] = [
         + cc.cast(x >= y, x.dtype), (Input((3, 4)), Input((4,))), grad=()),
     Row("one_hot", lambda k: cc.one_hot(k, 5, dtype="float64"), (Input((2, 3), "labels:5", "int64"),), grad=()),
     Row("sign", lambda x: cc.sign(x), (Input((3, 4)),), grad=()),
+    # check_numerics: passes finite values through (its gradient is checked too)
+    *_unary("check_numerics", lambda x: cc.check_numerics(x * 3.0, "row") * x, second=True),
     # is_nan: log of the negative draws is NaN; the where keeps a gradient to check (1 or 2)
     *_unary("is_nan", lambda x: cc.where(cc.is_nan(cc.log(x)), x, x * 2.0)),
     # trigonometric and special functions

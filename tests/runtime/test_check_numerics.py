@@ -1,0 +1,106 @@
+"""Numerics checks compiled into the step: ``cc.check_numerics``, ``cc.add_check_numerics_ops`` and
+``Session(check_numerics=True)`` stop a run at the first NaN or Inf with a ``NumericsError`` naming
+the op and the user's line (and, in the backward pass, the forward op), leaving every variable as
+it was before the run; on every target that runs compiled steps and on the reference."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import compiler as cc
+import optim
+from runtime import Session
+
+TARGETS = ["cpu", "reference", "cuda-emulated"]
+HERE = re.escape(__file__.rsplit("/", 1)[-1])
+
+
+def _line_of(text: str) -> str:
+    """A pattern for ``file:line`` of the first line of this file holding ``text``."""
+    with open(__file__, encoding="utf-8") as source:
+        number = next(i for i, line in enumerate(source, 1) if text in line)
+    return f"[^ ]*{HERE}:{number}"
+
+
+def _model():
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float64", (None, 3), name="x")
+        w = cc.Variable(np.full((3, 2), 0.5), name="w")
+        hidden = cc.sqrt(x @ w)                      # forward: sqrt of a value that may be 0
+        loss = cc.reduce_sum(cc.log(hidden + 1.0))   # forward: log of a value that may be < 0
+        train = optim.GradientDescentOptimizer(0.1).minimize(loss)
+    return graph, x, w, loss, train
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_nan_in_the_forward_pass_names_the_op_and_leaves_variables(target: str) -> None:
+    graph, x, w, loss, train = _model()
+    with Session(graph, target=target, check_numerics=True) as sess:
+        sess.run(train, {x: np.ones((2, 3))})
+        before = sess.run(w)
+        with pytest.raises(cc.NumericsError, match=r"Sqrt 'Sqrt' \(at " + _line_of("hidden = cc.sqrt")):
+            sess.run(train, {x: -np.ones((2, 3))})
+        np.testing.assert_array_equal(sess.run(w), before)
+        sess.run(train, {x: np.ones((2, 3))})      # the session goes on
+        assert np.isfinite(sess.run(loss, {x: np.ones((2, 3))}))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_an_inf_in_the_backward_pass_names_the_forward_op(target: str) -> None:
+    graph, x, w, loss, train = _model()
+    with Session(graph, target=target, check_numerics=True) as sess:
+        before = sess.run(w)
+        # x @ w == 0: sqrt is finite (0) but its gradient 1 / (2 sqrt(0)) is not.
+        with pytest.raises(cc.NumericsError) as raised:
+            sess.run(train, {x: np.zeros((2, 3))})
+        message = str(raised.value)
+        assert re.search(r"in the output of \w+ 'gradients/[^']+' \(at " + _line_of("train = optim"), message), message
+        assert re.search(r"part of the gradient of Sqrt 'Sqrt' \(at " + _line_of("hidden = cc.sqrt"), message), message
+        np.testing.assert_array_equal(sess.run(w), before)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_explicit_checks_say_their_message(target: str) -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (4,), name="x")
+        ratio = cc.check_numerics(1.0 / x, "ratio of x")
+        total = cc.reduce_sum(ratio)
+    with Session(graph, target=target) as sess:
+        assert sess.run(total, {x: np.ones(4, "float32")}) == 4.0
+        with pytest.raises(cc.NumericsError, match=r"ratio of x: NaN or Inf in the output of \w+ '[^']+' \(at "
+                                                    + _line_of("ratio = cc.check_numerics")
+                                                    + r"\), checked by CheckNumerics"):
+            sess.run(total, {x: np.array([1, 0, 1, 1], "float32")})
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_add_check_numerics_ops_checks_every_float_value(target: str) -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float64", (3,), name="x")
+        y = cc.exp(x) * 2.0
+        z = cc.reduce_sum(cc.log(y))
+        checks = cc.add_check_numerics_ops()
+    with Session(graph, target=target) as sess:
+        assert np.isfinite(sess.run([z, checks], {x: np.zeros(3)})[0])
+        with pytest.raises(cc.NumericsError, match=r"Exp 'Exp'"):
+            sess.run([z, checks], {x: np.array([0.0, 1000.0, 0.0])})
+        assert np.isinf(sess.run(z, {x: np.array([0.0, 1000.0, 0.0])}))   # unchecked without the op
+
+
+def test_checks_show_in_the_kernels_dump_and_not_without_them() -> None:
+    graph, x, w, loss, train = _model()
+    feeds = {x: np.ones((2, 3))}
+    with Session(graph, check_numerics=True) as checked, Session(graph) as plain:
+        assert "then checked: its output must hold no NaN or Inf" in checked.compile(train, feeds).dump("kernels")
+        assert "then checked" not in plain.compile(train, feeds).dump("kernels")
+
+
+def test_check_numerics_needs_a_float() -> None:
+    with cc.Graph().as_default():
+        with pytest.raises(cc.DTypeError, match=r"check_numerics: .*int32.*" + HERE):
+            cc.check_numerics(cc.constant(np.arange(3, dtype="int32")), "ints")
