@@ -126,7 +126,11 @@ def split(value: Tensor, num_or_size_splits: int | Sequence[int], axis: int = 0,
           name: str | None = None) -> list[Tensor]:
     """Cut ``value`` along ``axis`` into ``num_or_size_splits`` equal parts, or parts of the given
     sizes (one size may be -1: the rest)."""
-    axis = normalize_axis(int(axis), len(value.shape))
+    value = convert_to_tensor(value)
+    try:
+        axis = normalize_axis(int(axis), len(value.shape))
+    except RuleError as exc:
+        raise ShapeError(located(f"split of {value.name!r} {format_shape(value.shape)}: {exc}")) from None
     size = value.shape[axis]
     if isinstance(num_or_size_splits, (int, np.integer)):
         count = int(num_or_size_splits)

@@ -40,6 +40,8 @@ BUILD_ERRORS = [
      r"unstack: axis 1 of 'x.*' \(3, \?\) has an unknown size"),
     ("unstack-axis", lambda: cc.unstack(_placeholder((3, 4)), axis=2), cc.ShapeError,
      r"unstack of 'x.*axis 2 is out of range"),
+    ("split-axis", lambda: cc.split(_placeholder((3, 4)), 2, axis=5), cc.ShapeError,
+     r"split of 'x.*axis 5 is out of range"),
     ("tile-rank", lambda: cc.tile(_placeholder((3, 4)), [2]), cc.ShapeError, r"multiples"),
     ("gather-float-indices", lambda: cc.gather(_placeholder((3, 4)), _placeholder((2,), name="i")),
      cc.DTypeError, r"indices must be int32 or int64"),
