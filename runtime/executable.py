@@ -204,6 +204,7 @@ class Executable:
                         for buffer in program.buffers if buffer.role in ("variable", "constant")}
         self._idle = [CallBuffers(program, self._shared)]  # taken by a run, given back after it
         self._feed_slots = [(tensor, index) for tensor, index in program.feeds.items()]
+        self._checked = any(kernel.check for kernel in program.kernels)  # has a status word to read
         variable_buffers = set(program.variables.values())
         self._lock = variable_lock if variable_buffers else None
         self._exclusive = any(kernel.out.buffer in variable_buffers for kernel in program.kernels)
@@ -337,7 +338,7 @@ class Executable:
         finally:
             for index in direct:
                 table[index] = buffers.own_addresses[index]
-        if buffers.status[0]:
+        if self._checked and buffers.status[0]:
             failed = program.kernels[int(buffers.status[0]) - 1]
             buffers.status[0] = 0
             raise NumericsError(f"{failed.check} (kernel {failed.name}); the step stopped before "
