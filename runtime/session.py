@@ -13,6 +13,7 @@ from compiler.errors import CompileError, DTypeError, GraphMismatchError, ShapeE
 from compiler.graph import Graph, Operation, Tensor, get_default_graph
 from compiler.ops.sources import Variable
 from compiler.passes.specialize import needed_operations, specialize
+from compiler.summary import encode_summary, is_summary
 from compiler.codegen.common import LLVM_LOCK
 from compiler.codegen.nvptx import DEFAULT_ARCH, DEFAULT_LIMITS, GpuLimits
 from compiler.pipeline import compile_step, target_gpu
@@ -77,6 +78,7 @@ class _Plan:
     compute: list[Any]
     computes_anything: bool
     leaves: list[Any]          # keeps the fetched objects (and so the ids in the key) alive
+    summaries: tuple[int, ...]  # the positions of summary fetches, given as serialized ``Summary`` bytes
 
 
 class Session:
@@ -219,7 +221,8 @@ class Session:
             computes = any(op.opdef.kind not in ("host", "group") for op in needed_operations(
                 [t.op if isinstance(t, Tensor) else t for t in compute]))
             plan = _Plan(needed, [op.outputs[0] for op in needed if op.type == "Placeholder"],
-                         any(op.type == "InitVariables" for op in needed), compute, computes, leaves)
+                         any(op.type == "InitVariables" for op in needed), compute, computes, leaves,
+                         tuple(position for position, leaf in enumerate(leaves) if is_summary(leaf)))
             self._plans[key] = plan
         feeds = check_feeds(self.graph, feed_dict, plan.placeholders)
         return leaves, rebuild, feeds, plan
@@ -257,7 +260,10 @@ class Session:
             with self._writing():  # the CUDA step copies every variable to the device and back
                 values = self._executable(compute, feeds).run(feeds)
         by_leaf = dict(zip(map(id, compute), values))
-        return rebuild([by_leaf.get(id(leaf)) for leaf in leaves])
+        results = [by_leaf.get(id(leaf)) for leaf in leaves]
+        for position in plan.summaries:  # the step computed the numbers; only the encoding is here
+            results[position] = encode_summary(leaves[position], results[position])
+        return rebuild(results)
 
     def _run_reference(self, fetches: list[Any], feeds: dict, needed: list[Operation]) -> list[Any]:
         # Shape rules run with the fed shapes first, so errors name the op and line as on "cpu".

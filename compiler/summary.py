@@ -1,0 +1,305 @@
+"""TensorBoard summaries (TF1's ``tf.summary``): ``scalar``, ``histogram``, ``merge``, ``merge_all``
+and ``FileWriter``.
+
+A summary is a node of the graph. Its numbers are computed inside the compiled step by ordinary
+ops: a scalar is cast to float64; a histogram's min, max, count, sum and sum of squares are
+reductions, and its bucket counts are comparisons of every value against the bucket limits summed
+over the values. The summary is a ``StopGradient`` node whose value is those numbers packed into one
+float64 vector, with a ``_summary_layout`` attribute that says what each number is (so summaries add
+no op type and carry no gradient). ``Session.run`` turns the value of a fetched summary into a
+serialized ``Summary`` protocol buffer (bytes, as in TF1) on the host, after the step: only the
+encoding happens outside the step.
+
+The protocol buffers and the event-file writer are the ``tensorboard`` package's own
+(``pip install "graphgrad[tensorboard]"``); it is imported when a summary is encoded or written, so
+building graphs with summaries does not need it.
+
+Histogram buckets: TF1's default limits grow by 10% from 1e-12 to 1e20, mirrored below zero, which
+is 1551 limits, and every value is compared against each. ``histogram`` builds the same kind of
+limits with a growth factor of 1.5 (``DEFAULT_BUCKET_GROWTH``), 367 limits over the same range
+(``default_bucket_limits(1.1)`` gives TF1's exact ones); pass ``bucket_limits=`` to choose others.
+Runs of empty buckets are collapsed when encoded, as TF1 does.
+
+>>> import numpy as np, compiler as cc
+>>> from runtime import Session
+>>> x = cc.placeholder("float32", shape=(None,), name="x")
+>>> mean_summary = cc.summary.scalar("mean", cc.reduce_mean(x))
+>>> with Session() as sess:
+...     encoded = sess.run(mean_summary, feed_dict={x: np.array([1.0, 2.0], "float32")})
+>>> from tensorboard.compat.proto.summary_pb2 import Summary
+>>> [(value.tag, value.simple_value) for value in Summary.FromString(encoded).value]
+[('mean', 1.5)]
+"""
+from __future__ import annotations
+
+import os
+import time
+from types import TracebackType
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import dtypes
+from .errors import ShapeError
+from .graph import Graph, Tensor, get_default_graph, located
+from .ops.array import StopGradient, element_count, expand_dims, reshape
+from .ops.base import composite_scope, constant
+from .ops.elementwise import cast, less, multiply
+from .ops.joining import concat
+from .ops.reduction import reduce_max, reduce_min, reduce_sum
+
+# The collection ``merge_all`` reads (TF1's ``GraphKeys.SUMMARIES``).
+SUMMARIES = "summaries"
+# The growth factor of the default histogram bucket limits (TF1's is 1.1); see the module docstring.
+DEFAULT_BUCKET_GROWTH = 1.5
+# Numbers a histogram packs before its cumulative bucket counts: min, max, num, sum, sum_squares.
+_HISTOGRAM_STATISTICS = 5
+
+# One entry of a summary's layout: ("scalar", tag) or ("histogram", tag, bucket_limits).
+LayoutEntry = tuple
+
+
+def default_bucket_limits(growth: float = DEFAULT_BUCKET_GROWTH) -> tuple[float, ...]:
+    """Histogram bucket limits built as TF1 builds its defaults: from 1e-12, each ``growth`` times
+    the last, below 1e20; mirrored below zero, with 0 and ±DBL_MAX. ``growth=1.1`` gives TF1's.
+
+    >>> limits = default_bucket_limits()
+    >>> len(limits), limits[0] == -limits[-1], 0.0 in limits
+    (367, True, True)
+    >>> len(default_bucket_limits(1.1))
+    1551
+    """
+    if not growth > 1.0:
+        raise ValueError(f"the bucket growth factor must be greater than 1, got {growth!r}")
+    positive = []
+    limit = 1.0e-12
+    while limit < 1.0e20:
+        positive.append(limit)
+        limit *= growth
+    largest = float(np.finfo(np.float64).max)
+    positive.append(largest)
+    return tuple([-value for value in reversed(positive)] + [0.0] + positive)
+
+
+def _packed(layout: tuple[LayoutEntry, ...], packed_values: Tensor, name: str,
+            collections: Sequence[str] | None) -> Tensor:
+    summary = StopGradient(packed_values, _summary_layout=layout, name=name)
+    graph = summary.graph
+    for key in (SUMMARIES,) if collections is None else collections:
+        graph.add_to_collection(key, summary)
+    return summary
+
+
+def _as_vector(value: Tensor) -> Tensor:
+    return reshape(cast(value, dtypes.float64), [1])
+
+
+def scalar(name: str, tensor: Any, collections: Sequence[str] | None = None) -> Tensor:
+    """A summary of one scalar value; its tag is ``name`` in the current name scope (made unique).
+
+    Added to ``collections`` (default: the summaries collection that ``merge_all`` reads).
+    Fetching it gives a serialized ``Summary`` with one ``simple_value``.
+
+    >>> import compiler as cc
+    >>> loss = cc.constant(0.25)
+    >>> cc.summary.scalar("loss", loss).shape
+    (1,)
+    """
+    with composite_scope(name, [tensor]):
+        value = tensor if isinstance(tensor, Tensor) else constant(tensor, dtype=dtypes.float32)
+        if value.shape != ():
+            raise ShapeError(located(f"summary.scalar {name!r}: needs a scalar, got a tensor of shape "
+                                     f"{value.shape}"))
+        packed_values = _as_vector(value)
+    return _packed((("scalar", ""),), packed_values, name, collections)
+
+
+def histogram(name: str, values: Any, bucket_limits: Sequence[float] | None = None,
+              collections: Sequence[str] | None = None) -> Tensor:
+    """A histogram of all elements of ``values`` (any shape), computed inside the compiled step.
+
+    ``bucket_limits`` (increasing) defaults to ``default_bucket_limits()``. Bucket ``i`` counts
+    the values ``v`` with ``limits[i-1] <= v < limits[i]``, as TF1 does; the last bucket also takes
+    everything above. Fetching it gives a serialized ``Summary`` with a ``HistogramProto``.
+
+    >>> import numpy as np, compiler as cc
+    >>> weights = cc.Variable(np.zeros((3, 4), "float32"), name="weights")
+    >>> cc.summary.histogram("weights", weights, bucket_limits=[-1.0, 0.0, 1.0]).shape
+    (8,)
+    """
+    limits = tuple(float(limit) for limit in (default_bucket_limits() if bucket_limits is None
+                                               else bucket_limits))
+    if not limits or any(not later > earlier for earlier, later in zip(limits, limits[1:])):
+        raise ValueError(located(f"summary.histogram {name!r}: bucket_limits must be a non-empty "
+                                 "increasing sequence"))
+    with composite_scope(name, [values]):
+        value_tensor = values if isinstance(values, Tensor) else constant(values, dtype=dtypes.float32)
+        flat = cast(reshape(value_tensor, [-1]), dtypes.float64)
+        limit_row = expand_dims(constant(np.array(limits, np.float64)), 0)
+        # below[i]: how many values are less than limits[i]; the encoder takes differences.
+        below = reduce_sum(cast(less(expand_dims(flat, 1), limit_row), dtypes.float64), axis=0)
+        statistics = [reduce_min(flat), reduce_max(flat), element_count(flat),
+                      reduce_sum(flat), reduce_sum(multiply(flat, flat))]
+        packed_values = concat([_as_vector(statistic) for statistic in statistics] + [below], 0)
+    return _packed((("histogram", "", limits),), packed_values, name, collections)
+
+
+def is_summary(tensor: Any) -> bool:
+    """Whether ``tensor`` is a summary (which ``Session.run`` gives as serialized ``Summary`` bytes)."""
+    return isinstance(tensor, Tensor) and "_summary_layout" in tensor.op.attrs
+
+
+def merge(inputs: Sequence[Tensor], collections: Sequence[str] | None = (),
+          name: str | None = None) -> Tensor:
+    """One summary holding the values of all of ``inputs`` (summaries or merged summaries).
+
+    >>> import compiler as cc
+    >>> merged = cc.summary.merge([cc.summary.scalar("a", 1.0), cc.summary.scalar("b", 2.0)])
+    >>> merged.shape
+    (2,)
+    """
+    inputs = list(inputs)
+    collections = () if collections is None else collections
+    if not inputs:
+        raise ValueError("summary.merge needs at least one summary")
+    for tensor in inputs:
+        if not is_summary(tensor):
+            raise TypeError(f"summary.merge: {tensor!r} is not a summary (made by cc.summary.scalar, "
+                            "histogram or merge)")
+    layout = tuple(entry for tensor in inputs for entry in _named_layout(tensor))
+    with composite_scope(name or "Merge", inputs):
+        packed_values = concat(list(inputs), 0) if len(inputs) > 1 else inputs[0]
+    return _packed(layout, packed_values, name or "Merge", collections)
+
+
+def merge_all(key: str = SUMMARIES, graph: Graph | None = None) -> Tensor | None:
+    """All summaries of the collection ``key`` merged into one (None when there is none), as TF1.
+
+    >>> import compiler as cc
+    >>> with cc.Graph().as_default():
+    ...     print(cc.summary.merge_all())
+    ...     _ = cc.summary.scalar("loss", 0.5)
+    ...     cc.summary.merge_all().shape
+    None
+    (1,)
+    """
+    summaries = (graph or get_default_graph()).get_collection(key)
+    if not summaries:
+        return None
+    return merge(summaries)
+
+
+def _named_layout(summary: Tensor) -> tuple[LayoutEntry, ...]:
+    """The layout of ``summary`` with each tag filled in (a tag left empty is the summary's name)."""
+    return tuple((entry[0], entry[1] or summary.op.name) + tuple(entry[2:])
+                 for entry in summary.op.attrs["_summary_layout"])
+
+
+def _tensorboard_protos() -> tuple[Any, Any]:
+    try:
+        from tensorboard.compat.proto import event_pb2, summary_pb2
+    except ImportError:
+        raise ImportError('summaries are encoded with the tensorboard package: '
+                          'pip install "graphgrad[tensorboard]"') from None
+    return summary_pb2, event_pb2
+
+
+def _histogram_proto(summary_pb2: Any, numbers: np.ndarray, limits: tuple[float, ...]) -> Any:
+    low, high, count, total, total_squares = (float(number) for number in numbers[:_HISTOGRAM_STATISTICS])
+    below = numbers[_HISTOGRAM_STATISTICS:]
+    counts = np.diff(below, prepend=0.0)
+    counts[-1] = count - (below[-2] if len(below) > 1 else 0.0)
+    proto = summary_pb2.HistogramProto(min=low, max=high, num=count, sum=total, sum_squares=total_squares)
+    position = 0
+    while position < len(counts):  # runs of empty buckets become one, as TF1 encodes them
+        end, bucket_count = limits[position], counts[position]
+        position += 1
+        if bucket_count <= 0.0:
+            while position < len(counts) and counts[position] <= 0.0:
+                end, bucket_count = limits[position], counts[position]
+                position += 1
+        proto.bucket_limit.append(end)
+        proto.bucket.append(float(bucket_count))
+    return proto
+
+
+def encode_summary(summary: Tensor, numbers: np.ndarray) -> bytes:
+    """The serialized ``Summary`` for the packed ``numbers`` that a step computed for ``summary``."""
+    summary_pb2, _ = _tensorboard_protos()
+    proto = summary_pb2.Summary()
+    position = 0
+    for entry in _named_layout(summary):
+        kind, tag = entry[0], entry[1]
+        if kind == "scalar":
+            proto.value.add(tag=tag, simple_value=float(numbers[position]))
+            position += 1
+        else:
+            limits = entry[2]
+            width = _HISTOGRAM_STATISTICS + len(limits)
+            histogram_proto = _histogram_proto(summary_pb2, numbers[position:position + width], limits)
+            proto.value.add(tag=tag, histo=histogram_proto)
+            position += width
+    return proto.SerializeToString()
+
+
+class FileWriter:
+    """Writes summaries to an event file in ``logdir`` for ``tensorboard --logdir`` (TF1's
+    ``tf.summary.FileWriter``), through the tensorboard package's own event writer (records with
+    their CRCs, written by a background thread every ``flush_secs`` or ``max_queue`` events).
+
+    ``graph``: the graph tab is not written yet; pass None.
+
+    >>> import tempfile, compiler as cc
+    >>> from runtime import Session
+    >>> loss_summary = cc.summary.scalar("loss", cc.constant(0.5))
+    >>> with Session() as sess, FileWriter(tempfile.mkdtemp()) as writer:
+    ...     writer.add_summary(sess.run(loss_summary), global_step=1)
+    """
+
+    def __init__(self, logdir: str | os.PathLike[str], graph: Graph | None = None, max_queue: int = 10,
+                 flush_secs: float = 120, filename_suffix: str = "") -> None:
+        if graph is not None:
+            raise NotImplementedError("FileWriter(graph=...): writing the graph tab is not supported yet")
+        try:
+            from tensorboard.summary.writer.event_file_writer import EventFileWriter
+        except ImportError:
+            raise ImportError('FileWriter writes with the tensorboard package: '
+                              'pip install "graphgrad[tensorboard]"') from None
+        self._event_writer = EventFileWriter(os.fspath(logdir), max_queue, flush_secs, filename_suffix)
+        self._closed = False
+
+    def get_logdir(self) -> str:
+        """The directory the event file is in."""
+        return str(self._event_writer.get_logdir())
+
+    def add_summary(self, summary: bytes | Any, global_step: int | None = None) -> None:
+        """Write ``summary`` (the bytes ``Session.run`` gives for a summary, or a ``Summary``
+        protocol buffer) as an event at ``global_step`` (0 when None) and the current time."""
+        if self._closed:
+            raise RuntimeError("this FileWriter is closed")
+        summary_pb2, event_pb2 = _tensorboard_protos()
+        if isinstance(summary, (bytes, bytearray)):
+            summary = summary_pb2.Summary.FromString(bytes(summary))
+        if isinstance(global_step, np.ndarray):
+            global_step = global_step.item()
+        step = 0 if global_step is None else int(global_step)
+        event = event_pb2.Event(wall_time=time.time(), step=step, summary=summary)
+        self._event_writer.add_event(event)
+
+    def flush(self) -> None:
+        """Write the pending events to disk."""
+        if not self._closed:
+            self._event_writer.flush()
+
+    def close(self) -> None:
+        """Flush and close the event file; further ``add_summary`` calls are errors."""
+        if not self._closed:
+            self._event_writer.close()
+            self._closed = True
+
+    def __enter__(self) -> "FileWriter":
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()

@@ -1,0 +1,147 @@
+"""``cc.summary``: summaries computed in the step, written by ``FileWriter`` and read back with
+TensorBoard's own reader."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import compiler as cc
+from runtime import Session
+
+pytest.importorskip("tensorboard")
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
+from tensorboard.compat.proto.summary_pb2 import Summary  # noqa: E402
+
+TARGETS = ("cpu", "reference")
+
+
+def _numpy_bucket_counts(values: np.ndarray, limits: tuple[float, ...]) -> np.ndarray:
+    """TF1's bucketing: bucket i holds limits[i-1] <= v < limits[i]; the last one all above."""
+    positions = np.minimum(np.searchsorted(np.asarray(limits), values.ravel(), side="right"), len(limits) - 1)
+    return np.bincount(positions, minlength=len(limits)).astype(np.float64)
+
+
+def _nonempty_buckets(limits: list[float] | tuple[float, ...], counts: list[float] | np.ndarray) -> dict:
+    return {float(limit): float(count) for limit, count in zip(limits, counts) if count > 0}
+
+
+def _read_back(logdir: Path) -> EventAccumulator:
+    accumulator = EventAccumulator(str(logdir), size_guidance={"scalars": 0, "histograms": 0})
+    accumulator.Reload()
+    return accumulator
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_scalars_and_histogram_read_back_with_tensorboard(target: str, tmp_path: Path) -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", shape=(None, 4), name="x")
+        with cc.name_scope("train"):
+            loss_summary = cc.summary.scalar("loss", cc.reduce_mean(cc.square(x)))
+        histogram_summary = cc.summary.histogram("activations", cc.tanh(x) * 3.0)
+        merged = cc.summary.merge_all()
+    batches = [np.random.default_rng(seed).normal(size=(5 + seed, 4)).astype("float32") for seed in range(3)]
+    with Session(graph, target=target) as sess, cc.summary.FileWriter(tmp_path) as writer:
+        for step, batch in enumerate(batches):
+            writer.add_summary(sess.run(merged, feed_dict={x: batch}), global_step=10 * step)
+        writer.add_summary(sess.run(histogram_summary, feed_dict={x: batches[0]}), global_step=99)
+        loss_only = sess.run(loss_summary, feed_dict={x: batches[1]})
+    assert isinstance(loss_only, bytes)
+    (value,) = Summary.FromString(loss_only).value
+    assert value.tag == "train/loss"
+    assert value.simple_value == pytest.approx(float(np.mean(batches[1].astype(np.float64) ** 2)), rel=1e-6)
+
+    accumulator = _read_back(tmp_path)
+    assert set(accumulator.Tags()["scalars"]) == {"train/loss"}
+    assert set(accumulator.Tags()["histograms"]) == {"activations"}
+    scalars = accumulator.Scalars("train/loss")
+    assert [event.step for event in scalars] == [0, 10, 20]
+    expected_losses = [np.mean(batch.astype(np.float64) ** 2) for batch in batches]
+    np.testing.assert_allclose([event.value for event in scalars], expected_losses, rtol=1e-6)
+
+    histograms = accumulator.Histograms("activations")
+    assert [event.step for event in histograms] == [0, 10, 20, 99]
+    limits = cc.summary.default_bucket_limits()
+    for event, batch in zip(histograms, batches + [batches[0]]):
+        values = (np.tanh(batch) * 3.0).astype(np.float64)
+        histogram = event.histogram_value
+        assert histogram.num == values.size
+        assert histogram.min == pytest.approx(values.min(), rel=1e-6)
+        assert histogram.max == pytest.approx(values.max(), rel=1e-6)
+        assert histogram.sum == pytest.approx(values.sum(), rel=1e-5)
+        assert histogram.sum_squares == pytest.approx((values ** 2).sum(), rel=1e-5)
+        assert sum(histogram.bucket) == values.size
+        # A value's bucket is decided in float32 on the step's side; keep values off the limits.
+        assert _nonempty_buckets(histogram.bucket_limit, histogram.bucket) == \
+            _nonempty_buckets(limits, _numpy_bucket_counts(values, limits))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_histogram_with_given_limits_counts_as_numpy(target: str) -> None:
+    limits = (-2.0, -0.5, 0.0, 0.5, 2.0)
+    values = np.array([[-3.0, -2.0, -1.0, -0.25], [0.0, 0.25, 1.0, 2.5]], "float32")
+    graph = cc.Graph()
+    with graph.as_default():
+        histogram_summary = cc.summary.histogram("h", cc.constant(values), bucket_limits=limits)
+    with Session(graph, target=target) as sess:
+        (value,) = Summary.FromString(sess.run(histogram_summary)).value
+    expected = _numpy_bucket_counts(values, limits)
+    assert expected.tolist() == [1, 2, 1, 2, 2]
+    assert list(value.histo.bucket_limit) == list(limits)
+    assert list(value.histo.bucket) == expected.tolist()
+
+
+def test_empty_bucket_runs_are_collapsed_as_tf1_encodes_them() -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        histogram_summary = cc.summary.histogram("h", [5.0, 5.0, -5.0])
+    with Session(graph) as sess:
+        (value,) = Summary.FromString(sess.run(histogram_summary)).value
+    counts = list(value.histo.bucket)
+    # empty run, -5, empty run, 5, empty run up to DBL_MAX
+    assert counts == [0.0, 1.0, 0.0, 2.0, 0.0]
+    assert value.histo.bucket_limit[-1] == np.finfo(np.float64).max
+
+
+def test_merge_and_fetch_structure() -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        a = cc.summary.scalar("a", 1.0)
+        b = cc.summary.scalar("b", cc.constant(2, dtype="int32"), collections=["other"])
+        assert graph.get_collection(cc.summary.SUMMARIES) == [a]
+        assert graph.get_collection("other") == [b]
+        merged = cc.summary.merge([a, cc.summary.merge([b])])
+        assert graph.get_collection(cc.summary.SUMMARIES) == [a]
+        total = cc.constant(3.0)
+    with Session(graph) as sess:
+        encoded, plain = sess.run([merged, total])
+        by_name = sess.run({"summary": a})
+    assert [(v.tag, v.simple_value) for v in Summary.FromString(encoded).value] == [("a", 1.0), ("b", 2.0)]
+    assert plain == 3.0
+    assert [v.tag for v in Summary.FromString(by_name["summary"]).value] == ["a"]
+
+
+def test_build_errors() -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        assert cc.summary.merge_all() is None
+        with pytest.raises(cc.ShapeError, match="needs a scalar"):
+            cc.summary.scalar("vector", cc.constant([1.0, 2.0]))
+        with pytest.raises(TypeError, match="not a summary"):
+            cc.summary.merge([cc.constant(1.0)])
+        with pytest.raises(ValueError, match="increasing"):
+            cc.summary.histogram("h", cc.constant([1.0]), bucket_limits=[1.0, 0.0])
+
+
+def test_file_writer_closes_and_refuses_a_graph(tmp_path: Path) -> None:
+    with pytest.raises(NotImplementedError, match="graph tab"):
+        cc.summary.FileWriter(tmp_path, graph=cc.Graph())
+    writer = cc.summary.FileWriter(tmp_path / "run")
+    assert writer.get_logdir() == str(tmp_path / "run")
+    writer.close()
+    writer.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        writer.add_summary(b"", global_step=0)
+    assert len(list((tmp_path / "run").glob("events.out.tfevents.*"))) == 1
