@@ -346,3 +346,4 @@ class GraphKeys:
     GLOBAL_VARIABLES = "variables"
     TRAINABLE_VARIABLES = "trainable_variables"
     GLOBAL_STEP = "global_step"
+    SUMMARIES = "summaries"

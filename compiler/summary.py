@@ -41,15 +41,15 @@ import numpy as np
 
 from . import dtypes
 from .errors import ShapeError
-from .graph import Graph, Tensor, get_default_graph, located
+from .graph import Graph, GraphKeys, Tensor, get_default_graph, located
 from .ops.array import StopGradient, element_count, expand_dims, reshape
 from .ops.base import composite_scope, constant
 from .ops.elementwise import cast, less, multiply
 from .ops.joining import concat
 from .ops.reduction import reduce_max, reduce_min, reduce_sum
 
-# The collection ``merge_all`` reads (TF1's ``GraphKeys.SUMMARIES``).
-SUMMARIES = "summaries"
+# The collection ``merge_all`` reads.
+SUMMARIES = GraphKeys.SUMMARIES
 # The growth factor of the default histogram bucket limits (TF1's is 1.1); see the module docstring.
 DEFAULT_BUCKET_GROWTH = 1.5
 # Numbers a histogram packs before its cumulative bucket counts: min, max, num, sum, sum_squares.
