@@ -1,5 +1,5 @@
 """TensorBoard summaries (TF1's ``tf.summary``): ``scalar``, ``histogram``, ``merge``, ``merge_all``
-and ``FileWriter``.
+and ``FileWriter`` (which also writes the graph for TensorBoard's graph tab, see ``graph_def``).
 
 A summary is a node of the graph. Its numbers are computed inside the compiled step by ordinary
 ops: a scalar is cast to float64; a histogram's min, max, count, sum and sum of squares are
@@ -242,12 +242,72 @@ def encode_summary(summary: Tensor, numbers: np.ndarray) -> bytes:
     return proto.SerializeToString()
 
 
+# TensorBoard's ``DataType`` enum names for the dtypes a graphgrad graph holds.
+_TENSORBOARD_DTYPE_NAMES = {"float32": "DT_FLOAT", "float64": "DT_DOUBLE", "int32": "DT_INT32",
+                            "int64": "DT_INT64", "bool": "DT_BOOL"}
+# The NodeDef attribute that holds the user's file:line where the op was built.
+LOCATION_ATTR = "_graphgrad_location"
+
+
+def _shape_proto(tensor_shape_pb2: Any, shape: tuple) -> Any:
+    """A ``TensorShapeProto``; an unknown dimension (None) is -1, as TensorFlow writes it."""
+    return tensor_shape_pb2.TensorShapeProto(
+        dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=-1 if size is None else int(size)) for size in shape])
+
+
+def _input_name(tensor: Tensor) -> str:
+    """A NodeDef input: the producing op's name, with ``:index`` for outputs after the first."""
+    return tensor.op.name if tensor.value_index == 0 else f"{tensor.op.name}:{tensor.value_index}"
+
+
+def graph_def(graph: Graph) -> Any:
+    """``graph`` as a TensorBoard ``GraphDef``: one ``NodeDef`` per operation, named by the op's name
+    (name scopes give TF1's ``scope/name`` paths, which TensorBoard shows as collapsible groups),
+    ``op`` its type, ``input`` the producing ops (``^name`` for control inputs), and attributes
+    ``dtype`` and ``shape`` of the first output (``_output_shapes`` lists them all) and
+    ``_graphgrad_location``, the user's ``file:line`` that built the op.
+
+    >>> import compiler as cc
+    >>> with cc.Graph().as_default() as g:
+    ...     with cc.name_scope("dense"):
+    ...         y = cc.placeholder("float32", shape=(None, 3), name="x") * 2.0
+    >>> nodes = graph_def(g).node
+    >>> [(node.name, node.op) for node in nodes][0]
+    ('dense/x', 'Placeholder')
+    >>> list(nodes[-1].input) == [tensor.op.name for tensor in y.op.inputs]
+    True
+    >>> nodes[0].attr["shape"].shape.dim[0].size, nodes[0].attr["dtype"].type == 1  # DT_FLOAT
+    (-1, True)
+    """
+    try:
+        from tensorboard.compat.proto import (attr_value_pb2, graph_pb2, node_def_pb2,
+                                              tensor_shape_pb2, types_pb2)
+    except ImportError:
+        raise ImportError('the graph is written with the tensorboard package: '
+                          'pip install "graphgrad[tensorboard]"') from None
+    proto = graph_pb2.GraphDef()
+    for op in graph.get_operations():
+        node = node_def_pb2.NodeDef(name=op.name, op=op.type)
+        node.input.extend([_input_name(tensor) for tensor in op.inputs])
+        node.input.extend([f"^{control.name}" for control in op.control_inputs])
+        if op.outputs:
+            first = op.outputs[0]
+            dtype_name = _TENSORBOARD_DTYPE_NAMES.get(np.dtype(first.dtype).name, "DT_INVALID")
+            node.attr["dtype"].CopyFrom(attr_value_pb2.AttrValue(type=types_pb2.DataType.Value(dtype_name)))
+            node.attr["shape"].CopyFrom(attr_value_pb2.AttrValue(shape=_shape_proto(tensor_shape_pb2, first.shape)))
+            node.attr["_output_shapes"].list.shape.extend(
+                [_shape_proto(tensor_shape_pb2, output.shape) for output in op.outputs])
+        node.attr[LOCATION_ATTR].CopyFrom(attr_value_pb2.AttrValue(s=str(op.location).encode()))
+        proto.node.append(node)
+    return proto
+
+
 class FileWriter:
     """Writes summaries to an event file in ``logdir`` for ``tensorboard --logdir`` (TF1's
     ``tf.summary.FileWriter``), through the tensorboard package's own event writer (records with
     their CRCs, written by a background thread every ``flush_secs`` or ``max_queue`` events).
 
-    ``graph``: the graph tab is not written yet; pass None.
+    ``graph``: when given, written first for TensorBoard's graph tab (see ``add_graph``).
 
     >>> import tempfile, compiler as cc
     >>> from runtime import Session
@@ -258,8 +318,6 @@ class FileWriter:
 
     def __init__(self, logdir: str | os.PathLike[str], graph: Graph | None = None, max_queue: int = 10,
                  flush_secs: float = 120, filename_suffix: str = "") -> None:
-        if graph is not None:
-            raise NotImplementedError("FileWriter(graph=...): writing the graph tab is not supported yet")
         try:
             from tensorboard.summary.writer.event_file_writer import EventFileWriter
         except ImportError:
@@ -267,6 +325,8 @@ class FileWriter:
                               'pip install "graphgrad[tensorboard]"') from None
         self._event_writer = EventFileWriter(os.fspath(logdir), max_queue, flush_secs, filename_suffix)
         self._closed = False
+        if graph is not None:
+            self.add_graph(graph)
 
     def get_logdir(self) -> str:
         """The directory the event file is in."""
@@ -284,6 +344,15 @@ class FileWriter:
             global_step = global_step.item()
         step = 0 if global_step is None else int(global_step)
         event = event_pb2.Event(wall_time=time.time(), step=step, summary=summary)
+        self._event_writer.add_event(event)
+
+    def add_graph(self, graph: Graph, global_step: int | None = None) -> None:
+        """Write ``graph`` for TensorBoard's graph tab, as the ``GraphDef`` ``graph_def(graph)`` gives."""
+        if self._closed:
+            raise RuntimeError("this FileWriter is closed")
+        _, event_pb2 = _tensorboard_protos()
+        event = event_pb2.Event(wall_time=time.time(), step=0 if global_step is None else int(global_step),
+                                graph_def=graph_def(graph).SerializeToString())
         self._event_writer.add_event(event)
 
     def flush(self) -> None:

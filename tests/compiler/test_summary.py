@@ -135,13 +135,56 @@ def test_build_errors() -> None:
             cc.summary.histogram("h", cc.constant([1.0]), bucket_limits=[1.0, 0.0])
 
 
-def test_file_writer_closes_and_refuses_a_graph(tmp_path: Path) -> None:
-    with pytest.raises(NotImplementedError, match="graph tab"):
-        cc.summary.FileWriter(tmp_path, graph=cc.Graph())
+def test_file_writer_closes(tmp_path: Path) -> None:
     writer = cc.summary.FileWriter(tmp_path / "run")
     assert writer.get_logdir() == str(tmp_path / "run")
     writer.close()
     writer.close()
     with pytest.raises(RuntimeError, match="closed"):
         writer.add_summary(b"", global_step=0)
+    with pytest.raises(RuntimeError, match="closed"):
+        writer.add_graph(cc.Graph())
     assert len(list((tmp_path / "run").glob("events.out.tfevents.*"))) == 1
+
+
+def test_graph_tab_reads_back_with_scopes_inputs_and_locations(tmp_path: Path) -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", shape=(None, 4), name="x")
+        with cc.name_scope("dense"):
+            weights = cc.Variable(np.ones((4, 2), "float32"), name="W")
+            product = cc.matmul(x, weights)  # the line recorded as its location
+        loss = cc.reduce_mean(cc.square(product), name="loss")
+        with graph.control_dependencies([loss.op]):
+            after_loss = cc.identity(loss, name="after_loss")
+    with cc.summary.FileWriter(tmp_path, graph=graph):
+        pass
+    accumulator = EventAccumulator(str(tmp_path))
+    accumulator.Reload()
+    assert accumulator.Tags()["graph"]
+    nodes = {node.name: node for node in accumulator.Graph().node}
+    assert len(accumulator.Graph().node) == len(graph.get_operations())
+    assert set(nodes) == {op.name for op in graph.get_operations()}
+    assert product.op.name.startswith("dense/") and weights.op.name.startswith("dense/")
+
+    product_node = nodes[product.op.name]
+    assert product_node.op == product.op.type
+    assert list(product_node.input) == [x.op.name, weights.op.name]
+    assert product_node.attr["dtype"].type == 1  # DT_FLOAT
+    assert [dim.size for dim in product_node.attr["shape"].shape.dim] == [-1, 2]
+    location = product_node.attr[cc.summary.LOCATION_ATTR].s.decode()
+    assert location == str(product.op.location)
+    assert location.startswith(__file__) and location.endswith(f":{product.op.location.lineno}")
+    assert f"^{loss.op.name}" in nodes[after_loss.op.name].input
+
+
+def test_add_graph_beside_summaries(tmp_path: Path) -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        loss_summary = cc.summary.scalar("loss", cc.constant(0.5))
+    with Session(graph) as sess, cc.summary.FileWriter(tmp_path) as writer:
+        writer.add_summary(sess.run(loss_summary), global_step=3)
+        writer.add_graph(graph)
+    accumulator = _read_back(tmp_path)
+    assert [event.step for event in accumulator.Scalars("loss")] == [3]
+    assert len(accumulator.Graph().node) == len(graph.get_operations())
