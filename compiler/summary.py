@@ -1,12 +1,14 @@
-"""TensorBoard summaries (TF1's ``tf.summary``): ``scalar``, ``histogram``, ``merge``, ``merge_all``
-and ``FileWriter`` (which also writes the graph for TensorBoard's graph tab, see ``graph_def``).
+"""TensorBoard summaries (TF1's ``tf.summary``): ``scalar``, ``histogram``, ``image``, ``text``,
+``merge``, ``merge_all`` and ``FileWriter`` (which also writes the graph for TensorBoard's graph
+tab, see ``graph_def``).
 
 A summary is a node of the graph. Its numbers are computed inside the compiled step by ordinary
 ops: a scalar is cast to float64; a histogram's min, max, count, sum and sum of squares are
 reductions, and its bucket counts are comparisons of every value against the bucket limits summed
-over the values. The summary is a ``StopGradient`` node whose value is those numbers packed into one
-float64 vector, with a ``_summary_layout`` attribute that says what each number is (so summaries add
-no op type and carry no gradient). ``Session.run`` turns the value of a fetched summary into a
+over the values; an image's pixels are scaled to 0..255 (PNG encoding is done on the host, by
+``encode_png``); a text is a Python string kept in the layout. The summary is a ``StopGradient``
+node whose value is those numbers packed into one float64 vector, with a ``_summary_layout``
+attribute that says what each number is (so summaries add no op type and carry no gradient). ``Session.run`` turns the value of a fetched summary into a
 serialized ``Summary`` protocol buffer (bytes, as in TF1) on the host, after the step: only the
 encoding happens outside the step.
 
@@ -33,7 +35,9 @@ Runs of empty buckets are collapsed when encoded, as TF1 does.
 from __future__ import annotations
 
 import os
+import struct
 import time
+import zlib
 from types import TracebackType
 from typing import Any, Sequence
 
@@ -44,9 +48,10 @@ from .errors import ShapeError
 from .graph import Graph, GraphKeys, Tensor, get_default_graph, located
 from .ops.array import StopGradient, element_count, expand_dims, reshape
 from .ops.base import composite_scope, constant
-from .ops.elementwise import cast, less, multiply
+from .ops.elementwise import add, cast, clip_by_value, floor, less, multiply
 from .ops.joining import concat
 from .ops.reduction import reduce_max, reduce_min, reduce_sum
+from .ops.slicing import strided_slice
 
 # The collection ``merge_all`` reads.
 SUMMARIES = GraphKeys.SUMMARIES
@@ -55,7 +60,11 @@ DEFAULT_BUCKET_GROWTH = 1.5
 # Numbers a histogram packs before its cumulative bucket counts: min, max, num, sum, sum_squares.
 _HISTOGRAM_STATISTICS = 5
 
-# One entry of a summary's layout: ("scalar", tag) or ("histogram", tag, bucket_limits).
+# Channels an image summary takes and the PNG colour type of each: grey, RGB, RGBA.
+_PNG_COLOR_TYPES = {1: 0, 3: 2, 4: 6}
+
+# One entry of a summary's layout: ("scalar", tag), ("histogram", tag, bucket_limits),
+# ("image", tag, (height, width, channels), max_outputs) or ("text", tag, text).
 LayoutEntry = tuple
 
 
@@ -144,6 +153,72 @@ def histogram(name: str, values: Any, bucket_limits: Sequence[float] | None = No
     return _packed((("histogram", "", limits),), packed_values, name, collections)
 
 
+def image(name: str, tensor: Any, max_outputs: int = 3, collections: Sequence[str] | None = None) -> Tensor:
+    """Up to ``max_outputs`` images of the NHWC batch ``tensor`` (1, 3 or 4 channels: grey, RGB,
+    RGBA), as TF1's ``tf.summary.image``. Integer pixels (0..255; a numpy ``uint8`` array is
+    accepted as a constant) are kept; float pixels in [0, 1] are clipped and scaled to 0..255 and
+    rounded inside the step. The batch may be unknown (None); its first images are taken. Encoding
+    to PNG happens on the host when ``Session.run`` serializes the ``Summary``. Tags are
+    ``name/image/0``, ``name/image/1``, … (``name/image`` when ``max_outputs`` is 1).
+
+    >>> import numpy as np, compiler as cc
+    >>> from runtime import Session
+    >>> batch = cc.placeholder("float32", shape=(None, 2, 3, 1), name="batch")
+    >>> image_summary = cc.summary.image("inputs", batch, max_outputs=1)
+    >>> with Session() as sess:
+    ...     encoded = sess.run(image_summary, feed_dict={batch: np.ones((5, 2, 3, 1), "float32")})
+    >>> from tensorboard.compat.proto.summary_pb2 import Summary
+    >>> [(value.tag, value.image.height, value.image.width, value.image.encoded_image_string[1:4])
+    ...  for value in Summary.FromString(encoded).value]
+    [('inputs/image', 2, 3, b'PNG')]
+    """
+    if max_outputs < 1:
+        raise ValueError(f"summary.image {name!r}: max_outputs must be at least 1, got {max_outputs}")
+    with composite_scope(name, [tensor]):
+        if isinstance(tensor, Tensor):
+            images = tensor
+        else:
+            array = np.asarray(tensor)
+            images = constant(array.astype(np.int32) if array.dtype.kind in "ui" else array.astype(np.float32))
+        if len(images.shape) != 4 or images.shape[3] not in _PNG_COLOR_TYPES \
+                or images.shape[1] is None or images.shape[2] is None:
+            raise ShapeError(located(f"summary.image {name!r}: needs images of shape (batch, height, width, "
+                                     f"1, 3 or 4 channels) with a known height and width, got {images.shape}"))
+        first_images = strided_slice(images, [slice(0, max_outputs)] + [slice(None)] * 3)
+        pixels = cast(first_images, dtypes.float64)
+        if np.dtype(images.dtype).kind == "f":
+            pixels = floor(add(multiply(clip_by_value(pixels, 0.0, 1.0), 255.0), 0.5))
+        else:
+            pixels = clip_by_value(pixels, 0.0, 255.0)
+        image_count = _as_vector(element_count(first_images, axis=0))
+        packed_values = concat([image_count, reshape(pixels, [-1])], 0)
+    image_shape = tuple(int(size) for size in images.shape[1:])
+    return _packed((("image", "", image_shape, int(max_outputs)),), packed_values, name, collections)
+
+
+def text(name: str, text_value: str, collections: Sequence[str] | None = None) -> Tensor:
+    """A text summary (TensorBoard's Text tab) of the Python string ``text_value``; graphgrad graphs
+    hold no string tensors, so the text is fixed when the graph is built (a run's settings, notes).
+
+    >>> import compiler as cc
+    >>> from runtime import Session
+    >>> notes = cc.summary.text("notes", "batch size 32, Adam 3e-3")
+    >>> with Session() as sess:
+    ...     encoded = sess.run(notes)
+    >>> from tensorboard.compat.proto.summary_pb2 import Summary
+    >>> (value,) = Summary.FromString(encoded).value
+    >>> value.tag, value.metadata.plugin_data.plugin_name, value.tensor.string_val[0].decode()
+    ('notes', 'text', 'batch size 32, Adam 3e-3')
+    """
+    if not isinstance(text_value, str):
+        raise TypeError(f"summary.text {name!r}: takes a Python string (graphs hold no string tensors), "
+                        f"got {type(text_value).__name__}")
+    with composite_scope(name, []):
+        # Nothing is computed; one zero keeps the packed values a vector like every summary's.
+        packed_values = constant(np.zeros(1, np.float64))
+    return _packed((("text", "", text_value),), packed_values, name, collections)
+
+
 def is_summary(tensor: Any) -> bool:
     """Whether ``tensor`` is a summary (which ``Session.run`` gives as serialized ``Summary`` bytes)."""
     return isinstance(tensor, Tensor) and "_summary_layout" in tensor.op.attrs
@@ -165,7 +240,7 @@ def merge(inputs: Sequence[Tensor], collections: Sequence[str] | None = (),
     for tensor in inputs:
         if not is_summary(tensor):
             raise TypeError(f"summary.merge: {tensor!r} is not a summary (made by cc.summary.scalar, "
-                            "histogram or merge)")
+                            "histogram, image, text or merge)")
     layout = tuple(entry for tensor in inputs for entry in _named_layout(tensor))
     with composite_scope(name or "Merge", inputs):
         packed_values = concat(list(inputs), 0) if len(inputs) > 1 else inputs[0]
@@ -223,6 +298,35 @@ def _histogram_proto(summary_pb2: Any, numbers: np.ndarray, limits: tuple[float,
     return proto
 
 
+def encode_png(pixels: np.ndarray) -> bytes:
+    """PNG bytes of an 8-bit ``(height, width, channels)`` image (1, 3 or 4 channels), every row
+    stored unfiltered and the whole deflated with zlib.
+
+    >>> png = encode_png(np.zeros((2, 3, 1), np.uint8))
+    >>> png[:8] == b"\\x89PNG\\r\\n\\x1a\\n", struct.unpack(">II", png[16:24])
+    (True, (3, 2))
+    """
+    height, width, channels = pixels.shape
+    rows = np.asarray(pixels, np.uint8).reshape(height, width * channels)
+    unfiltered_rows = np.concatenate([np.zeros((height, 1), np.uint8), rows], axis=1)  # filter type 0
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, _PNG_COLOR_TYPES[channels], 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
+            + chunk(b"IDAT", zlib.compress(unfiltered_rows.tobytes())) + chunk(b"IEND", b""))
+
+
+def _text_tensor_proto(text_value: str) -> tuple[Any, Any]:
+    from tensorboard.compat.proto import tensor_pb2, tensor_shape_pb2, types_pb2
+    from tensorboard.compat.proto.summary_pb2 import SummaryMetadata
+    metadata = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(plugin_name="text"))
+    tensor = tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING, tensor_shape=tensor_shape_pb2.TensorShapeProto(),
+                                    string_val=[text_value.encode()])
+    return metadata, tensor
+
+
 def encode_summary(summary: Tensor, numbers: np.ndarray) -> bytes:
     """The serialized ``Summary`` for the packed ``numbers`` that a step computed for ``summary``."""
     summary_pb2, _ = _tensorboard_protos()
@@ -232,6 +336,21 @@ def encode_summary(summary: Tensor, numbers: np.ndarray) -> bytes:
         kind, tag = entry[0], entry[1]
         if kind == "scalar":
             proto.value.add(tag=tag, simple_value=float(numbers[position]))
+            position += 1
+        elif kind == "image":
+            (height, width, channels), max_outputs = entry[2], entry[3]
+            image_count = int(numbers[position])
+            pixel_count = image_count * height * width * channels
+            pixels = numbers[position + 1:position + 1 + pixel_count].astype(np.uint8)
+            for index, one_image in enumerate(pixels.reshape(image_count, height, width, channels)):
+                image_proto = summary_pb2.Summary.Image(height=height, width=width, colorspace=channels,
+                                                        encoded_image_string=encode_png(one_image))
+                image_tag = f"{tag}/image" if max_outputs == 1 else f"{tag}/image/{index}"
+                proto.value.add(tag=image_tag, image=image_proto)
+            position += 1 + pixel_count
+        elif kind == "text":
+            metadata, tensor = _text_tensor_proto(entry[2])
+            proto.value.add(tag=tag, metadata=metadata, tensor=tensor)
             position += 1
         else:
             limits = entry[2]

@@ -2,6 +2,8 @@
 TensorBoard's own reader."""
 from __future__ import annotations
 
+import struct
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -188,3 +190,75 @@ def test_add_graph_beside_summaries(tmp_path: Path) -> None:
     accumulator = _read_back(tmp_path)
     assert [event.step for event in accumulator.Scalars("loss")] == [3]
     assert len(accumulator.Graph().node) == len(graph.get_operations())
+
+
+def _decode_png(png: bytes) -> np.ndarray:
+    """The pixels of an 8-bit PNG whose rows are unfiltered (what ``encode_png`` writes)."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    position, chunks = 8, {}
+    while position < len(png):
+        (length,) = struct.unpack(">I", png[position:position + 4])
+        kind, data = png[position + 4:position + 8], png[position + 8:position + 8 + length]
+        (crc,) = struct.unpack(">I", png[position + 8 + length:position + 12 + length])
+        assert crc == zlib.crc32(kind + data)
+        chunks[kind] = chunks.get(kind, b"") + data
+        position += 12 + length
+    width, height, bit_depth, color_type = struct.unpack(">IIBB", chunks[b"IHDR"][:10])
+    assert bit_depth == 8
+    channels = {0: 1, 2: 3, 6: 4}[color_type]
+    rows = np.frombuffer(zlib.decompress(chunks[b"IDAT"]), np.uint8).reshape(height, 1 + width * channels)
+    assert not rows[:, 0].any()  # filter type 0 on every row
+    return rows[:, 1:].reshape(height, width, channels)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_images_read_back_as_the_same_pixels(target: str, tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    float_batch = rng.uniform(-0.2, 1.2, size=(5, 3, 4, 3)).astype("float32")
+    grey_pixels = rng.integers(0, 256, size=(2, 5, 2, 1)).astype(np.uint8)
+    graph = cc.Graph()
+    with graph.as_default():
+        batch = cc.placeholder("float32", shape=(None, 3, 4, 3), name="batch")
+        cc.summary.image("colour", batch)
+        cc.summary.image("grey", grey_pixels, max_outputs=1)
+        cc.summary.text("notes", "seed 0")
+        merged = cc.summary.merge_all()
+    with Session(graph, target=target) as sess, cc.summary.FileWriter(tmp_path) as writer:
+        writer.add_summary(sess.run(merged, feed_dict={batch: float_batch}), global_step=7)
+        writer.add_summary(sess.run(merged, feed_dict={batch: float_batch[:2]}), global_step=8)
+    accumulator = EventAccumulator(str(tmp_path), size_guidance={"images": 0, "tensors": 0})
+    accumulator.Reload()
+    assert set(accumulator.Tags()["images"]) == {"colour/image/0", "colour/image/1", "colour/image/2",
+                                                 "grey/image"}
+    expected_colour = np.floor(np.clip(float_batch.astype(np.float64), 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+    for index in range(3):
+        events = accumulator.Images(f"colour/image/{index}")
+        assert [event.step for event in events] == ([7, 8] if index < 2 else [7])
+        for event in events:
+            assert (event.width, event.height) == (4, 3)
+            np.testing.assert_array_equal(_decode_png(event.encoded_image_string), expected_colour[index])
+    (grey_event,) = accumulator.Images("grey/image")[:1]
+    np.testing.assert_array_equal(_decode_png(grey_event.encoded_image_string), grey_pixels[0])
+    try:  # a PNG reader that graphgrad does not use, when one is installed
+        import io
+
+        from PIL import Image
+    except ImportError:
+        pass
+    else:
+        decoded = np.asarray(Image.open(io.BytesIO(grey_event.encoded_image_string)))
+        np.testing.assert_array_equal(decoded, grey_pixels[0, :, :, 0])
+    text_events = accumulator.Tensors("notes")
+    assert [event.tensor_proto.string_val[0] for event in text_events] == [b"seed 0", b"seed 0"]
+
+
+def test_image_and_text_build_errors() -> None:
+    with cc.Graph().as_default():
+        with pytest.raises(cc.ShapeError, match="needs images of shape"):
+            cc.summary.image("flat", cc.constant(np.zeros((2, 4), "float32")))
+        with pytest.raises(cc.ShapeError, match="needs images of shape"):
+            cc.summary.image("two_channels", cc.constant(np.zeros((1, 2, 2, 2), "float32")))
+        with pytest.raises(ValueError, match="max_outputs"):
+            cc.summary.image("none", cc.constant(np.zeros((1, 2, 2, 1), "float32")), max_outputs=0)
+        with pytest.raises(TypeError, match="Python string"):
+            cc.summary.text("notes", cc.constant(1.0))  # type: ignore[arg-type]
