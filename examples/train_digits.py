@@ -14,13 +14,19 @@ Run it with::
     python examples/train_digits.py --target reference   # the numpy oracle instead of LLVM
     python examples/train_digits.py --target cuda-emulated   # the GPU kernels, run on the CPU
     python examples/train_digits.py --verbose            # also print the train step's compile report
+    python examples/train_digits.py --logdir runs/digits # TensorBoard: tensorboard --logdir runs
 
 The last line printed is ``test accuracy: 0.XXX``.
+
+With ``--logdir DIR`` it also writes a TensorBoard event file there: ``train/loss`` and
+``train/accuracy`` of every step and ``test/accuracy`` after every epoch (all computed in the
+compiled steps), histograms of the weights after every epoch, and the graph.
 """
 from __future__ import annotations
 
 import argparse
 import time
+from typing import NamedTuple
 
 import numpy as np
 from sklearn.datasets import load_digits
@@ -46,6 +52,8 @@ def parse_args() -> argparse.Namespace:
                         help="cpu: compiled with LLVM (default); reference: the numpy evaluator; cuda: an "
                              "NVIDIA GPU; cuda-emulated: the GPU's kernels run block by block on the CPU")
     parser.add_argument("--verbose", action="store_true", help="print the train step's compile report")
+    parser.add_argument("--logdir", default=None,
+                        help="write TensorBoard summaries and the graph to this directory")
     return parser.parse_args()
 
 
@@ -79,6 +87,29 @@ def build_model(images: cc.Tensor, rng: np.random.Generator) -> cc.Tensor:
     return dense(hidden, in_size, NUM_CLASSES, rng, name="logits")
 
 
+class Summaries(NamedTuple):
+    """The summaries ``--logdir`` writes: ``per_step`` with each training step, ``test`` on the test
+    set and ``per_epoch`` (the weight histograms) after each epoch."""
+
+    per_step: cc.Tensor
+    test: cc.Tensor
+    per_epoch: cc.Tensor
+
+
+def build_summaries(logits: cc.Tensor, labels: cc.Tensor, loss: cc.Tensor) -> Summaries:
+    """Loss and accuracy scalars (on the fed batch, computed in the step) and weight histograms."""
+    predictions = cc.argmax(logits, 1)
+    accuracy = cc.reduce_mean(cc.cast(cc.equal(predictions, cc.cast(labels, "int64")), "float32"))
+    with cc.name_scope("train"):
+        per_step = cc.summary.merge([cc.summary.scalar("loss", loss), cc.summary.scalar("accuracy", accuracy)])
+    with cc.name_scope("test"):
+        test = cc.summary.scalar("accuracy", accuracy)
+    weights = [variable for variable in cc.trainable_variables() if variable.op.name.endswith("/W")]
+    with cc.name_scope("weights"):
+        per_epoch = cc.summary.merge([cc.summary.histogram(variable.op.name, variable) for variable in weights])
+    return Summaries(per_step, test, per_epoch)
+
+
 def main() -> None:
     args = parse_args()
     rng = np.random.default_rng(args.seed)
@@ -90,6 +121,8 @@ def main() -> None:
     loss = cc.reduce_mean(cc.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
     global_step = optim.get_or_create_global_step()
     train = optim.AdamOptimizer(args.learning_rate).minimize(loss, global_step=global_step)
+    summaries = build_summaries(logits, labels, loss) if args.logdir else None
+    writer = cc.summary.FileWriter(args.logdir, graph=cc.get_default_graph()) if args.logdir else None
 
     # Every distinct feed shape compiles a new step, so only full batches are used for training
     # (the last partial batch of each epoch is dropped) and the test set is evaluated in one call.
@@ -106,13 +139,24 @@ def main() -> None:
             losses = []
             for batch in range(batches_per_epoch):
                 indices = order[batch * batch_size:(batch + 1) * batch_size]
-                _, batch_loss = sess.run([train, loss],
-                                         feed_dict={images: x_train[indices], labels: y_train[indices]})
+                feed = {images: x_train[indices], labels: y_train[indices]}
+                if writer is not None and summaries is not None:
+                    _, batch_loss, step_summary, step = sess.run(
+                        [train, loss, summaries.per_step, global_step], feed_dict=feed)
+                    writer.add_summary(step_summary, global_step=step)
+                else:
+                    _, batch_loss = sess.run([train, loss], feed_dict=feed)
                 losses.append(float(batch_loss))
             progress.set_postfix(loss=f"{np.mean(losses):.4f}")
+            if writer is not None and summaries is not None:
+                step = sess.run(global_step)
+                writer.add_summary(sess.run(summaries.test, feed_dict={images: x_test, labels: y_test}), step)
+                writer.add_summary(sess.run(summaries.per_epoch), step)
         test_logits = sess.run(logits, feed_dict={images: x_test})
         steps = int(sess.run(global_step))
     elapsed = time.perf_counter() - start
+    if writer is not None:
+        writer.close()
 
     accuracy = float(np.mean(np.argmax(test_logits, axis=1) == y_test))
     print(f"{steps} steps in {elapsed:.1f} s ({args.target})")

@@ -46,6 +46,31 @@ def test_train_digits_reference_target_and_report() -> None:
     assert "kernels" in output and "train_digits.py:" in output, output
 
 
+def test_train_digits_writes_tensorboard_logs(tmp_path: Path) -> None:
+    pytest.importorskip("sklearn")
+    pytest.importorskip("tqdm")
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    output = run_example("train_digits.py", "--epochs", "2", "--logdir", str(tmp_path))
+    steps = int(re.search(r"^(\d+) steps in", output, re.MULTILINE).group(1))
+    final_accuracy = float(re.search(r"^test accuracy: (\d\.\d{3})$", output, re.MULTILINE).group(1))
+    accumulator = EventAccumulator(str(tmp_path), size_guidance={"scalars": 0, "histograms": 0})
+    accumulator.Reload()
+    tags = accumulator.Tags()
+    assert set(tags["scalars"]) == {"train/loss", "train/accuracy", "test/accuracy"}
+    for tag in ("train/loss", "train/accuracy"):
+        assert [event.step for event in accumulator.Scalars(tag)] == list(range(steps))
+    test_accuracy = accumulator.Scalars("test/accuracy")
+    assert [event.step for event in test_accuracy] == [steps // 2, steps]
+    assert abs(test_accuracy[-1].value - final_accuracy) < 1e-3
+    assert set(tags["histograms"]) == {"weights/hidden0/W", "weights/logits/W"}
+    assert accumulator.Histograms("weights/hidden0/W")[-1].histogram_value.num == 64 * 128
+    assert tags["graph"]
+    node_names = {node.name for node in accumulator.Graph().node}
+    assert {"images", "labels", "hidden0/W", "logits/W"} <= node_names
+
+
 def test_train_cnn_digits_reaches_97_percent() -> None:
     pytest.importorskip("sklearn")
     pytest.importorskip("tqdm")
