@@ -7,7 +7,7 @@ import json
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -133,6 +133,8 @@ class ProfileSamples:
 
     stamps: list[list[int]]
     walls: list[tuple[float, float]]
+    # Per run, per part of each split kernel in order: (start counter, end counter, thread id).
+    parts: list[list[tuple[int, int, int]]] = field(default_factory=list)
 
     @functools.cached_property
     def rate(self) -> float:
@@ -155,6 +157,7 @@ def write_trace(path: str | os.PathLike[str], kernels: Sequence[Any], parts: Seq
         {"name": "process_name", "ph": "M", "pid": process, "tid": thread, "args": {"name": "graphgrad step"}},
         {"name": "thread_name", "ph": "M", "pid": process, "tid": thread, "args": {"name": "calling thread"}}]
     origin = samples.walls[0][0]
+    workers: set[int] = set()
     to_us = 1e6 / samples.rate
     previous_end = 0.0
     for run, (stamps, (before, after)) in enumerate(zip(samples.stamps, samples.walls)):
@@ -166,7 +169,18 @@ def write_trace(path: str | os.PathLike[str], kernels: Sequence[Any], parts: Seq
                        "pid": process, "tid": thread,
                        "args": {"run": run, "kernels": len(kernels),
                                 "wall_us": round((after - before) * 1e6, 3)}})
+        slots = iter(samples.parts[run] if samples.parts else ())
         for index, kernel in enumerate(kernels):
+            if parts[index][0] > 1:  # split across the pool: one slice per part, on its thread's track
+                for part in range(parts[index][0]):
+                    began, ended, worker = next(slots)
+                    if not worker:
+                        continue
+                    workers.add(worker)
+                    events.append({"name": f"{kernel.name} part {part}", "cat": "part", "ph": "X",
+                                   "ts": round(start + (began - stamps[0]) * to_us, 3),
+                                   "dur": round(max(ended - began, 0) * to_us, 3), "pid": process, "tid": worker,
+                                   "args": {"run": run, "kernel": kernel.name, "part": part}})
             lines = list(dict.fromkeys(where for _, _, where in kernel.covers))
             events.append({
                 "name": kernel.name, "cat": "kernel", "ph": "X", "ts": ends[index],
@@ -175,6 +189,10 @@ def write_trace(path: str | os.PathLike[str], kernels: Sequence[Any], parts: Seq
                          "parts": parts[index][0], "gemm": parts[index][1], "lines": lines,
                          "ops": [{"type": op_type, "name": name, "line": where}
                                  for op_type, name, where in kernel.covers]}})
+    names = {thread.native_id: thread.name for thread in threading.enumerate()}
+    for worker in sorted(workers - {thread}):
+        events.append({"name": "thread_name", "ph": "M", "pid": process, "tid": worker,
+                       "args": {"name": names.get(worker, f"thread {worker}")}})
     with open(path, "w", encoding="utf-8") as handle:
         json.dump({"traceEvents": events, "displayTimeUnit": "ns"}, handle)
 
@@ -231,9 +249,10 @@ class Executable:
         chrome://tracing): per run, one ``step`` slice (the cycle-counter time of the native call,
         placed where the run started; its args hold the wall time around it, Python included) and
         inside it one slice per kernel, named by the kernel, with its ops and user lines as args.
-        The counters are read on the calling thread only, so a kernel split across the worker pool
-        is one slice on the calling thread's track, with ``parts`` in its args (a GEMM splits its
-        rows across the pool inside its one call: ``gemm`` is true).
+        A kernel split across the worker pool also has one slice per part on the track of the
+        thread that ran it (the calling thread's or a worker's), with ``parts`` in the kernel's
+        args; a GEMM splits its rows across the pool inside its one call (``gemm`` is true) and
+        shows as one slice.
 
         >>> import json, os, tempfile
         >>> import compiler as cc
@@ -257,7 +276,7 @@ class Executable:
             return result
 
     def _profile_samples(self, feeds: dict[Tensor, np.ndarray], runs: int) -> "ProfileSamples":
-        from compiler.codegen.cpu import PROFILE_SYMBOL, build_module, plan_kernel, thread_count
+        from compiler.codegen.cpu import PROFILE_PARTS_SYMBOL, PROFILE_SYMBOL, build_module, plan_kernel, thread_count
         kernels = self.step.program.kernels
         if self._profiled is None:
             threads = thread_count()
@@ -266,8 +285,12 @@ class Executable:
             self._profiled = NativeStep(str(build_module(self.step.program, profile=True)))
         counters = (ctypes.c_uint64 * (len(kernels) + 1)).from_address(
             self._profiled.global_address(PROFILE_SYMBOL))
+        part_count = sum(parts for parts, _ in self._profiled_parts if parts > 1)
+        part_slots = (ctypes.c_uint64 * (3 * max(part_count, 1))).from_address(
+            self._profiled.global_address(PROFILE_PARTS_SYMBOL))
         stamps: list[list[int]] = []
         walls: list[tuple[float, float]] = []
+        parts: list[list[tuple[int, int, int]]] = []
         for run in range(max(1, runs)):
             if run == 1:
                 # A pause between the first two runs makes the window that calibrates the
@@ -277,7 +300,9 @@ class Executable:
             self.run(feeds, native=self._profiled)
             walls.append((before, time.perf_counter()))
             stamps.append(list(counters))
-        return ProfileSamples(stamps, walls)
+            slots = list(part_slots)
+            parts.append([(slots[3 * i], slots[3 * i + 1], slots[3 * i + 2]) for i in range(part_count)])
+        return ProfileSamples(stamps, walls, parts)
 
     def _kernel_times(self, samples: "ProfileSamples") -> list[dict[str, Any]]:
         result = []

@@ -168,9 +168,11 @@ def _emit_init(module: ir.Module, kernel: Kernel, buffer_count: int) -> ir.Funct
 
 
 def _emit_part(module: ir.Module, kernel: Kernel, main: ir.Function, plan: KernelPlan,
-               buffer_count: int) -> ir.Function:
+               buffer_count: int, part_slots: ir.GlobalVariable | None = None, first_slot: int = 0
+               ) -> ir.Function:
     """``kernel_part(ptr buffers, i64 part)``: one of ``plan.parts`` slices of the outermost loop,
-    for the worker pool."""
+    for the worker pool. With ``part_slots`` (profiling), the part also records its start and end
+    cycle counter and the thread that ran it in slot ``first_slot + part`` (three i64 each)."""
     i64 = ir.IntType(64)
     function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, i64]), name=f"{kernel.name}_part")
     function.linkage = "internal"
@@ -182,9 +184,36 @@ def _emit_part(module: ir.Module, kernel: Kernel, main: ir.Function, plan: Kerne
     stop = b.select(b.icmp_signed("<", stop, ir.Constant(i64, plan.outer)), stop, ir.Constant(i64, plan.outer))
     pointers = [b.load(b.gep(table, [ir.Constant(i64, i)], source_etype=PTR), typ=PTR)
                 for i in range(buffer_count)]
+    if part_slots is None:
+        b.call(main, pointers + [start, stop])
+        b.ret_void()
+        return function
+    read_counter = declare_function(module, "llvm.readcyclecounter", i64, [])
+    began = b.call(read_counter, [])
     b.call(main, pointers + [start, stop])
+    ended = b.call(read_counter, [])
+    slot = b.mul(b.add(part, ir.Constant(i64, first_slot)), ir.Constant(i64, 3))
+    for offset, value in enumerate((began, ended, _thread_id(b))):
+        b.store(value, b.gep(part_slots, [ir.Constant(i64, 0), b.add(slot, ir.Constant(i64, offset))]))
     b.ret_void()
     return function
+
+
+PROFILE_PARTS_SYMBOL = "graphgrad_profile_parts"
+_GETTID = {"x86_64": 186, "aarch64": 178}   # Linux system call numbers
+
+
+def _thread_id(b: ir.IRBuilder) -> ir.Value:
+    """The operating system's id of the running thread (Linux ``gettid``), 0 elsewhere."""
+    i64 = ir.IntType(64)
+    machine = host_target_machine()
+    number = _GETTID.get(machine.triple.split("-")[0]) if "linux" in machine.triple else None
+    if number is None:
+        return ir.Constant(i64, 0)
+    syscall = b.module.globals.get("syscall") or ir.Function(b.module, ir.FunctionType(i64, [i64], var_arg=True),
+                                                              name="syscall")
+    return b.call(syscall, [ir.Constant(i64, number)])
+
 
 
 def _uses_gemm(kernel: Kernel) -> bool:
@@ -243,7 +272,8 @@ def build_module(program: Program, profile: bool = False) -> ir.Module:
     """The LLVM module of one step: kernels plus the ``graphgrad_step(ptr buffers)`` entry point.
 
     With ``profile``, the step also records the CPU's cycle counter before the first kernel and
-    after each one into the global array ``graphgrad_profile`` (see ``Executable.profile``).
+    after each one into the global array ``graphgrad_profile``, and each part of a split kernel
+    its own start, end and thread into ``graphgrad_profile_parts`` (see ``Executable.profile``).
     """
     machine = host_target_machine()
     module = ir.Module(name="graphgrad_step")
@@ -264,11 +294,19 @@ def build_module(program: Program, profile: bool = False) -> ir.Module:
             loaded[index] = builder.load(slot, typ=PTR)
         return loaded[index]
 
+    part_slots = None
+    first_slots = [0] * len(plans)
+    if profile:
+        counts = [plan.parts if plan.parts > 1 else 0 for plan in plans]
+        first_slots = [sum(counts[:k]) for k in range(len(counts))]
+        slots_type = ir.ArrayType(ir.IntType(64), 3 * max(sum(counts), 1))
+        part_slots = ir.GlobalVariable(module, slots_type, name=PROFILE_PARTS_SYMBOL)
+        part_slots.initializer = ir.Constant(slots_type, None)
     widest = max([len(kernel_buffers(k)) for k, p in zip(program.kernels, plans) if p.parts > 1] or [0])
     context = builder.alloca(PTR, size=widest) if widest else None
     parallel = declare_function(module, PARALLEL_SYMBOL, ir.VoidType(), [PTR, PTR, i64]) if widest else None
 
-    def run(kernel: Kernel, plan: KernelPlan, main: ir.Function, init: ir.Function | None) -> None:
+    def run(kernel: Kernel, plan: KernelPlan, main: ir.Function, init: ir.Function | None, position: int) -> None:
         pointers = [buffer_pointer(i) for i in kernel_buffers(kernel)]
         if init is not None:
             builder.call(init, pointers)
@@ -276,7 +314,7 @@ def build_module(program: Program, profile: bool = False) -> ir.Module:
             assert context is not None and parallel is not None
             for i, pointer in enumerate(pointers):
                 builder.store(pointer, builder.gep(context, [ir.Constant(i64, i)], source_etype=PTR))
-            part = _emit_part(module, kernel, main, plan, len(pointers))
+            part = _emit_part(module, kernel, main, plan, len(pointers), part_slots, first_slots[position])
             builder.call(parallel, [part, context, ir.Constant(i64, plan.parts)])
         else:
             builder.call(main, pointers + [ir.Constant(i64, 0), ir.Constant(i64, plan.outer)])
@@ -295,7 +333,7 @@ def build_module(program: Program, profile: bool = False) -> ir.Module:
 
     stamp(0)
     for position, (kernel, plan, (main, init)) in enumerate(zip(program.kernels, plans, functions)):
-        run(kernel, plan, main, init)
+        run(kernel, plan, main, init, position)
         stamp(position + 1)
         if kernel.check:
             emit_check_call(builder, kernel, position, buffer_pointer(kernel.out.buffer), buffer_pointer(len(program.buffers)))

@@ -68,6 +68,17 @@ def test_split_kernels_carry_their_parts_and_the_result_is_kept(graph, tmp_path,
     assert parts == {entry["name"]: entry["parts"] for entry in times}
     assert exe.last_profile is times
     assert all(entry["seconds"] >= 0 for entry in times)
+    # Each part of a split kernel is a slice on the track of the thread that ran it.
+    split = [name for name, count in parts.items() if count > 1]
+    part_events = [e for e in trace["traceEvents"] if e.get("cat") == "part"]
+    runs = [e for e in trace["traceEvents"] if e.get("cat") == "step"]
+    for run in range(len(runs)):
+        for name in split:
+            mine = [e for e in part_events if e["args"]["run"] == run and e["args"]["kernel"] == name]
+            assert sorted(e["args"]["part"] for e in mine) == list(range(parts[name])), (run, name)
+            assert all(e["dur"] >= 0 and isinstance(e["tid"], int) and e["tid"] > 0 for e in mine)
+    named = {e["tid"] for e in trace["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {e["tid"] for e in part_events} <= named
 
 
 def test_profile_without_trace_writes_nothing(graph, tmp_path, monkeypatch) -> None:
