@@ -14,6 +14,8 @@ from .adagrad import AdagradOptimizer
 from .adam import AdamOptimizer
 from .adamw import AdamWOptimizer
 from .clipping import clip_by_global_norm, clip_by_norm, global_norm
+from .distributed import (DistributedOptimizer, StepTimings, broadcast_variables, launched_by_mpiexec, rank,
+                          shard, size, world)
 from .ftrl import FtrlOptimizer
 from .gradient_descent import GradientDescentOptimizer
 from .learning_rate_decay import cosine_decay, exponential_decay, piecewise_constant
@@ -28,4 +30,5 @@ __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdamOp
            "FtrlOptimizer", "GradientAccumulator", "clip_by_norm", "clip_by_global_norm", "global_norm",
            "exponential_decay", "piecewise_constant", "cosine_decay",
            "get_or_create_global_step", "get_global_step", "Saver", "latest_checkpoint", "load_checkpoint",
-           "CheckpointError"]
+           "CheckpointError", "DistributedOptimizer", "StepTimings", "broadcast_variables", "shard", "rank",
+           "size", "world", "launched_by_mpiexec"]

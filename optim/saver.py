@@ -60,6 +60,8 @@ import compiler as cc
 from compiler.errors import DTypeError, GraphgradError, ShapeError
 from compiler.graph import Tensor
 
+from .distributed import world
+
 INDEX_FILENAME = "checkpoint"
 VERSION = 3                              # 3: safetensors with graphgrad's metadata
 VERSION_KEY = "graphgrad.version"
@@ -585,6 +587,12 @@ class Saver:
     Variable. ``max_to_keep``: how many of its most recent checkpoints a Saver keeps; older files
     it wrote are deleted (None or 0 keeps them all).
 
+    On a distributed run (``mpiexec``; ``comm``, default ``optim.world()``) the ranks hold the
+    same variables, so ``save`` writes on rank 0 only, and the other ranks wait until it has
+    written (or failed: then they raise too, with rank 0's message) and return the same path;
+    ``restore`` reads the file on every rank (the directory must be shared by the ranks, as it
+    is on one machine).
+
     >>> import os, tempfile
     >>> import numpy as np, compiler as cc
     >>> from runtime import Session
@@ -602,7 +610,9 @@ class Saver:
     """
 
     def __init__(self, var_list: Sequence[cc.Variable] | Mapping[str, cc.Variable] | None = None,
-                 max_to_keep: int | None = 5) -> None:
+                 max_to_keep: int | None = 5, comm: Any = None) -> None:
+        """``comm``: on a distributed run (``mpiexec``), the ranks that share the checkpoints;
+        default ``optim.world()``, every rank of the job (one process alone without mpiexec)."""
         if max_to_keep is not None and (not isinstance(max_to_keep, int) or max_to_keep < 0):
             raise ValueError(f"Saver: max_to_keep must be None or a non-negative int, got {max_to_keep!r}")
         self._var_list = _variables_by_name(var_list)
@@ -610,6 +620,7 @@ class Saver:
             raise ValueError("Saver: no variables to save")
         self._max_to_keep = max_to_keep
         self._last_checkpoints: list[str] = []
+        self._comm = comm
 
     @property
     def last_checkpoints(self) -> list[str]:
@@ -663,6 +674,32 @@ class Saver:
         if os.path.isdir(save_path):
             raise ValueError(f"Saver.save: {save_path!r} is a directory; give a file path prefix "
                              "inside it (e.g. 'DIR/model')")
+        kept = [p for p in self._last_checkpoints if os.path.abspath(p) != os.path.abspath(save_path)]
+        kept.append(save_path)
+        removed: list[str] = []
+        if self._max_to_keep:
+            removed, kept = kept[:-self._max_to_keep], kept[-self._max_to_keep:]
+        comm = world() if self._comm is None else self._comm
+        together = comm.Get_size() > 1
+        if comm.Get_rank() == 0:
+            try:
+                self._write(sess, save_path, step, directory, prefix, kept, removed)
+            except Exception as error:
+                if together:  # the other ranks raise it too, rather than wait
+                    comm.bcast(f"{type(error).__name__}: {error}", root=0)
+                raise
+        if together:
+            # Rank 0 says it has written the checkpoint (None) or why it could not; the other
+            # ranks wait here for that word.
+            failure = comm.bcast(None, root=0)
+            if failure is not None:
+                raise CheckpointError(f"Saver.save: rank 0 could not write {save_path!r}: {failure}")
+        self._last_checkpoints = kept
+        return save_path
+
+    def _write(self, sess: Any, save_path: str, step: int | None, directory: str, prefix: str,
+               kept: list[str], removed: list[str]) -> None:
+        """Write the checkpoint and the index, and delete ``removed`` (rank 0's part of ``save``)."""
         os.makedirs(directory, exist_ok=True)
         # This prefix's checkpoint files (with or without a step) and the index a save rewrites.
         own_files = rf"{re.escape(os.path.basename(prefix))}(?:--?[0-9]+)?|{re.escape(INDEX_FILENAME)}"
@@ -670,18 +707,10 @@ class Saver:
         names = list(self._var_list)
         values = sess.run([self._var_list[name] for name in names])
         _write_checkpoint(save_path, dict(zip(names, values)), step)
-
-        kept = [p for p in self._last_checkpoints if os.path.abspath(p) != os.path.abspath(save_path)]
-        kept.append(save_path)
-        removed: list[str] = []
-        if self._max_to_keep:
-            removed, kept = kept[:-self._max_to_keep], kept[-self._max_to_keep:]
         _write_index(directory, save_path, kept)
-        self._last_checkpoints = kept
         for path in removed:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(path)
-        return save_path
 
     def restore(self, sess: Any, save_path: str) -> None:
         """Set the variables in ``sess`` to their values in the checkpoint at ``save_path``.

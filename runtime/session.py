@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -23,6 +24,12 @@ from .executable import Executable, ReadWriteLock
 from .feeds import check_feeds, convert_losslessly
 
 TARGETS = ("cpu", "reference", "cuda", "cuda-emulated")
+
+# -- steps split at a host call ---------------------------------------------------------------
+# An Operation registered here runs as more than one compiled step with host work between them
+# (optim.DistributedOptimizer: gradient phase, allreduce, apply phase). ``run`` hands a fetch set
+# holding it to ``runner(session, leaves, feed_dict, outputs)``, which returns the leaves' values.
+SPLIT_STEPS: "weakref.WeakKeyDictionary[Operation, Callable[..., list[Any]]]" = weakref.WeakKeyDictionary()
 
 
 def _flatten(structure: Any, leaves: list[Any]) -> Callable[[list[Any]], Any]:
@@ -68,6 +75,14 @@ def _outputs_like(fetches: Any, out: Any, count: int) -> list[Any]:
     return targets
 
 
+def _split_runner(leaves: list[Any]) -> Callable[..., list[Any]] | None:
+    """The runner of the one split step among ``leaves`` (``SPLIT_STEPS``), or None."""
+    runners = {id(leaf): SPLIT_STEPS[leaf] for leaf in leaves if isinstance(leaf, Operation) and leaf in SPLIT_STEPS}
+    if len(runners) > 1:
+        raise ValueError("cannot run two distributed training ops in one run(); fetch one of them")
+    return next(iter(runners.values()), None)
+
+
 @dataclass
 class _Plan:
     """What one fetch set needs, kept per session so each ``run`` skips the graph walks."""
@@ -79,6 +94,7 @@ class _Plan:
     computes_anything: bool
     leaves: list[Any]          # keeps the fetched objects (and so the ids in the key) alive
     summaries: tuple[int, ...]  # the positions of summary fetches, given as serialized ``Summary`` bytes
+    split: Callable[..., list[Any]] | None = None  # the runner of a split step (SPLIT_STEPS)
 
 
 class Session:
@@ -222,8 +238,11 @@ class Session:
                 [t.op if isinstance(t, Tensor) else t for t in compute]))
             plan = _Plan(needed, [op.outputs[0] for op in needed if op.type == "Placeholder"],
                          any(op.type == "InitVariables" for op in needed), compute, computes, leaves,
-                         tuple(position for position, leaf in enumerate(leaves) if is_summary(leaf)))
+                         tuple(position for position, leaf in enumerate(leaves) if is_summary(leaf)),
+                         _split_runner(leaves))
             self._plans[key] = plan
+        if plan.split is not None:  # its runner feeds each phase
+            return leaves, rebuild, {}, plan
         feeds = check_feeds(self.graph, feed_dict, plan.placeholders)
         return leaves, rebuild, feeds, plan
 
@@ -237,6 +256,8 @@ class Session:
         """
         leaves, rebuild, feeds, plan = self._prepare(fetches, feed_dict)
         targets = _outputs_like(fetches, out, len(leaves)) if out is not None else None
+        if plan.split is not None:
+            return rebuild(plan.split(self, leaves, feed_dict, targets))
         if plan.initializes:
             self._initialize_all()
         compute, needed = plan.compute, plan.needed
@@ -308,5 +329,8 @@ class Session:
         """
         if self.target == "reference":
             raise ValueError("compile() needs target='cpu' or 'cuda'; 'reference' interprets the graph")
-        leaves, _, feeds, _ = self._prepare(fetches, feed_dict)
+        leaves, _, feeds, plan = self._prepare(fetches, feed_dict)
+        if plan.split is not None:
+            raise ValueError("compile(): these fetches hold a step that runs as several compiled steps with "
+                             "host work between them (a DistributedOptimizer's training op); run it with run()")
         return self._executable(leaves, feeds)
