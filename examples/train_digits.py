@@ -15,8 +15,15 @@ Run it with::
     python examples/train_digits.py --target cuda-emulated   # the GPU kernels, run on the CPU
     python examples/train_digits.py --verbose            # also print the train step's compile report
     python examples/train_digits.py --logdir runs/digits # TensorBoard: tensorboard --logdir runs
+    mpiexec -n 2 python examples/train_digits.py --distributed   # data-parallel over MPI
 
 The last line printed is ``test accuracy: 0.XXX``.
+
+With ``--distributed`` (run under ``mpiexec -n N``; ``pip install -e ".[mpi]"``), each of the N
+processes takes its shard of every batch of ``--batch-size`` examples, the gradients are averaged
+over the processes in every step (``optim.DistributedOptimizer``) and all start from rank 0's
+weights (``optim.broadcast_variables``): the same updates as one process on the whole batch, so
+the same accuracy. Rank 0 prints the progress and the results.
 
 With ``--logdir DIR`` it also writes a TensorBoard event file there: ``train/loss`` and
 ``train/accuracy`` of every step and ``test/accuracy`` after every epoch (all computed in the
@@ -54,6 +61,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--verbose", action="store_true", help="print the train step's compile report")
     parser.add_argument("--logdir", default=None,
                         help="write TensorBoard summaries and the graph to this directory")
+    parser.add_argument("--distributed", action="store_true",
+                        help="data-parallel over MPI: run as `mpiexec -n N python examples/train_digits.py "
+                             "--distributed`; each process trains on its shard of every batch")
     return parser.parse_args()
 
 
@@ -120,9 +130,15 @@ def main() -> None:
     logits = build_model(images, rng)
     loss = cc.reduce_mean(cc.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
     global_step = optim.get_or_create_global_step()
-    train = optim.AdamOptimizer(args.learning_rate).minimize(loss, global_step=global_step)
+    optimizer: optim.Optimizer = optim.AdamOptimizer(args.learning_rate)
+    rank, ranks = 0, 1
+    if args.distributed:
+        optimizer = optim.DistributedOptimizer(optimizer)
+        rank, ranks = optim.rank(), optim.size()
+    train = optimizer.minimize(loss, global_step=global_step)
     summaries = build_summaries(logits, labels, loss) if args.logdir else None
-    writer = cc.summary.FileWriter(args.logdir, graph=cc.get_default_graph()) if args.logdir else None
+    writes = args.logdir and rank == 0
+    writer = cc.summary.FileWriter(args.logdir, graph=cc.get_default_graph()) if writes else None
 
     # Every distinct feed shape compiles a new step, so only full batches are used for training
     # (the last partial batch of each epoch is dropped) and the test set is evaluated in one call.
@@ -130,15 +146,19 @@ def main() -> None:
     batches_per_epoch = len(x_train) // batch_size
     start = time.perf_counter()
     with Session(target=args.target) as sess:
-        if args.verbose and args.target == "cpu":
+        if args.distributed:
+            optim.broadcast_variables(sess)   # every process starts from rank 0's weights
+        if args.verbose and args.target == "cpu" and not args.distributed:
             feed = {images: x_train[:batch_size], labels: y_train[:batch_size]}
             print(sess.compile([train, loss], feed_dict=feed).report())
-        progress = tqdm(range(args.epochs), desc="training", unit="epoch")
+        progress = tqdm(range(args.epochs), desc="training", unit="epoch", disable=rank != 0)
         for _ in progress:
-            order = rng.permutation(len(x_train))
+            order = rng.permutation(len(x_train))    # the same order in every process (same seed)
             losses = []
             for batch in range(batches_per_epoch):
                 indices = order[batch * batch_size:(batch + 1) * batch_size]
+                if args.distributed:
+                    indices = optim.shard(indices, rank, ranks)   # this process's part of the batch
                 feed = {images: x_train[indices], labels: y_train[indices]}
                 if writer is not None and summaries is not None:
                     _, batch_loss, step_summary, step = sess.run(
@@ -158,8 +178,11 @@ def main() -> None:
     if writer is not None:
         writer.close()
 
+    if rank != 0:
+        return
     accuracy = float(np.mean(np.argmax(test_logits, axis=1) == y_test))
-    print(f"{steps} steps in {elapsed:.1f} s ({args.target})")
+    where = f"{args.target}, {ranks} processes" if args.distributed else args.target
+    print(f"{steps} steps in {elapsed:.1f} s ({where})")
     print(f"test accuracy: {accuracy:.3f}")
 
 

@@ -71,6 +71,34 @@ def test_train_digits_writes_tensorboard_logs(tmp_path: Path) -> None:
     assert {"images", "labels", "hidden0/W", "logits/W"} <= node_names
 
 
+def test_train_digits_distributed_reaches_the_accuracy_of_one_process() -> None:
+    pytest.importorskip("sklearn")
+    pytest.importorskip("tqdm")
+    mpiexec = Path(sys.executable).parent / "mpiexec"
+    if not mpiexec.exists():
+        pytest.skip(f"no mpiexec beside {sys.executable} (pip install -e '.[mpi]')")
+    alone = run_example("train_digits.py", "--epochs", "5")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    env.pop("GRAPHGRAD_DUMP", None)
+    if os.geteuid() == 0:        # Open MPI refuses to run as root unless told it is meant
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    completed = subprocess.run([str(mpiexec), "-n", "2", "--oversubscribe", sys.executable,
+                                str(EXAMPLES / "train_digits.py"), "--distributed", "--epochs", "5"],
+                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0, f"{completed.stdout}\n{completed.stderr}"
+    pattern = r"^(\d+) steps in .*\n^test accuracy: (\d\.\d{3})$"
+    steps, accuracy = re.search(pattern, alone, re.MULTILINE).groups()
+    match = re.search(pattern, completed.stdout, re.MULTILINE)
+    assert match and "(cpu, 2 processes)" in completed.stdout, completed.stdout
+    assert completed.stdout.count("test accuracy") == 1, completed.stdout      # rank 0 reports
+    # The same updates as one process on the whole batch, up to rounding: at most one of the
+    # 360 test digits may be classified otherwise.
+    assert match.group(1) == steps
+    assert abs(float(match.group(2)) - float(accuracy)) <= 1 / 360 + 1e-9, (alone, completed.stdout)
+    assert float(accuracy) >= 0.9
+
+
 def test_train_cnn_digits_reaches_97_percent() -> None:
     pytest.importorskip("sklearn")
     pytest.importorskip("tqdm")
