@@ -317,6 +317,8 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients",
                 # by the time the first one is reached every consumer of each has been processed.
                 if id(call) in handled or not any(out in pending for out in call.outputs):
                     continue
+                if op is not min((b for b in call.boundary_ops if b in between), key=lambda b: b.id):
+                    continue  # outputs made later (a loop's stacked values) are reached first
                 handled.add(id(call))
                 output_grads: list[Tensor | None] = []
                 for out in call.outputs:

@@ -72,6 +72,9 @@ class Operation:
         self.gradient_override: str | None = None
         # The forward op whose gradient ``gradients()`` built this op for (None: a forward op).
         self.gradient_of: Operation | None = None
+        # The control-flow region (a branch or loop body, ``compiler.control_flow.Region``) this op
+        # belongs to; None: the graph's top level.
+        self.region: Any = None
 
     @property
     def type(self) -> str:

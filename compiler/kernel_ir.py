@@ -197,7 +197,9 @@ class IndexedInput:
 
 # -- kernels and programs ---------------------------------------------------------------------
 
-ROLES = ("feed", "variable", "constant", "temp", "output")
+# "region": a buffer of a branch or loop (its loop variables, the values of its body): memory of its
+# own, never shared by liveness, since a loop reads and writes it many times.
+ROLES = ("feed", "variable", "constant", "temp", "output", "region")
 
 
 @dataclass(frozen=True)
@@ -286,6 +288,59 @@ class Kernel:
 
 
 @dataclass(frozen=True)
+class Branch:
+    """A region of the step's schedule that runs ``taken`` when the bool scalar in buffer
+    ``predicate`` holds and ``otherwise`` when not (a ``cond``)."""
+
+    predicate: int
+    taken: tuple["Step", ...]
+    otherwise: tuple["Step", ...]
+
+
+@dataclass(frozen=True)
+class Loop:
+    """A region of the step's schedule that runs ``condition`` (which writes the bool scalar in
+    buffer ``predicate``), then ``body`` and again, for as long as the predicate holds (a
+    ``while_loop``)."""
+
+    condition: tuple["Step", ...]
+    predicate: int
+    body: tuple["Step", ...]
+
+
+# One step of a schedule: a kernel (its position in ``Program.kernels``), a branch or a loop.
+Step = Any
+
+
+def schedule_kernels(steps: Sequence[Step]) -> list[int]:
+    """Every kernel position a schedule runs, in the order they appear."""
+    found: list[int] = []
+    for step in steps:
+        if isinstance(step, Branch):
+            found += schedule_kernels(step.taken) + schedule_kernels(step.otherwise)
+        elif isinstance(step, Loop):
+            found += schedule_kernels(step.condition) + schedule_kernels(step.body)
+        else:
+            found.append(step)
+    return found
+
+
+def shift_schedule(steps: Sequence[Step], offset: int) -> tuple[Step, ...]:
+    """The schedule with every kernel position moved by ``offset``."""
+    moved: list[Step] = []
+    for step in steps:
+        if isinstance(step, Branch):
+            moved.append(Branch(step.predicate, shift_schedule(step.taken, offset),
+                                shift_schedule(step.otherwise, offset)))
+        elif isinstance(step, Loop):
+            moved.append(Loop(shift_schedule(step.condition, offset), step.predicate,
+                              shift_schedule(step.body, offset)))
+        else:
+            moved.append(step + offset)
+    return tuple(moved)
+
+
+@dataclass(frozen=True)
 class FetchSpec(Access):
     """How to read one fetched tensor out of the buffers after a step: its buffer walked over
     ``shape``."""
@@ -306,6 +361,12 @@ class Program:
     first_assignment: int = 0             # kernels from here on write variables (run last)
     placement: dict[int, tuple[int, int]] = field(default_factory=dict)  # temp -> (arena, byte offset)
     arenas: list[int] = field(default_factory=list)                      # arena sizes in bytes
+    # With branches or loops: the order the kernels run in (``Step``s); None: each once, in order.
+    schedule: tuple[Step, ...] | None = None
+
+    def steps(self) -> tuple[Step, ...]:
+        """The schedule, or every kernel once in order when there is no control flow."""
+        return self.schedule if self.schedule is not None else tuple(range(len(self.kernels)))
 
 
 def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
@@ -380,4 +441,26 @@ def format_program(program: Program) -> str:
             off = f" + {acc.offset}" if acc.offset else ""
             out.append(f"  in{i} = b{acc.buffer} strides {list(acc.strides)}{off}")
         out.extend("  " + line for line in format_expr(kernel.body, kernel.scatter))
+    if program.schedule is not None:
+        out.append("\nschedule (branches and loops):")
+        out.extend(format_schedule(program.schedule, [k.name for k in program.kernels], "  "))
     return "\n".join(out) + "\n"
+
+
+def format_schedule(steps: Sequence[Step], names: Sequence[str], indent: str) -> list[str]:
+    """The schedule as indented lines: kernels by name, ``if b<n>:`` / ``else:``, ``while b<n>:``."""
+    lines: list[str] = []
+    for step in steps:
+        if isinstance(step, Branch):
+            lines.append(f"{indent}if b{step.predicate}:")
+            lines.extend(format_schedule(step.taken, names, indent + "  ") or [indent + "  (nothing)"])
+            lines.append(f"{indent}else:")
+            lines.extend(format_schedule(step.otherwise, names, indent + "  ") or [indent + "  (nothing)"])
+        elif isinstance(step, Loop):
+            lines.append(f"{indent}loop:")
+            lines.extend(format_schedule(step.condition, names, indent + "  "))
+            lines.append(f"{indent}  while b{step.predicate}:")
+            lines.extend(format_schedule(step.body, names, indent + "    "))
+        else:
+            lines.append(f"{indent}{names[step]}")
+    return lines

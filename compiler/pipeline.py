@@ -65,21 +65,15 @@ def compile_step(fetches: Sequence[Tensor | Operation], feed_shapes: dict[Tensor
     timings["specialize"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    nodes = simplify.fold_shapes(nodes)
-    nodes = simplify.elide_noops(nodes)
-    nodes = simplify.fold_constants(nodes)
-    nodes = simplify.eliminate_common_subexpressions(nodes)
-    fetch_nodes = [n.resolve() if n is not None else None for n in fetch_nodes]
-    keep = ([n for n in nodes if n.kind == "state" or n.opdef.name == "CheckNumerics"]
-            + [n for n in fetch_nodes if n is not None])
-    nodes = simplify.eliminate_dead_code(nodes, keep)
+    nodes, fetch_nodes = simplify.optimize(nodes, fetch_nodes)
     texts["optimized"] = format_nodes(nodes, "optimized")
     timings["simplify"] = time.perf_counter() - start
 
     start = time.perf_counter()
     program = build_program(nodes, fetch_nodes, check_numerics)
-    if not any(kernel.check for kernel in program.kernels):
+    if not any(kernel.check for kernel in program.kernels) and program.schedule is None:
         # With checks, assignments stay last: a failing check must find every variable untouched.
+        # With branches and loops, kernels keep their positions (the schedule refers to them).
         program = memory.alias_assignments(program)
         program = memory.hoist_assignments(program)
     program = memory.plan_buffers(memory.reuse_inputs_in_place(program))

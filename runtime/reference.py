@@ -25,21 +25,38 @@ def evaluate(fetches: Sequence[Tensor | Operation], feeds: dict[Tensor, np.ndarr
              ) -> tuple[list[np.ndarray | None], dict[Tensor, np.ndarray]]:
     """Values of ``fetches`` and the variables' new values (only those assigned). A
     ``CheckNumerics`` op (with ``check_numerics``: every float value an op computes, assignments
-    aside) that sees NaN or Inf raises ``NumericsError``."""
+    aside) that sees NaN or Inf raises ``NumericsError``. Branches and loops run their regions
+    (``_run_region``); an assignment inside one is seen by what runs after it in the region, by
+    the next iteration and by the ops built after the construct."""
     roots = [f.op if isinstance(f, Tensor) else f for f in fetches]
     values: dict[Tensor, np.ndarray] = {}
     updates: dict[Tensor, np.ndarray] = {}
+    state = dict(variables)                 # each variable's value as the step goes on
+    produced: dict[Operation, list[np.ndarray]] = {}   # a branch's or loop's values, by its op
     operations = needed_operations(roots)
     reads = control_reads(operations)
     with np.errstate(all="ignore"):
         for op in operations:
             kind = op.opdef.kind
-            if op.type == "Placeholder":
+            if op.type in ("Placeholder", "RegionParam"):
                 values[op.outputs[0]] = feeds[op.outputs[0]]
             elif op.type == "Variable":
-                values[op.outputs[0]] = variables[op.outputs[0]].copy()
+                values[op.outputs[0]] = state[op.outputs[0]].copy()
             elif kind in ("group", "host"):
                 continue
+            elif kind == "control":
+                inputs = [values[t] for t in op.inputs]
+                if op.type == "RegionOutput":
+                    index = op.attrs["index"] + (len(produced[op.inputs[0].op]) // 2
+                                                 if op.attrs.get("history") else 0)
+                    values[op.outputs[0]] = produced[op.inputs[0].op][index]
+                    continue
+                token, produced[op], assigned = _run_control(op, inputs, state, check_numerics)
+                values[op.outputs[0]] = token
+                for variable, value in assigned.items():
+                    state[variable] = updates[variable] = value
+                    if variable in values:
+                        values[variable] = value.copy()
             else:
                 inputs = [values[t] for t in op.inputs]
                 for index, assignment in reads.get(op, {}).items():
@@ -59,3 +76,54 @@ def evaluate(fetches: Sequence[Tensor | Operation], feeds: dict[Tensor, np.ndarr
                     updates[op.inputs[0]] = values[out]
     results = [values[f].copy() if isinstance(f, Tensor) else None for f in fetches]
     return results, updates
+
+
+def _run_region(region: Any, arguments: Sequence[np.ndarray], state: dict[Tensor, np.ndarray],
+                check_numerics: bool) -> list[np.ndarray]:
+    """The region's results for these parameter values; its assignments update ``state``."""
+    feeds = dict(zip(region.params, arguments))
+    fetches = list(region.results) + list(region.state_ops)
+    results, updates = evaluate(fetches, feeds, state, check_numerics)
+    state.update(updates)
+    return [r for r in results[:len(region.results)]]
+
+
+def _run_control(op: Operation, inputs: list[np.ndarray], variables: dict[Tensor, np.ndarray],
+                 check_numerics: bool) -> tuple[np.ndarray, list[np.ndarray], dict[Tensor, np.ndarray]]:
+    """Run a ``Cond`` or ``While``: its token, its values (for a While: the final loop variables,
+    then their per-iteration stacks) and the variables it assigned."""
+    state = dict(variables)
+    if op.type == "Cond":
+        taken = bool(inputs[0])
+        region = op.attrs["branches"][int(taken)]
+        operands = inputs[1:]
+        results = _run_region(region, [operands[j] for j in op.attrs["operands_of"][int(taken)]], state,
+                              check_numerics)
+        token = np.array(int(taken), dtype=np.int32)
+    else:
+        count, limit = op.attrs["variables"], op.attrs["maximum_iterations"]
+        condition, body = op.attrs["condition"], op.attrs["body"]
+        condition_captures = [inputs[j] for j in op.attrs["captures_of"][0]]
+        body_captures = [inputs[j] for j in op.attrs["captures_of"][1]]
+        current = [np.array(v) for v in inputs[:count]]
+        kept: list[list[np.ndarray]] = [[] for _ in range(count)]
+        trips = 0
+        while limit is None or trips < limit:
+            (go,) = _run_region(condition, current + condition_captures, state, check_numerics)
+            if not bool(go):
+                break
+            for stack, value in zip(kept, current):
+                stack.append(value)
+            current = [np.array(v) for v in _run_region(body, current + body_captures, state, check_numerics)]
+            trips += 1
+        results = current
+        if op.attrs["history"][0]:
+            rows = limit or 0
+            for value, stack in zip(current, kept):
+                history = np.zeros((rows,) + value.shape, dtype=value.dtype)
+                if stack:
+                    history[:len(stack)] = np.stack(stack)
+                results.append(history)
+        token = np.array(trips, dtype=np.int64)
+    assigned = {v: value for v, value in state.items() if value is not variables.get(v)}
+    return token, results, assigned

@@ -10,13 +10,13 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from llvmlite import ir
 
 from .. import dtypes
-from ..kernel_ir import AxisIndex, Gather, Kernel, Literal, Load, Prim, ScalarExpr
+from ..kernel_ir import AxisIndex, Branch, Gather, Kernel, Literal, Load, Loop, Prim, ScalarExpr
 from . import mathlib, random_bits
 
 I1 = ir.IntType(1)
@@ -388,3 +388,40 @@ def combine(lowering: ExprLowering, combiner: str, dtype: np.dtype, accumulated:
         return b.mul(accumulated, value)
     # max/min keep a NaN that is already accumulated (the value is the second argument).
     return lowering.max_min("maximum" if combiner == "max" else "minimum", dtype, accumulated, value)
+
+
+# -- branches and loops ---------------------------------------------------------------------------
+
+def emit_schedule(builder: ir.IRBuilder, steps: Sequence[Any], run_kernel: Callable[[int], None],
+                  buffer_pointer: Callable[[int], ir.Value]) -> None:
+    """The step's schedule as control flow: ``run_kernel(position)`` for each kernel, a
+    conditional branch for each ``Branch`` and a loop for each ``Loop`` (their predicates read from
+    bool scalar buffers). Buffer pointers must be loaded where they dominate every use (the
+    entry block)."""
+    for step in steps:
+        if isinstance(step, Branch):
+            taken = builder.append_basic_block("branch.taken")
+            otherwise = builder.append_basic_block("branch.otherwise")
+            after = builder.append_basic_block("branch.end")
+            holds = load_element(builder, buffer_pointer(step.predicate), dtypes.bool_, ir.Constant(I64, 0))
+            builder.cbranch(holds, taken, otherwise)
+            for block, inner in ((taken, step.taken), (otherwise, step.otherwise)):
+                builder.position_at_end(block)
+                emit_schedule(builder, inner, run_kernel, buffer_pointer)
+                builder.branch(after)
+            builder.position_at_end(after)
+        elif isinstance(step, Loop):
+            header = builder.append_basic_block("loop.condition")
+            body = builder.append_basic_block("loop.body")
+            after = builder.append_basic_block("loop.end")
+            builder.branch(header)
+            builder.position_at_end(header)
+            emit_schedule(builder, step.condition, run_kernel, buffer_pointer)
+            holds = load_element(builder, buffer_pointer(step.predicate), dtypes.bool_, ir.Constant(I64, 0))
+            builder.cbranch(holds, body, after)
+            builder.position_at_end(body)
+            emit_schedule(builder, step.body, run_kernel, buffer_pointer)
+            builder.branch(header)
+            builder.position_at_end(after)
+        else:
+            run_kernel(step)

@@ -21,6 +21,7 @@ from llvmlite import ir
 from .. import dtypes
 from ..kernel_ir import Kernel, Program
 from .common import (LLVM_LOCK, PTR, LoopAxis, declare_function, element_pointer, emit_carried_loop, emit_loop,
+                     emit_schedule,
                      identity_of, linear_index, load_element, loop_axes, store_element)
 from .gemm import LIBRARY_SYMBOL, library_signature
 from .kernel_body import BodyRules, KernelBody, ReducedLoop, kernel_buffers
@@ -331,12 +332,19 @@ def build_module(program: Program, profile: bool = False) -> ir.Module:
             slot = builder.gep(stamps, [ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), position)])
             builder.store(builder.call(read_counter, []), slot)
 
+    if program.schedule is not None:
+        for index in range(len(program.buffers) + 1):  # loaded where they dominate every branch and loop
+            buffer_pointer(index)
     stamp(0)
-    for position, (kernel, plan, (main, init)) in enumerate(zip(program.kernels, plans, functions)):
-        run(kernel, plan, main, init, position)
+
+    def run_kernel(position: int) -> None:
+        kernel = program.kernels[position]
+        main, init = functions[position]
+        run(kernel, plans[position], main, init, position)
         stamp(position + 1)
         if kernel.check:
             emit_check_call(builder, kernel, position, buffer_pointer(kernel.out.buffer), buffer_pointer(len(program.buffers)))
+    emit_schedule(builder, program.steps(), run_kernel, buffer_pointer)
     builder.ret_void()
     return module
 

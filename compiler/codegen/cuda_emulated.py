@@ -1,5 +1,5 @@
 """The host module of ``target="cuda-emulated"``: the step's GPU-scheduled kernels, lowered to host
-code by ``gpu_kernel.emit_emulated_kernel``, called in order by the usual ``graphgrad_step(table)``
+code by ``gpu_kernel.emit_emulated_kernel``, called in the step's order (its branches and loops included) by the usual ``graphgrad_step(table)``
 entry point, so the runtime runs it like a CPU step (one native call per step).
 """
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ..kernel_ir import Program
-from .common import I64, PTR
+from .common import I64, PTR, emit_schedule
 from .cpu import STEP_SYMBOL, emit_check_call, host_target_machine
 from .gpu_kernel import emit_emulated_kernel
 from .kernel_body import kernel_buffers
@@ -30,11 +30,17 @@ def build_module(program: Program, limits: GpuLimits = DEFAULT_LIMITS) -> ir.Mod
             pointers[index] = b.load(slot, typ=PTR)
         return pointers[index]
 
-    for position, (kernel, scheduled) in enumerate(zip(program.kernels, schedule_program(program, limits))):
-        function = emit_emulated_kernel(module, scheduled)
-        b.call(function, [buffer_pointer(index) for index in kernel_buffers(kernel)])
+    if program.schedule is not None:
+        for index in range(len(program.buffers) + 1):  # loaded where they dominate every branch and loop
+            buffer_pointer(index)
+    functions = [emit_emulated_kernel(module, scheduled) for scheduled in schedule_program(program, limits)]
+
+    def run_kernel(position: int) -> None:
+        kernel = program.kernels[position]
+        b.call(functions[position], [buffer_pointer(index) for index in kernel_buffers(kernel)])
         if kernel.check:
             emit_check_call(b, kernel, position, buffer_pointer(kernel.out.buffer),
                             buffer_pointer(len(program.buffers)))
+    emit_schedule(b, program.steps(), run_kernel, buffer_pointer)
     b.ret_void()
     return module

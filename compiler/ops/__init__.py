@@ -8,8 +8,9 @@ each from the layers above it:
 3. ``elementwise`` and ``linalg`` (their gradients unbroadcast); ``slicing``; ``state``;
 4. ``padding`` and ``joining`` (built on slices); ``sources`` (placeholders, ``Variable``);
 5. ``reduction``; ``conv``; ``random_seed`` (seeds and the run counter);
-6. ``random``; then ``nn``, which composes all of them.
+6. ``random``; then ``nn``, which composes all of them. ``control`` (branch and loop declarations)
+   needs only ``rules`` and ``base``.
 """
-from . import (array, base, broadcast, conv, elementwise, gather, joining, linalg, nn, padding,  # noqa: F401
+from . import (array, base, broadcast, control, conv, elementwise, gather, joining, linalg, nn, padding,  # noqa: F401
                random, random_seed, reduction, rules, slicing, sources, state)
 from .base import REGISTRY, LoopNest, OpDef  # noqa: F401

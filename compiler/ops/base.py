@@ -13,7 +13,8 @@ An op is declared once, with every rule side by side:
   ``layout``: a new view of a contiguous input (reshape);
   ``shape``: a value that depends only on input shapes, folded to a constant at compile time;
   ``source`` / ``state`` / ``group`` / ``host``: placeholders, constants and variables; assignments;
-  grouping; host-side actions (variable initialisation).
+  grouping; host-side actions (variable initialisation);
+  ``control``: branches and loops over traced regions (``control.py``).
 
 ``apply`` turns Python and numpy operands into constants, so the ``Const`` op is declared here too.
 Rule pieces that many ops share are in ``rules.py``.
@@ -32,7 +33,7 @@ from ..graph import Operation, Tensor, get_default_graph, located, user_location
 from ..shapes import RuleError, broadcast_dim_map, format_shape
 from .rules import dtype_from_attrs, no_gradient, shape_from_attrs
 
-KINDS = ("source", "elementwise", "reduce", "layout", "shape", "state", "group", "host")
+KINDS = ("source", "elementwise", "reduce", "layout", "shape", "state", "group", "host", "control")
 REGISTRY: dict[str, "OpDef"] = {}
 
 

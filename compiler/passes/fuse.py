@@ -27,6 +27,7 @@ from ..kernel_ir import (Access, Buffer, FetchSpec, IndexedInput, Kernel, Matmul
 from ..ops.base import LoopNest
 from ..ops.numerics import describe_failure
 from ..shapes import broadcast_dim_map
+from . import regions
 from .specialize import Node
 
 
@@ -58,6 +59,10 @@ class _KernelBuilder:
         self.literal: dict[int, Any] = {}
         self.kernels: list[Kernel] = []
         self.final_kernels: list[Kernel] = []
+        # Branches and loops (``regions.py``): (first kernel, end, schedule step) and the buffers
+        # holding each construct's values, by id of its node.
+        self.regions: list[tuple[int, int, Any]] = []
+        self.region_values: dict[int, list[Access]] = {}
         self.feeds: dict[Any, int] = {}
         self.variables: dict[Any, int] = {}
         self.constants: dict[int, np.ndarray] = {}
@@ -125,9 +130,16 @@ class _KernelBuilder:
                                    role, f"{node.opdef.name} {node.label!r}"))
         return index
 
+    def raw_buffer(self, shape: tuple[int, ...], dtype: np.dtype, role: str, label: str) -> int:
+        index = len(self.buffers)
+        self.buffers.append(Buffer(index, tuple(shape), dtype, role, label))
+        return index
+
     def _assign_storage(self, node: Node) -> None:
         name = node.opdef.name
-        if name == "Placeholder":
+        if node.kind == "control":
+            regions.emit(self, node)
+        elif name in ("Placeholder", "RegionParam"):
             buffer = self._new_buffer(node, "feed")
             self.feeds[node.tensor] = buffer
             self.storage[id(node)] = Access(buffer, contiguous_strides(node.shape))
@@ -384,6 +396,20 @@ class _KernelBuilder:
         self._check_hazards()
         kernels = self.kernels + [dataclasses.replace(k, name=f"k{len(self.kernels) + i}_assign")
                                   for i, k in enumerate(self.final_kernels)]
+        schedule = None
+        if self.regions:
+            steps: list[Any] = []
+            starts = {first: (end, step) for first, end, step in self.regions}
+            position = 0
+            while position < len(kernels):
+                if position in starts:
+                    end, step = starts[position]
+                    steps.append(step)
+                    position = end
+                else:
+                    steps.append(position)
+                    position += 1
+            schedule = tuple(steps)
         fetches: list[FetchSpec | None] = []
         for node in self.fetches:
             if node is None:
@@ -396,7 +422,7 @@ class _KernelBuilder:
             storage = self.storage[id(node)]
             fetches.append(FetchSpec(storage.buffer, storage.strides, storage.offset, shape=node.shape))
         return Program(self.buffers, kernels, self.feeds, self.variables, self.constants, fetches,
-                       first_assignment=len(self.kernels))
+                       first_assignment=len(self.kernels), schedule=schedule)
 
 
 def build_program(nodes: Sequence[Node], fetches: Sequence[Node | None], check_numerics: bool = False) -> Program:

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..kernel_ir import Access, Kernel, Load, Program, contiguous_strides
+from typing import Sequence
+
+from ..kernel_ir import Access, Branch, Kernel, Load, Loop, Program, Step, contiguous_strides, schedule_kernels
 
 ALIGNMENT = 64
 
@@ -136,6 +138,13 @@ def plan_buffers(program: Program) -> Program:
         for access in (kernel.out, *kernel.operands):
             first_use.setdefault(access.buffer, position)
             last_use[access.buffer] = position
+    # A loop runs its kernels many times: what they use stays alive for the whole loop.
+    for first, last in _loop_spans(program.schedule or ()):
+        for position in range(first, last + 1):
+            kernel = program.kernels[position]
+            for access in (kernel.out, *kernel.operands):
+                first_use[access.buffer] = min(first_use[access.buffer], first)
+                last_use[access.buffer] = max(last_use[access.buffer], last)
     end = len(program.kernels)
     for fetch in program.fetches:
         if fetch is not None:
@@ -162,3 +171,15 @@ def plan_buffers(program: Program) -> Program:
     program.arenas = [sizes[name] for name in names]
     program.placement = {b: (names.index(name), offset) for b, (name, offset) in placement.items()}
     return program
+
+
+def _loop_spans(steps: Sequence[Step]) -> list[tuple[int, int]]:
+    """(first, last) kernel position of each outermost loop of a schedule."""
+    spans = []
+    for step in steps:
+        if isinstance(step, Loop):
+            positions = schedule_kernels([step])
+            spans.append((min(positions), max(positions)))
+        elif isinstance(step, Branch):
+            spans += _loop_spans(step.taken) + _loop_spans(step.otherwise)
+    return spans

@@ -96,7 +96,8 @@ def eliminate_common_subexpressions(nodes: Sequence[Node]) -> list[Node]:
     seen: dict[Any, Node] = {}
 
     def replace(node: Node) -> Node | None:
-        if node.kind in ("state", "group", "host") or node.opdef.name in ("Placeholder", "Variable"):
+        if node.kind in ("state", "group", "host") or node.opdef.name in ("Placeholder", "Variable", "RegionParam") \
+                or node.opdef.name in ("Cond", "While"):  # a branch or loop may assign: each runs
             return None
         key = (node.opdef.name, tuple(id(i) for i in node.inputs), node.shape, node.dtype.str,
                tuple(sorted((k, _attr_key(v)) for k, v in node.attrs.items())))
@@ -120,3 +121,16 @@ def eliminate_dead_code(nodes: Sequence[Node], roots: Sequence[Node]) -> list[No
         stack.extend(node.inputs)
         stack.extend(node.control)
     return [n for n in nodes if id(n) in live]
+
+
+def optimize(nodes: Sequence[Node], fetches: Sequence[Node | None]) -> tuple[list[Node], list[Node | None]]:
+    """Every rewrite above, in order, then dead-code elimination that keeps assignments, numerics
+    checks and the (rewritten) fetches. Returns the nodes and the fetches' new nodes."""
+    nodes = fold_shapes(nodes)
+    nodes = elide_noops(nodes)
+    nodes = fold_constants(nodes)
+    nodes = eliminate_common_subexpressions(nodes)
+    fetches = [n.resolve() if n is not None else None for n in fetches]
+    keep = ([n for n in nodes if n.kind == "state" or n.opdef.name == "CheckNumerics"]
+            + [n for n in fetches if n is not None])
+    return eliminate_dead_code(nodes, keep), fetches

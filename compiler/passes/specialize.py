@@ -14,6 +14,7 @@ import numpy as np
 from ..errors import CompileError, DTypeError, ShapeError
 from ..graph import Operation, Tensor, located
 from ..ops.base import OpDef
+from ..ops.control import region_variables
 from ..shapes import RuleError, format_shape
 from .control import control_reads
 
@@ -71,6 +72,8 @@ def needed_operations(roots: Iterable[Operation]) -> list[Operation]:
         seen.add(op)
         stack.extend(t.op for t in op.inputs)
         stack.extend(op.control_inputs)
+        if op.opdef.kind == "control":
+            stack.extend(region_variables(op))   # assigned inside a branch or loop: read there directly
     # A step that computes a random op also advances its graph's run counter (ops/random.py).
     from ..ops.random import counter_updates
     updates = [op for op in counter_updates(seen) if op not in seen]
@@ -92,8 +95,16 @@ def specialize(operations: Sequence[Operation], feed_shapes: dict[Tensor, tuple[
             inputs[index] = nodes[assignment]
         attrs = dict(op.attrs)
         dtype = op.outputs[0].dtype if op.outputs else None
-        if op.type == "Placeholder":
+        if op.type in ("Placeholder", "RegionParam"):
             shape = feed_shapes[op.outputs[0]]
+        elif op.type in ("Cond", "While"):
+            from .regions import control_shapes   # regions compiles with this module
+            shape = ()
+            attrs["_shapes"] = control_shapes(op, [n.shape for n in inputs])
+        elif op.type == "RegionOutput":
+            token = inputs[0]
+            history = token.attrs["variables"] if attrs.get("history") else 0
+            shape = token.attrs["_shapes"][attrs["index"] + history]
         elif op.opdef.num_outputs == 0:
             shape = ()
         else:

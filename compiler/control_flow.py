@@ -1,0 +1,725 @@
+"""Control flow in the graph: ``cond``, ``while_loop``, ``fori_loop`` and ``scan``, differentiable.
+
+Each construct traces the user's functions once into *regions* (``Region``): subgraphs of the
+graph whose ops take their inputs from the region's parameters. Tracing runs the function on
+scratch parameters, finds what it read from outside (its *captures*), then copies what it built
+into the region proper, with one parameter per argument and per capture, made first so that the
+graph's creation order stays topological. The scratch ops stay behind, unused. Variables that the
+function assigns are read directly (an assignment in a loop body is seen by the next iteration);
+every other outside value, variables included, is captured at the time the construct runs.
+
+The primitives are ``Cond`` and ``While`` (``ops/control.py``); ``scan`` and ``fori_loop`` are
+``while_loop``s. Gradients: a ``cond``'s gradient is a ``cond`` whose branches are the branches'
+gradients. A ``while_loop``'s gradient is a ``while_loop`` that runs backwards over the values the
+loop variables had at the start of every iteration (the loop keeps them in a stack of
+``maximum_iterations`` rows once a gradient asks for them), recomputing each iteration's body from
+them and applying its gradient.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from . import dtypes
+from .custom_gradient import CUSTOM_GRADIENT_CALLS
+from .errors import DTypeError, ShapeError
+from .graph import Graph, Operation, SourceLocation, Tensor, get_default_graph, located, user_location
+from .ops.array import identity, reshape, zeros_like
+from .ops.base import apply, constant, convert_to_tensor
+from .ops.control import Cond, RegionOutput, RegionParam, While
+from .ops.elementwise import cast, equal, less, where
+from .ops.gather import gather
+from .ops.joining import concat
+from .ops.slicing import reverse
+from .ops.sources import VariableOp
+from .shapes import format_shape
+
+# -- nested structures ------------------------------------------------------------------------
+
+
+def flatten(structure: Any) -> tuple[list[Any], Callable[[Sequence[Any]], Any]]:
+    """The leaves of nested tuples, lists and dicts (keys sorted), and a function that puts new
+    leaves back into the same structure."""
+    if isinstance(structure, (list, tuple)):
+        parts = [flatten(item) for item in structure]
+        sizes = [len(leaves) for leaves, _ in parts]
+
+        def rebuild_sequence(leaves: Sequence[Any]) -> Any:
+            items, at = [], 0
+            for (_, rebuild), size in zip(parts, sizes):
+                items.append(rebuild(leaves[at:at + size]))
+                at += size
+            if isinstance(structure, tuple) and hasattr(structure, "_fields"):
+                return type(structure)(*items)
+            return type(structure)(items)
+        return [leaf for leaves, _ in parts for leaf in leaves], rebuild_sequence
+    if isinstance(structure, dict):
+        keys = sorted(structure)
+        inner, rebuild_values = flatten([structure[k] for k in keys])
+        return inner, lambda leaves: dict(zip(keys, rebuild_values(leaves)))
+    return [structure], lambda leaves: leaves[0]
+
+
+def _describe_structure(structure: Any) -> str:
+    if isinstance(structure, (list, tuple)):
+        inner = ", ".join(_describe_structure(item) for item in structure)
+        return f"({inner},)" if isinstance(structure, tuple) and len(structure) == 1 else (
+            f"({inner})" if isinstance(structure, tuple) else f"[{inner}]")
+    if isinstance(structure, dict):
+        return "{" + ", ".join(f"{k!r}: {_describe_structure(structure[k])}" for k in sorted(structure)) + "}"
+    return "tensor"
+
+
+def _same_structure(a: Any, b: Any) -> bool:
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same_structure(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return sorted(a) == sorted(b) and all(_same_structure(a[k], b[k]) for k in a)
+    return not isinstance(a, (list, tuple, dict)) and not isinstance(b, (list, tuple, dict))
+
+
+def function_location(fn: Callable[..., Any]) -> str:
+    """Where a user function is defined (``file:line``), for errors about what it returned."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return repr(fn)
+    return f"{code.co_filename}:{code.co_firstlineno}"
+
+
+# -- regions ------------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class Region:
+    """A traced function: ops of the graph that read only the region's parameters (and the
+    variables the function assigns). ``params`` are the arguments, then one per capture."""
+
+    name: str
+    params: tuple[Tensor, ...]
+    arguments: int
+    results: tuple[Tensor, ...]
+    captures: tuple[Tensor, ...]          # the outside tensor each capture parameter stands for
+    state_ops: tuple[Operation, ...]      # assignments the function made: they run with the region
+    operations: tuple[Operation, ...]     # every op of the region, in creation order
+    location: str                         # where the traced function is defined
+    structure: Any = field(default=None)  # how the results were nested
+
+    def __repr__(self) -> str:
+        return f"<Region {self.name!r} of {len(self.operations)} ops, {len(self.captures)} captures>"
+
+
+@contextlib.contextmanager
+def _region_scope(graph: Graph, name: str) -> Iterator[None]:
+    """Build inside a region: no control dependencies from the code around it (the construct's
+    op gets those), in the name scope ``name``."""
+    saved = graph._control_stack
+    graph._control_stack = []
+    try:
+        with graph.as_default(), graph.name_scope(name):
+            yield
+    finally:
+        graph._control_stack = saved
+
+
+def _param(shape: tuple, dtype: np.dtype, name: str) -> Tensor:
+    return apply(RegionParam, (), {"shape": tuple(shape), "dtype": dtypes.as_dtype(dtype)}, name)
+
+
+def _is_variable(tensor: Tensor) -> bool:
+    return tensor.op.opdef is VariableOp
+
+
+def trace(graph: Graph, name: str, specs: Sequence[tuple[tuple, np.dtype]],
+          function: Callable[[list[Tensor]], Any], location: str) -> Region:
+    """Run ``function`` on parameters of the given (shape, dtype)s and make its region."""
+    start = len(graph._operations)
+    with _region_scope(graph, name):
+        scratch = [_param(shape, dtype, f"arg{i}") for i, (shape, dtype) in enumerate(specs)]
+        structure = function(scratch)
+        leaves, rebuild = flatten(structure)
+        converted = []
+        for leaf in leaves:
+            if leaf is None:
+                raise TypeError(located(f"{name}: the function defined at {location} returned None where a "
+                                        "tensor was expected"))
+            converted.append(convert_to_tensor(leaf))
+    built = [op for op in graph._operations[start:] if op.region is None]
+    state = [op for op in built if op.opdef.kind == "state"]
+    scratch_ops = {t.op for t in scratch}
+
+    # What the function built that its results or assignments need, and what it read from outside.
+    reached: set[Operation] = set()
+    stack = [t.op for t in converted] + state
+    while stack:
+        op = stack.pop()
+        if op in reached or op.id < start or op in scratch_ops or op.opdef is VariableOp or op.region is not None:
+            continue
+        reached.add(op)
+        stack.extend(t.op for t in op.inputs)
+        stack.extend(c for c in op.control_inputs)
+    assigned = {op.inputs[0].op for op in reached if op.opdef.kind == "state"}
+    captures: list[Tensor] = []
+
+    def outside(tensor: Tensor) -> bool:
+        if tensor.op in scratch_ops:
+            return False
+        if _is_variable(tensor):
+            return tensor.op not in assigned
+        return tensor.op.id < start
+
+    for op in sorted(reached, key=lambda o: o.id):
+        for index, tensor in enumerate(op.inputs):
+            if op.opdef.kind == "state" and index == 0:
+                continue  # the assigned variable itself
+            if outside(tensor) and tensor not in captures:
+                captures.append(tensor)
+    for tensor in converted:
+        if outside(tensor) and tensor not in captures:
+            captures.append(tensor)
+
+    first = len(graph._operations)
+    with _region_scope(graph, name):
+        params = [_param(shape, dtype, f"arg{i}") for i, (shape, dtype) in enumerate(specs)]
+        params += [_param(t.shape, t.dtype, f"capture{i}") for i, t in enumerate(captures)]
+        mapping: dict[Tensor, Tensor] = dict(zip(scratch, params))
+        mapping.update(zip(captures, params[len(specs):]))
+        copied = clone_operations(graph, sorted(reached, key=lambda o: o.id), mapping)
+        results = [mapping.get(t, t) for t in converted]
+    operations = tuple(op for op in graph._operations[first:] if op.region is None)
+    region = Region(name, tuple(params), len(specs), tuple(results), tuple(captures),
+                    tuple(copied[op] for op in state), operations, location)
+    region.structure = (structure, rebuild)
+    for op in operations:
+        op.region = region
+    return region
+
+
+def clone_operations(graph: Graph, operations: Sequence[Operation], mapping: dict[Tensor, Tensor]
+                     ) -> dict[Operation, Operation]:
+    """Copy ``operations`` (in creation order) into the graph, each reading ``mapping[t]`` for an
+    input ``t`` that has one (and adding the copies' outputs to ``mapping``). A copied branch or
+    loop keeps its regions and gets its own gradient record."""
+    copies: dict[Operation, Operation] = {}
+    for op in operations:
+        attrs = dict(op.attrs)
+        if "history" in attrs:
+            attrs["history"] = list(attrs["history"])
+        inputs = [mapping.get(t, t) for t in op.inputs]
+        if op.opdef.kind == "state" and _is_variable(inputs[0]) is False:
+            raise AssertionError("an assignment's target must stay a variable")
+        copy = graph.add_operation(op.opdef, inputs, attrs, [(t.shape, t.dtype) for t in op.outputs],
+                                   op.name.rpartition("/")[2], op.location)
+        copy.control_inputs = tuple(copies[c] for c in op.control_inputs if c in copies)
+        copy.gradient_override = op.gradient_override
+        copy.gradient_of = op.gradient_of
+        copies[op] = copy
+        mapping.update(zip(op.outputs, copy.outputs))
+    calls = {id(call.op): call for call in graph.get_collection(CUSTOM_GRADIENT_CALLS)
+             if isinstance(call, ControlFlowCall)}
+    for op, copy in copies.items():
+        call = calls.get(id(op))
+        if call is not None:
+            outputs = [mapping[t] for t in call.outputs if t in mapping]
+            _register(copy, outputs, call.function_name, call.location)
+    return copies
+
+
+def inline(region: Region, arguments: Sequence[Tensor], capture_values: Sequence[Tensor]) -> list[Tensor]:
+    """The region's results computed again at this point of the graph, from ``arguments`` and the
+    captured values (an assignment it makes is made again)."""
+    mapping = dict(zip(region.params, list(arguments) + list(capture_values)))
+    graph = region.params[0].graph if region.params else get_default_graph()
+    body = [op for op in region.operations if op.opdef is not RegionParam]
+    clone_operations(graph, body, mapping)
+    return [mapping.get(t, t) for t in region.results]
+
+
+# -- gradients ----------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class ControlFlowCall:
+    """What ``gradients`` needs of one ``cond`` or ``while_loop``: like a ``custom_gradient`` call,
+    several outputs whose gradients it takes together."""
+
+    op: Operation
+    output_list: list[Tensor]
+    function_name: str
+    location: SourceLocation
+
+    @property
+    def outputs(self) -> tuple[Tensor, ...]:
+        return tuple(self.output_list)
+
+    @property
+    def boundary_ops(self) -> tuple[Operation, ...]:
+        return tuple(out.op for out in self.output_list)
+
+    @property
+    def differentiable_inputs(self) -> tuple[Tensor, ...]:
+        return self.op.inputs
+
+    def input_gradients(self, output_grads: Sequence[Tensor | None]) -> list[Tensor | None]:
+        if all(g is None for g in output_grads):
+            return [None] * len(self.op.inputs)
+        if self.op.opdef is Cond:
+            return _cond_gradients(self, list(output_grads))
+        return _while_gradients(self, list(output_grads))
+
+
+def _register(op: Operation, outputs: list[Tensor], name: str, location: SourceLocation) -> ControlFlowCall:
+    call = ControlFlowCall(op, list(outputs), name, location)
+    op.graph.add_to_collection(CUSTOM_GRADIENT_CALLS, call)
+    return call
+
+
+def _differentiable(tensor: Tensor) -> bool:
+    return dtypes.is_differentiable(tensor.dtype)
+
+
+def _gradients_or_zeros(ys: Sequence[Tensor], xs: Sequence[Tensor], grad_ys: Sequence[Tensor]) -> list[Tensor]:
+    from .autodiff import gradients
+    if not ys or not xs:
+        return [zeros_like(x) for x in xs]
+    grads = gradients(list(ys), list(xs), grad_ys=list(grad_ys))
+    return [zeros_like(x) if g is None else g for x, g in zip(xs, grads)]
+
+
+def _cond_gradients(call: ControlFlowCall, output_grads: list[Tensor | None]) -> list[Tensor | None]:
+    op = call.op
+    pred, operands = op.inputs[0], list(op.inputs[1:])
+    wanted = [k for k, out in enumerate(call.outputs) if _differentiable(out)]
+    grads = [output_grads[k] if output_grads[k] is not None else zeros_like(call.outputs[k]) for k in wanted]
+    targets = [j for j, t in enumerate(operands) if _differentiable(t)]
+    if not targets:
+        return [None] * len(op.inputs)
+
+    def branch(which: int) -> Callable[[], list[Tensor]]:
+        region = op.attrs["branches"][which]
+
+        def gradient() -> list[Tensor]:
+            local = {j: identity(operands[j]) for j in set(op.attrs["operands_of"][which]) | set(targets)}
+            results = inline(region, [], [local[j] for j in op.attrs["operands_of"][which]])
+            return _gradients_or_zeros([results[k] for k in wanted], [local[j] for j in targets], grads)
+        return gradient
+
+    input_grads = cond(pred, branch(1), branch(0), name=f"{op.name.rpartition('/')[2]}_grad")
+    result: list[Tensor | None] = [None] * len(op.inputs)
+    for j, grad in zip(targets, input_grads if isinstance(input_grads, list) else [input_grads]):
+        result[1 + j] = grad
+    return result
+
+
+def _history(call: ControlFlowCall, index: int) -> Tensor:
+    """The stack of loop variable ``index`` at the start of every iteration (made on first use)."""
+    op = call.op
+    for out in call.outputs:
+        if out.op.attrs["index"] == index and out.op.attrs.get("history"):
+            return out
+    op.attrs["history"][0] = True
+    variable = op.inputs[index]
+    limit = op.attrs["maximum_iterations"]
+    with op.graph.as_default(), op.graph.name_scope(op.name.rpartition("/")[2] + "_history"):
+        shape = (limit,) + tuple(call.outputs[index].shape)
+        out = apply(RegionOutput, [op.outputs[0]], {"index": index, "shape": shape, "dtype": variable.dtype,
+                                                    "history": True}, f"history{index}")
+    call.output_list.append(out)
+    return out
+
+
+def _while_gradients(call: ControlFlowCall, output_grads: list[Tensor | None]) -> list[Tensor | None]:
+    op = call.op
+    count = op.attrs["variables"]
+    limit = op.attrs["maximum_iterations"]
+    if limit is None:
+        raise NotImplementedError(located(
+            f"gradients through the while_loop {op.name!r} (built at {op.location}) need its "
+            "maximum_iterations, a Python int: the loop keeps that many rows of per-iteration values "
+            "for the backward pass"))
+    body: Region = op.attrs["body"]
+    captured = [op.inputs[j] for j in op.attrs["captures_of"][1]]
+    finals = list(call.outputs[:count])
+    wanted = [k for k in range(count) if _differentiable(finals[k])]
+    targets = [j for j, t in enumerate(captured) if _differentiable(t)]
+    histories = [_history(call, k) for k in range(count)]
+    history_grads: dict[int, Tensor] = {}
+    for out, grad in zip(call.outputs[count:], output_grads[count:]):
+        if grad is not None:
+            history_grads[out.op.attrs["index"]] = grad
+    trips = op.outputs[0]
+    final_grads = [output_grads[k] if output_grads[k] is not None else zeros_like(finals[k]) for k in wanted]
+    capture_grads = [zeros_like(captured[j]) for j in targets]
+
+    def condition(step: Tensor, *_: Any) -> Tensor:
+        return less(step, trips)
+
+    def backward(step: Tensor, variable_grads: list[Tensor], accumulated: list[Tensor]) -> Any:
+        at = trips - 1 - step
+        values = [gather(history, at) for history in histories]
+        # Fresh copies of the captured values: differentiating with respect to them must not walk
+        # back into the forward loop, which reads the same tensors.
+        local = [identity(t) for t in captured]
+        results = inline(body, values, local)
+        grads = _gradients_or_zeros([results[k] for k in wanted],
+                                    [values[k] for k in wanted] + [local[j] for j in targets],
+                                    variable_grads)
+        new_variable_grads = grads[:len(wanted)]
+        for position, k in enumerate(wanted):
+            if k in history_grads:
+                new_variable_grads[position] = new_variable_grads[position] + gather(history_grads[k], at)
+        return step + 1, new_variable_grads, [a + g for a, g in zip(accumulated, grads[len(wanted):])]
+
+    start = constant(np.int64(0))
+    if history_grads:
+        # A gradient reaching the stacked values of an iteration that never ran is dropped; with no
+        # iteration at all, the initial values' own rows still count.
+        final_grads = [g + gather(history_grads[k], constant(np.int64(0))) * cast(equal(trips, 0), g.dtype)
+                       if k in history_grads else g for g, k in zip(final_grads, wanted)]
+    _, initial_grads, total_capture_grads = while_loop(
+        condition, backward, (start, final_grads, capture_grads), maximum_iterations=limit,
+        name=f"{op.name.rpartition('/')[2]}_grad")
+    result: list[Tensor | None] = [None] * len(op.inputs)
+    for k, grad in zip(wanted, initial_grads):
+        result[k] = grad
+    for j, grad in zip(targets, total_capture_grads):
+        result[op.attrs["captures_of"][1][j]] = grad if result[op.attrs["captures_of"][1][j]] is None else \
+            result[op.attrs["captures_of"][1][j]] + grad
+    return result
+
+
+# -- the constructs ---------------------------------------------------------------------------
+
+
+def _operand_index(operands: list[Tensor], tensor: Tensor) -> int:
+    for index, present in enumerate(operands):
+        if present is tensor:
+            return index
+    operands.append(tensor)
+    return len(operands) - 1
+
+
+def _merged_shape(a: tuple, b: tuple) -> tuple | None:
+    if len(a) != len(b):
+        return None
+    if any(x is not None and y is not None and x != y for x, y in zip(a, b)):
+        return None
+    return tuple(x if x == y else None for x, y in zip(a, b))
+
+
+def cond(pred: Any, true_fn: Callable[[], Any], false_fn: Callable[[], Any], name: str | None = None) -> Any:
+    """``true_fn()`` if the scalar bool ``pred`` holds, else ``false_fn()`` (TF1's ``tf.cond``).
+
+    Both functions are traced once, when ``cond`` is called; only the branch taken runs in the
+    compiled step, and an assignment in the other branch does not happen. Their results must have
+    the same structure (nested tuples, lists, dicts of tensors) and dtypes, and shapes that agree
+    once the fed shapes are known. The gradient flows into the branch that ran.
+
+    >>> import numpy as np
+    >>> import compiler as cc
+    >>> from runtime import Session
+    >>> x = cc.placeholder("float64", shape=(), name="x")
+    >>> y = cc.cond(x > 0.0, lambda: x * x, lambda: -x)
+    >>> (dy,) = cc.gradients(y, [x])
+    >>> with Session() as sess:
+    ...     print(sess.run([y, dy], {x: 3.0}), sess.run([y, dy], {x: -2.0}))
+    [array(9.), array(6.)] [array(2.), array(-1.)]
+    """
+    location = user_location()
+    for label, fn in (("true_fn", true_fn), ("false_fn", false_fn)):
+        if not callable(fn):
+            raise TypeError(located(f"cond: {label} must be callable, got {fn!r}", location))
+    pred = convert_to_tensor(pred)
+    if pred.dtype != dtypes.bool_:
+        raise DTypeError(located(f"cond: the predicate {pred.name!r} must be bool, got {pred.dtype.name}", location))
+    if pred.shape != ():
+        raise ShapeError(located(f"cond: the predicate {pred.name!r} must be a scalar, got shape "
+                                 f"{format_shape(pred.shape)}", location))
+    graph = pred.graph
+    scope = name or "cond"
+    with graph.as_default(), graph.name_scope(scope):
+        regions = [trace(graph, label, [], lambda params, fn=fn: fn(), function_location(fn))
+                   for label, fn in (("false", false_fn), ("true", true_fn))]
+    false_region, true_region = regions
+    false_structure, true_structure = false_region.structure[0], true_region.structure[0]
+    where_true, where_false = function_location(true_fn), function_location(false_fn)
+    if not _same_structure(true_structure, false_structure):
+        raise ValueError(located(
+            f"cond: the branches return different structures: true_fn (defined at {where_true}) returns "
+            f"{_describe_structure(true_structure)}, false_fn (defined at {where_false}) returns "
+            f"{_describe_structure(false_structure)}", location))
+    shapes = []
+    for k, (t, f) in enumerate(zip(true_region.results, false_region.results)):
+        if t.dtype != f.dtype:
+            raise DTypeError(located(
+                f"cond: output {k} has dtype {t.dtype.name} in true_fn (defined at {where_true}) but "
+                f"{f.dtype.name} in false_fn (defined at {where_false})", location))
+        merged = _merged_shape(t.shape, f.shape)
+        if merged is None:
+            raise ShapeError(located(
+                f"cond: output {k} has shape {format_shape(t.shape)} in true_fn (defined at {where_true}) "
+                f"but {format_shape(f.shape)} in false_fn (defined at {where_false})", location))
+        shapes.append(merged)
+    operands: list[Tensor] = []
+    operands_of = tuple(tuple(_operand_index(operands, t) for t in region.captures) for region in regions)
+    with graph.as_default():
+        token = apply(Cond, [pred] + operands, {"branches": (false_region, true_region), "operands_of": operands_of},
+                      scope)
+        with graph.name_scope(token.op.name.rpartition("/")[2]):
+            outputs = [apply(RegionOutput, [token], {"index": k, "shape": shape, "dtype": t.dtype},
+                             f"output{k}") for k, (t, shape) in enumerate(zip(true_region.results, shapes))]
+    _register(token.op, outputs, scope, location)
+    return true_region.structure[1](outputs)
+
+
+def _checked_limit(maximum_iterations: Any, location: SourceLocation) -> int | None:
+    if maximum_iterations is None:
+        return None
+    if isinstance(maximum_iterations, Tensor):
+        raise TypeError(located("while_loop: maximum_iterations must be a Python int (it sizes the values "
+                                f"kept for gradients), got the tensor {maximum_iterations.name!r}", location))
+    if isinstance(maximum_iterations, (bool, np.bool_)) or not isinstance(maximum_iterations, (int, np.integer)):
+        raise TypeError(located(f"while_loop: maximum_iterations must be a Python int, got {maximum_iterations!r}",
+                                location))
+    if maximum_iterations < 0:
+        raise ValueError(located(f"while_loop: maximum_iterations must be >= 0, got {maximum_iterations}", location))
+    return int(maximum_iterations)
+
+
+def _invariant_fits(invariant: tuple, shape: tuple) -> bool:
+    return len(invariant) == len(shape) and all(i is None or i == s for i, s in zip(invariant, shape))
+
+
+def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: Any, shape_invariants: Any = None,
+               parallel_iterations: int = 10, back_prop: bool = True, swap_memory: bool = False,
+               maximum_iterations: int | None = None, name: str | None = None) -> Any:
+    """Repeat ``loop_vars = body(*loop_vars)`` while ``cond(*loop_vars)`` holds (TF1's
+    ``tf.while_loop``); returns the final ``loop_vars``, in their structure.
+
+    ``loop_vars`` is a tensor or a nested tuple/list/dict of tensors (Python numbers become
+    constants). Each loop variable keeps its dtype and shape from one iteration to the next; a
+    ``shape_invariants`` entry (same structure) may relax a dimension to None. ``cond`` returns a
+    scalar bool. ``maximum_iterations`` (a Python int) stops the loop after that many iterations;
+    gradients through the loop need it. An assignment in the body is seen by the next iteration.
+    ``parallel_iterations``, ``back_prop`` and ``swap_memory`` are accepted for TF1 compatibility.
+
+    >>> import numpy as np
+    >>> import compiler as cc
+    >>> from runtime import Session
+    >>> x = cc.placeholder("float64", shape=(), name="x")
+    >>> i, y = cc.while_loop(lambda i, y: y < 100.0, lambda i, y: (i + 1, y * x), (0, x),
+    ...                      maximum_iterations=20)
+    >>> (dy,) = cc.gradients(y, [x])
+    >>> with Session() as sess:
+    ...     print(sess.run([i, y, dy], {x: 3.0}))          # 3**5 = 243, d/dx x**5 = 5 x**4
+    [array(4, dtype=int32), array(243.), array(405.)]
+    """
+    location = user_location()
+    for label, fn in (("cond", cond), ("body", body)):
+        if not callable(fn):
+            raise TypeError(located(f"while_loop: {label} must be callable, got {fn!r}", location))
+    limit = _checked_limit(maximum_iterations, location)
+    single = not isinstance(loop_vars, (list, tuple, dict))
+    leaves, rebuild = flatten(loop_vars)
+    if not leaves:
+        raise ValueError(located("while_loop: loop_vars is empty", location))
+    graph = next((v.graph for v in leaves if isinstance(v, Tensor)), None) or get_default_graph()
+    with graph.as_default():
+        initial = [convert_to_tensor(v) for v in leaves]
+    if shape_invariants is not None:
+        invariant_leaves, _ = flatten(shape_invariants)
+        if not _same_structure(shape_invariants if not single else [shape_invariants], loop_vars if not single
+                               else [loop_vars]) and len(invariant_leaves) != len(initial):
+            raise ValueError(located("while_loop: shape_invariants must have the structure of loop_vars", location))
+        invariants = [tuple(s) for s in invariant_leaves]
+        for k, (tensor, invariant) in enumerate(zip(initial, invariants)):
+            if not _invariant_fits(invariant, tensor.shape) and not (
+                    len(invariant) == len(tensor.shape) and all(s is None for i, s in zip(invariant, tensor.shape)
+                                                                if i is not None)):
+                raise ShapeError(located(f"while_loop: the shape invariant {format_shape(invariant)} of loop "
+                                         f"variable {k} does not fit its initial shape "
+                                         f"{format_shape(tensor.shape)}", location))
+    else:
+        invariants = [tensor.shape for tensor in initial]
+    specs = [(invariant, tensor.dtype) for invariant, tensor in zip(invariants, initial)]
+    where_cond, where_body = function_location(cond), function_location(body)
+    scope = name or "while"
+
+    def call(fn: Callable[..., Any]) -> Callable[[list[Tensor]], Any]:
+        def run(params: list[Tensor]) -> Any:
+            packed = rebuild(params)
+            return fn(packed) if single else fn(*packed) if not isinstance(packed, dict) else fn(**packed)
+        return run
+
+    with graph.as_default(), graph.name_scope(scope):
+        condition = trace(graph, "cond", specs, call(cond), where_cond)
+        loop_body = trace(graph, "body", specs, call(body), where_body)
+    (predicate,) = condition.results if len(condition.results) == 1 else (None,)
+    if predicate is None or predicate.dtype != dtypes.bool_ or predicate.shape != ():
+        got = ("a structure of " + str(len(condition.results)) + " tensors" if predicate is None
+               else f"{predicate.dtype.name} of shape {format_shape(predicate.shape)}")
+        raise TypeError(located(f"while_loop: cond (defined at {where_cond}) must return a scalar bool tensor, "
+                                f"got {got}", location))
+    returned = loop_body.structure[0]
+    expected = loop_vars if not single else loop_vars
+    if (single and isinstance(returned, (list, tuple)) and len(returned) == 1
+            and not isinstance(returned[0], (list, tuple, dict))):
+        loop_body.results = loop_body.results  # a one-element tuple for one loop variable is fine
+    elif not _same_structure(returned, expected) and len(loop_body.results) != len(initial):
+        raise ValueError(located(
+            f"while_loop: body (defined at {where_body}) returns {_describe_structure(returned)} but loop_vars is "
+            f"{_describe_structure(expected)}", location))
+    if len(loop_body.results) != len(initial):
+        raise ValueError(located(
+            f"while_loop: body (defined at {where_body}) returns {len(loop_body.results)} tensors for "
+            f"{len(initial)} loop variables", location))
+    for k, (result, spec, tensor) in enumerate(zip(loop_body.results, specs, initial)):
+        if result.dtype != tensor.dtype:
+            raise DTypeError(located(
+                f"while_loop: body (defined at {where_body}) changes loop variable {k} from {tensor.dtype.name} "
+                f"to {result.dtype.name}", location))
+        if not _invariant_fits(spec[0], result.shape):
+            raise ShapeError(located(
+                f"while_loop: body (defined at {where_body}) changes the shape of loop variable {k} from "
+                f"{format_shape(spec[0])} to {format_shape(result.shape)}; shapes must stay the same from one "
+                "iteration to the next (or pass shape_invariants with None for a dimension that changes)",
+                location))
+    operands = list(initial)
+    captures_of = tuple(tuple(_operand_index(operands, t) for t in region.captures)
+                        for region in (condition, loop_body))
+    with graph.as_default():
+        token = apply(While, operands, {"condition": condition, "body": loop_body, "variables": len(initial),
+                                        "captures_of": captures_of, "maximum_iterations": limit,
+                                        "history": [False]}, scope)
+        with graph.name_scope(token.op.name.rpartition("/")[2]):
+            outputs = [apply(RegionOutput, [token], {"index": k, "shape": spec[0], "dtype": spec[1]},
+                             f"output{k}") for k, spec in enumerate(specs)]
+    call_record = _register(token.op, outputs, scope, location)
+    token.op.attrs["call"] = call_record
+    return rebuild(outputs)
+
+
+def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Tensor, Any], Any], init_val: Any,
+              name: str | None = None) -> Any:
+    """``val = body_fun(i, val)`` for ``i`` from ``lower`` up to ``upper`` (excluded), as JAX's
+    ``lax.fori_loop``; returns the final ``val`` (any nested structure of tensors). With Python int
+    bounds the loop is differentiable (its trip count is known when the graph is built).
+
+    >>> import numpy as np
+    >>> import compiler as cc
+    >>> from runtime import Session
+    >>> x = cc.placeholder("float64", shape=(2,), name="x")
+    >>> total = cc.fori_loop(0, 4, lambda i, acc: acc + cc.cast(i, "float64") * x, cc.zeros_like(x))
+    >>> with Session() as sess:
+    ...     print(sess.run(total, {x: np.array([1.0, 2.0])}))   # (0 + 1 + 2 + 3) * x
+    [ 6. 12.]
+    """
+    static = all(isinstance(b, (int, np.integer)) and not isinstance(b, bool) for b in (lower, upper))
+    limit = max(int(upper) - int(lower), 0) if static else None
+    anchor = next((v for v in flatten(init_val)[0] if isinstance(v, Tensor)), None)
+    graph = anchor.graph if anchor is not None else get_default_graph()
+    with graph.as_default():
+        start = convert_to_tensor(np.int32(lower)) if not isinstance(lower, Tensor) else lower
+        stop = convert_to_tensor(np.array(upper, dtype=start.dtype)) if not isinstance(upper, Tensor) else upper
+    _, result = while_loop(lambda i, val: less(i, stop), lambda i, val: (i + 1, body_fun(i, val)),
+                           (start, init_val), maximum_iterations=limit, name=name or "fori_loop")
+    return result
+
+
+def _write_row(stack: Tensor, at: Tensor, value: Tensor) -> Tensor:
+    rows = stack.shape[0]
+    index = reshape(constant(np.arange(rows, dtype=np.int64)), (rows,) + (1,) * (len(stack.shape) - 1))
+    return where(equal(index, at), value, stack)
+
+
+def scan(fn: Callable[[Any, Any], Any], elems: Any, initializer: Any = None, parallel_iterations: int = 10,
+         back_prop: bool = True, swap_memory: bool = False, infer_shape: bool = True, reverse: bool = False,
+         name: str | None = None) -> Any:
+    """TF1's ``tf.scan``: ``acc = fn(acc, elem)`` for each ``elem`` along the first dimension of
+    ``elems`` (a tensor or nested structure of tensors of one length), returning every ``acc``
+    stacked (the structure of ``initializer``, each leaf with that length in front). Without an
+    ``initializer`` the first element is the first ``acc`` (and the first output); with
+    ``reverse`` the elements are visited from last to first and the outputs are stored in place.
+    Differentiable: the loop keeps every step's ``acc``, which the backward pass reads in reverse.
+
+    >>> import numpy as np
+    >>> import compiler as cc
+    >>> from runtime import Session
+    >>> x = cc.placeholder("float64", shape=(4,), name="x")
+    >>> running = cc.scan(lambda acc, e: acc * e, x)        # cumulative product
+    >>> (dx,) = cc.gradients(cc.reduce_sum(running), [x])
+    >>> with Session() as sess:
+    ...     print(sess.run(running, {x: np.array([1.0, 2.0, 3.0, 4.0])}))
+    [ 1.  2.  6. 24.]
+    """
+    location = user_location()
+    if not callable(fn):
+        raise TypeError(located(f"scan: fn must be callable, got {fn!r}", location))
+    elem_leaves, rebuild_elems = flatten(elems)
+    if not elem_leaves:
+        raise ValueError(located("scan: elems is empty", location))
+    graph = next((v.graph for v in elem_leaves if isinstance(v, Tensor)), None) or get_default_graph()
+    with graph.as_default():
+        elem_leaves = [convert_to_tensor(v) for v in elem_leaves]
+    lengths = {t.shape[0] if t.shape else "scalar" for t in elem_leaves}
+    if "scalar" in lengths:
+        raise ShapeError(located("scan: every tensor of elems needs a first dimension to scan along", location))
+    if len(lengths) != 1:
+        raise ShapeError(located(f"scan: the tensors of elems have different lengths {sorted(map(str, lengths))}",
+                                 location))
+    (length,) = lengths
+    if length is None:
+        raise ShapeError(located("scan: the length of elems (its first dimension) must be known when "
+                                              "the graph is built", location))
+    scope = name or "scan"
+    with graph.as_default(), graph.name_scope(scope):
+        if initializer is None:
+            if length == 0:
+                raise ValueError(located("scan: elems is empty and there is no initializer", location))
+            first = length - 1 if reverse else 0
+            start_leaves = [gather(t, constant(np.int64(first))) for t in elem_leaves]
+            init, rebuild_acc = start_leaves, rebuild_elems
+            skip = 1
+        else:
+            init_leaves, rebuild_acc = flatten(initializer)
+            init = [convert_to_tensor(v) for v in init_leaves]
+            skip = 0
+        steps = length - skip
+        if steps == 0:
+            stacked = [reshape(t, (1,) + tuple(t.shape)) if skip else
+                       zeros_like(constant(np.zeros((0,) + tuple(t.shape), t.dtype))) for t in init]
+            return rebuild_acc(stacked)
+
+        def condition(i: Tensor, acc: list[Tensor]) -> Tensor:
+            return less(i, np.int64(steps))
+
+        def body(i: Tensor, acc: list[Tensor]) -> Any:
+            at = (np.int64(length - 1 - skip) - i) if reverse else i + np.int64(skip)
+            elem = rebuild_elems([gather(t, at) for t in elem_leaves])
+            new = fn(rebuild_acc(list(acc)), elem)
+            new_leaves, _ = flatten(new)
+            if len(new_leaves) != len(acc):
+                raise ValueError(located(f"scan: fn (defined at {function_location(fn)}) returns {len(new_leaves)} "
+                                         f"tensors for an accumulator of {len(acc)}", location))
+            return i + np.int64(1), [convert_to_tensor(v) for v in new_leaves]
+
+        _, finals = while_loop(condition, body, (constant(np.int64(0)), list(init)),
+                               maximum_iterations=steps, name="loop")
+        loop_op = finals[0].op.inputs[0].op
+        call_record = loop_op.attrs["call"]
+        stacked = []
+        for k, final in enumerate(finals):
+            history = _history(call_record, 1 + k)       # loop variable 0 is the step counter
+            rows = [history[1:], reshape(final, (1,) + tuple(final.shape))] if steps > 1 else \
+                [reshape(final, (1,) + tuple(final.shape))]
+            if skip:
+                rows.insert(0, history[:1])
+            values = concat(rows, axis=0) if len(rows) > 1 else rows[0]
+            stacked.append(reverse_rows(values) if reverse else values)
+    return rebuild_acc(stacked)
+
+
+def reverse_rows(values: Tensor) -> Tensor:
+    return reverse(values, axis=[0])

@@ -1,0 +1,81 @@
+"""The control-flow primitives: a branch (``Cond``) and a loop (``While``) whose bodies are traced
+regions of the graph (``compiler/control_flow.py`` builds them; users call ``cc.cond``,
+``cc.while_loop``, ``cc.scan`` and ``cc.fori_loop``).
+
+A region is a subgraph with parameters of its own (``RegionParam``): the function's arguments, then
+one per tensor from outside that the function reads (its captures, which the control op takes as
+inputs). The control op's single output is a *token*, an int scalar (the branch taken, or the trip
+count); each value the construct returns is a ``RegionOutput`` of that token. Their gradients are
+not ``grad_rule``s: ``control_flow`` registers each construct with ``gradients`` as a call with
+several outputs (like a ``custom_gradient`` call), whose backward pass is again a ``cond`` or a
+``while_loop``.
+
+How they run: the numpy reference interprets the regions (``runtime/reference.py``); the compiler
+lowers each region to kernels inside the one native step, in a branch or a loop of the step's
+schedule (``compiler/passes/regions.py``).
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .. import dtypes
+from .base import OpDef
+from .rules import dtype_from_attrs, no_gradient, shape_from_attrs
+
+# A function's argument, or a value captured from outside the region, as the region sees it.
+RegionParam = OpDef("RegionParam", "source", shape_from_attrs, dtype_from_attrs, reference=None,
+                    grad_rule=no_gradient)
+
+
+def _scalar(shapes: Sequence[tuple], attrs: Mapping[str, Any]) -> tuple:
+    return ()
+
+
+def _token_dtype(dtype: np.dtype) -> Any:
+    return lambda types, attrs: dtype
+
+
+# inputs: the scalar bool predicate, then the operands both branches read (the union of their
+# captures). attrs: "branches" (false region, true region), "operands_of" (per branch, the input
+# index each capture parameter takes its value from). Token: 1 if the true branch ran, else 0.
+Cond = OpDef("Cond", "control", _scalar, _token_dtype(dtypes.int32), reference=None, grad_rule=no_gradient)
+
+# inputs: the initial loop variables, then the captures of the condition and the body. attrs:
+# "condition", "body" (regions), "variables" (how many loop variables), "captures_of" (per region,
+# the input index each capture parameter reads), "maximum_iterations" (int or None), "history"
+# (a one-element list: True once the per-iteration values are kept, see RegionOutput). Token: the
+# trip count.
+While = OpDef("While", "control", _scalar, _token_dtype(dtypes.int64), reference=None, grad_rule=no_gradient)
+
+# input: a control op's token. attrs: "index" (which value), "shape", "dtype" and, for a While,
+# "history": then the value is the stack of loop variable ``index`` at the start of every
+# iteration, ``maximum_iterations`` rows (rows past the trip count are zero).
+RegionOutput = OpDef("RegionOutput", "control", shape_from_attrs, dtype_from_attrs, reference=None,
+                     grad_rule=no_gradient)
+
+
+def regions_of(op: Any) -> tuple[Any, ...]:
+    """The regions of a ``Cond`` (false, true) or a ``While`` (condition, body); () otherwise."""
+    if op.opdef is Cond:
+        return tuple(op.attrs["branches"])
+    if op.opdef is While:
+        return (op.attrs["condition"], op.attrs["body"])
+    return ()
+
+
+def region_variables(op: Any) -> list[Any]:
+    """The variable ops that the regions of ``op`` (and the regions nested in them) use directly:
+    those they assign. The step that runs ``op`` needs their buffers."""
+    from .state import VariableOp
+    found: dict[int, Any] = {}
+    stack = list(regions_of(op))
+    while stack:
+        region = stack.pop()
+        for inner in region.operations:
+            for tensor in inner.inputs:
+                if tensor.op.opdef is VariableOp:
+                    found.setdefault(tensor.op.id, tensor.op)
+            stack.extend(regions_of(inner))
+    return [found[key] for key in sorted(found)]
