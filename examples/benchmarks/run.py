@@ -22,6 +22,10 @@ Workloads (all float32):
     infer-8threads        the MLP's forward pass (logits, batch 32) called from 8 Python threads at
                           once on one Session (numpy, torch, jax: on shared parameters); the time
                           per call of the whole loop, in microseconds (throughput, not latency)
+    mlp-b1024-mpi2        the mlp-b1024 step data-parallel over MPI: 2 ranks (``mpiexec -n 2``, one
+                          graphgrad thread each) x batch 512 with optim.DistributedOptimizer, against
+                          one process x batch 1024 (column one-process, all cores), and the time in
+                          the allreduce; needs ``pip install -e ".[mpi]"`` (skipped without mpiexec)
 
 numpy's OpenBLAS is slowed down by the OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE variables that some
 environments set, so run it with them unset::
@@ -45,6 +49,7 @@ import json
 import math
 import os
 import platform
+import select
 import shlex
 import shutil
 import statistics
@@ -68,10 +73,10 @@ import compiler as cc  # noqa: E402
 import optim  # noqa: E402
 from runtime import Session  # noqa: E402
 
-LIBRARIES: tuple[str, ...] = ("graphgrad", "numpy", "numpy-out", "torch", "torch.compile", "jax")
+LIBRARIES: tuple[str, ...] = ("graphgrad", "numpy", "numpy-out", "torch", "torch.compile", "jax", "one-process")
 WORKLOADS: tuple[str, ...] = ("mlp-b128", "mlp-b1024", "elementwise-16M", "sgemm-256", "sgemm-512",
                               "sgemm-1024", "sgemm-2048", "compile-mlp", "compile-mlp-cached", "mlp-b128-checked",
-                              "run-overhead", "infer-8threads")
+                              "run-overhead", "infer-8threads", "mlp-b1024-mpi2")
 INFERENCE_THREADS: int = 8
 INFERENCE_BATCH: int = 32
 MLP_SIZES: tuple[int, ...] = (784, 512, 512, 10)
@@ -154,6 +159,7 @@ class Workload:
     cases: dict[str, Case]
     flops: float = 0.0             # per call, for GFLOP/s
     once: bool = False             # one call per sample (compile)
+    details: Callable[[], list[str]] | None = None   # lines printed under the table (and in the JSON)
 
 
 def timed_calls(call: Callable[[], Any]) -> Callable[[int], float]:
@@ -713,11 +719,187 @@ def inference_workload(libs: Libraries) -> Workload:
 
 
 # ------------------------------------------------------------------------------------------------
+# mlp-b1024-mpi2: data-parallel over MPI
+# ------------------------------------------------------------------------------------------------
+MPI_RANKS: int = 2
+MPI_GLOBAL_BATCH: int = 1024
+ETHERNET_BYTES_PER_S: float = 25e9 / 8     # 25 Gb/s
+ETHERNET_LATENCY_S: float = 25e-6          # per message of the ring, TCP over a switch (assumed)
+MPI_STARTUP_S: float = 120.0
+
+
+def ring_allreduce_seconds(nbytes: float, ranks: int, bytes_per_s: float = ETHERNET_BYTES_PER_S,
+                           latency_s: float = ETHERNET_LATENCY_S) -> float:
+    """The ring allreduce's cost model: each rank sends and receives 2 (p - 1) / p of the buffer in
+    2 (p - 1) messages (reduce-scatter, then allgather)."""
+    return 2 * (ranks - 1) / ranks * nbytes / bytes_per_s + 2 * (ranks - 1) * latency_s
+
+
+def mpi_worker(batch: int) -> None:
+    """One rank of the ``mlp-b1024-mpi2`` job (``run.py --mpi-worker``, started by ``mpiexec``).
+
+    Rank 0 reads requests from its stdin, one per line: N (time N steps) or EOF (stop), and
+    answers each with one JSON line on stdout; the first line it writes says whether the first
+    step gave the expected parameters. Between requests the other ranks wait with pauses (not in
+    a busy MPI wait), so the job takes no CPU from the libraries timed meanwhile.
+    """
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", shape=(None, MLP_SIZES[0]), name="x")
+        y = cc.placeholder("int32", shape=(None,), name="y")
+        hidden, variables = x, []
+        layers = initial_mlp_parameters()
+        for index, (weights, bias) in enumerate(layers):
+            w_var, b_var = cc.Variable(weights, name=f"layer{index}/W"), cc.Variable(bias, name=f"layer{index}/b")
+            variables += [w_var, b_var]
+            hidden = hidden @ w_var + b_var
+            if index < len(layers) - 1:
+                hidden = cc.nn.relu(hidden)
+        loss = cc.reduce_mean(cc.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=hidden))
+        opt = optim.DistributedOptimizer(optim.GradientDescentOptimizer(LEARNING_RATE), comm=comm)
+        train_op = opt.minimize(loss)
+    xb, yb = mlp_batch(batch * size)
+    feed = {x: optim.shard(xb, rank, size), y: optim.shard(yb, rank, size)}
+    sess = Session(graph)
+    optim.broadcast_variables(sess, comm=comm)
+    sess.run(train_op, feed)
+    status = "ok"
+    if rank == 0:
+        try:
+            check_parameters("graphgrad", "mlp-b1024-mpi2", sess.run(variables), expected_after_one_step(batch * size))
+        except BenchmarkError as error:
+            status = str(error)
+        print(json.dumps({"check": status, "ranks": size, "batch_per_rank": batch}), flush=True)
+    request = np.zeros(1, dtype=np.int64)
+    while True:
+        if rank == 0:
+            line = sys.stdin.readline()
+            request[0] = int(line) if line.strip() else 0
+        pending = comm.Ibcast(request, root=0)
+        while not pending.Test():
+            time.sleep(1e-3)
+        steps = int(request[0])
+        if steps <= 0:
+            break
+        sess.run(train_op, feed)              # one untimed step, as timed_calls does
+        opt.timings.reset()
+        comm.Barrier()
+        start = time.perf_counter()
+        for _ in range(steps):
+            sess.run(train_op, feed)
+        comm.Barrier()
+        elapsed = time.perf_counter() - start
+        reduce_s = comm.allreduce(opt.timings.allreduce_seconds, op=MPI.SUM) / size / steps
+        if rank == 0:
+            print(json.dumps({"seconds": elapsed / steps, "allreduce_seconds": reduce_s,
+                              "bytes_per_step": opt.timings.bytes_per_step}), flush=True)
+    sess.close()
+
+
+class MpiJob:
+    """The ``mpiexec`` job of ``mpi_worker``, kept running between samples."""
+
+    def __init__(self, mpiexec: str, batch: int) -> None:
+        env = dict(os.environ)
+        env["GRAPHGRAD_THREADS"] = "1"          # one thread per rank: 2 ranks use the cores one process uses
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        command = [mpiexec, "-n", str(MPI_RANKS)]
+        if MPI_RANKS > (os.cpu_count() or 1):
+            command.append("--oversubscribe")
+        command += [sys.executable, str(Path(__file__).resolve()), "--mpi-worker", str(batch)]
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                        env=env, cwd=ROOT)
+        atexit.register(self.close)
+        self.bytes_per_step = 0
+        self.allreduce: list[float] = []
+        self.first = self.receive(MPI_STARTUP_S)
+
+    def receive(self, timeout: float) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+        line = self.process.stdout.readline() if ready else ""
+        if not line:
+            self.close()
+            raise BenchmarkError(f"the mpiexec job of mlp-b1024-mpi2 stopped answering (exit status "
+                                 f"{self.process.returncode}); run `mpiexec -n {MPI_RANKS} python "
+                                 f"examples/benchmarks/run.py --mpi-worker 512` to see why")
+        return json.loads(line)
+
+    def sample(self, steps: int) -> float:
+        assert self.process.stdin is not None
+        self.process.stdin.write(f"{steps}\n")
+        self.process.stdin.flush()
+        answer = self.receive(MPI_STARTUP_S)
+        self.bytes_per_step = int(answer["bytes_per_step"])
+        self.allreduce.append(float(answer["allreduce_seconds"]))
+        return float(answer["seconds"])
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            with contextlib.suppress(OSError):
+                self.process.stdin.close()  # type: ignore[union-attr]   # EOF: the ranks stop
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def mpi_workload(libs: Libraries) -> Workload | None:
+    name = "mlp-b1024-mpi2"
+    mpiexec = Path(sys.executable).parent / "mpiexec"
+    if not mpiexec.exists():
+        found = shutil.which("mpiexec")
+        if found is None:
+            libs.missing[name] = "no mpiexec (pip install -e '.[mpi]' installs mpi4py and Open MPI)"
+            return None
+        mpiexec = Path(found)
+    batch = MPI_GLOBAL_BATCH // MPI_RANKS
+    job = MpiJob(str(mpiexec), batch)
+
+    def check() -> None:
+        if job.first.get("check") != "ok":
+            raise BenchmarkError(str(job.first.get("check")))
+    cases = {"graphgrad": Case("graphgrad", job.sample, check,
+                               note=f"{MPI_RANKS} ranks x batch {batch}, GRAPHGRAD_THREADS=1 each")}
+    one = mlp_workload(MPI_GLOBAL_BATCH, Libraries()).cases["graphgrad"]
+    cases["one-process"] = Case("one-process", one.sample, one.check,
+                                note=f"one process x batch {MPI_GLOBAL_BATCH}, all cores")
+
+    def details() -> list[str]:
+        step = median_seconds(cases["graphgrad"])
+        alone = median_seconds(cases["one-process"])
+        reduce_s = statistics.median(job.allreduce) if job.allreduce else math.nan
+        nbytes = job.bytes_per_step
+        lines = [f"{name}: {MPI_RANKS} ranks x batch {batch} (1 thread each) {step * 1e3:.2f} ms per step, "
+                 f"one process x batch {MPI_GLOBAL_BATCH} ({os.cpu_count()} threads) {alone * 1e3:.2f} ms: "
+                 f"speed-up {alone / step:.2f}x; in the allreduce {reduce_s * 1e3:.2f} ms per step "
+                 f"({100 * reduce_s / step:.0f}%), {nbytes} bytes per step in one Allreduce",
+                 f"{name}: paper estimate of the ring allreduce of those {nbytes} bytes over 25 Gb/s Ethernet "
+                 f"(2(p-1)/p * bytes / bandwidth + 2(p-1) * {ETHERNET_LATENCY_S * 1e6:.0f} us):"]
+        for ranks in (8, 64):
+            estimate = ring_allreduce_seconds(nbytes, ranks)
+            lines.append(f"{name}:   {ranks} ranks: {estimate * 1e3:.2f} ms per step; added to the "
+                         f"{alone * 1e3:.2f} ms of a batch-{MPI_GLOBAL_BATCH} step on each rank (weak scaling), "
+                         f"{100 * alone / (alone + estimate):.0f}% scaling efficiency")
+        return lines
+    return Workload(name, "ms", f"SGD step, MLP {'-'.join(map(str, MLP_SIZES))}, batch {MPI_GLOBAL_BATCH} "
+                    f"over {MPI_RANKS} MPI ranks", cases, details=details)
+
+
+# ------------------------------------------------------------------------------------------------
 # Running
 # ------------------------------------------------------------------------------------------------
-def build_workload(name: str, libs: Libraries, args: argparse.Namespace) -> Workload:
+def build_workload(name: str, libs: Libraries, args: argparse.Namespace) -> Workload | None:
     if name == "mlp-b128-checked":
         return checked_mlp_workload()
+    if name == "mlp-b1024-mpi2":
+        return mpi_workload(libs)
     if name.startswith("mlp-b"):
         return mlp_workload(int(name[len("mlp-b"):]), libs)
     if name == "elementwise-16M":
@@ -1035,6 +1217,8 @@ def to_json(workloads: list[Workload], env: dict[str, Any], libs: Libraries,
                       if library != "graphgrad"}
         results[workload.name] = {"unit": workload.unit, "description": workload.description,
                                   "libraries": libraries, "ratios_graphgrad_over_other": ratios}
+        if workload.details is not None:
+            results[workload.name]["details"] = workload.details()
     return {"environment": env, "skipped": dict(libs.missing),
             "settings": {"rounds": args.rounds, "sample_ms": args.sample_ms, "elements": args.elements,
                          "quick": args.quick,
@@ -1064,6 +1248,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="a round during which other processes kept more cores busy than this is "
                              "run again, at most --rounds times (default 0.15; no re-runs with --quick)")
     parser.add_argument("--no-torch-compile", action="store_true", help="leave out the torch.compile column")
+    parser.add_argument("--mpi-worker", type=int, default=None, help=argparse.SUPPRESS)  # a rank of mlp-b1024-mpi2
     args = parser.parse_args(argv)
     if args.rounds is None:
         args.rounds = 3 if args.quick else 7
@@ -1117,10 +1302,12 @@ def set_up(names: list[str], libs: Libraries, args: argparse.Namespace) -> list[
     for name in sorted(names, key=lambda w: w != "compile-mlp"):
         print(f"setting up {name} ...", file=sys.stderr)
         workload = build_workload(name, libs, args)
+        if workload is None:           # its tool is missing; named on a skipped: line
+            continue
         for case in list(workload.cases.values()):
             set_up_case(workload, case, libs, args.sample_ms / 1e3)
         built[name] = workload
-    workloads = [built[name] for name in names]
+    workloads = [built[name] for name in names if name in built]
     if "torch.compile" in libs.missing:     # it may have failed after some workloads had it
         for workload in workloads:
             workload.cases.pop("torch.compile", None)
@@ -1129,6 +1316,9 @@ def set_up(names: list[str], libs: Libraries, args: argparse.Namespace) -> list[
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.mpi_worker is not None:
+        mpi_worker(args.mpi_worker)
+        return 0
     use_torch_compile = not (args.no_torch_compile or args.quick)
     libs = import_optional(use_torch_compile)
     started = time.perf_counter()
@@ -1158,6 +1348,9 @@ def main(argv: list[str] | None = None) -> int:
              if c.note and c.fixed is not None}
     for key, note in notes.items():
         print(f"{key}: {note}")
+    for workload in workloads:
+        for line in workload.details() if workload.details is not None else []:
+            print(line)
     print(f"total time: {time.perf_counter() - started:.1f} s")
     if args.json is not None:
         args.json.write_text(json.dumps(to_json(workloads, env, libs, args), indent=2))

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "examples" / "benchmarks" / "run.py"
 
@@ -61,3 +63,26 @@ def test_unknown_workload_is_an_error() -> None:
                                cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert completed.returncode == 2
     assert "unknown workload" in completed.stderr
+
+
+def test_mpi_workload_reports_both_sides_and_the_allreduce(tmp_path: Path) -> None:
+    if not (Path(sys.executable).parent / "mpiexec").exists():
+        pytest.skip(f"no mpiexec beside {sys.executable} (pip install -e '.[mpi]')")
+    output = tmp_path / "results.json"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    env.pop("GRAPHGRAD_DUMP", None)
+    completed = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--only", "mlp-b1024-mpi2", "--rounds", "1", "--sample-ms", "1",
+         "--json", str(output)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, f"{completed.stdout}\n{completed.stderr}"
+    result = json.loads(output.read_text())["results"]["mlp-b1024-mpi2"]
+    assert set(result["libraries"]) == {"graphgrad", "one-process"}
+    for entry in result["libraries"].values():
+        assert math.isfinite(entry["median_seconds"]) and entry["median_seconds"] > 0
+    details = "\n".join(result["details"])
+    # The MLP's parameters in float32, padded to 64-byte lines: at least 669706 * 4 bytes.
+    reduced = int(details.split(" bytes per step")[0].rsplit(" ", 1)[1])
+    assert reduced >= 669706 * 4
+    assert "in the allreduce" in details and "8 ranks:" in details and "64 ranks:" in details
+    assert details in completed.stdout
