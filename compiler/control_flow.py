@@ -30,7 +30,7 @@ from .graph import Graph, Operation, SourceLocation, Tensor, get_default_graph, 
 from .ops.array import identity, reshape, zeros_like
 from .ops.base import apply, constant, convert_to_tensor
 from .ops.control import Cond, RegionOutput, RegionParam, While
-from .ops.elementwise import cast, equal, less, where
+from .ops.elementwise import equal, less, where
 from .ops.gather import gather
 from .ops.joining import concat
 from .ops.slicing import reverse
@@ -205,7 +205,7 @@ def clone_operations(graph: Graph, operations: Sequence[Operation], mapping: dic
     copies: dict[Operation, Operation] = {}
     for op in operations:
         attrs = dict(op.attrs)
-        if "history" in attrs:
+        if op.opdef is While:
             attrs["history"] = list(attrs["history"])
         inputs = [mapping.get(t, t) for t in op.inputs]
         if op.opdef.kind == "state" and _is_variable(inputs[0]) is False:
@@ -223,7 +223,9 @@ def clone_operations(graph: Graph, operations: Sequence[Operation], mapping: dic
         call = calls.get(id(op))
         if call is not None:
             outputs = [mapping[t] for t in call.outputs if t in mapping]
-            _register(copy, outputs, call.function_name, call.location)
+            copied_call = _register(copy, outputs, call.function_name, call.location)
+            if "call" in copy.attrs:
+                copy.attrs["call"] = copied_call
     return copies
 
 
@@ -288,11 +290,19 @@ def _gradients_or_zeros(ys: Sequence[Tensor], xs: Sequence[Tensor], grad_ys: Seq
     return [zeros_like(x) if g is None else g for x, g in zip(xs, grads)]
 
 
+def _by_index(call: ControlFlowCall, output_grads: Sequence[Tensor | None], history: bool) -> dict[int, Tensor]:
+    """The gradients that reached the construct's values (or, with ``history``, a loop's stacks),
+    by the index of the value: values nothing used have no output tensor and no gradient."""
+    return {out.op.attrs["index"]: grad for out, grad in zip(call.outputs, output_grads)
+            if grad is not None and bool(out.op.attrs.get("history")) == history}
+
+
 def _cond_gradients(call: ControlFlowCall, output_grads: list[Tensor | None]) -> list[Tensor | None]:
     op = call.op
     pred, operands = op.inputs[0], list(op.inputs[1:])
-    wanted = [k for k, out in enumerate(call.outputs) if _differentiable(out)]
-    grads = [output_grads[k] if output_grads[k] is not None else zeros_like(call.outputs[k]) for k in wanted]
+    results_like = op.attrs["branches"][1].results
+    wanted = [k for k, t in enumerate(results_like) if _differentiable(t)]
+    reached = _by_index(call, output_grads, history=False)
     targets = [j for j, t in enumerate(operands) if _differentiable(t)]
     if not targets:
         return [None] * len(op.inputs)
@@ -303,6 +313,7 @@ def _cond_gradients(call: ControlFlowCall, output_grads: list[Tensor | None]) ->
         def gradient() -> list[Tensor]:
             local = {j: identity(operands[j]) for j in set(op.attrs["operands_of"][which]) | set(targets)}
             results = inline(region, [], [local[j] for j in op.attrs["operands_of"][which]])
+            grads = [reached[k] if k in reached else zeros_like(results[k]) for k in wanted]
             return _gradients_or_zeros([results[k] for k in wanted], [local[j] for j in targets], grads)
         return gradient
 
@@ -320,11 +331,11 @@ def _history(call: ControlFlowCall, index: int) -> Tensor:
         if out.op.attrs["index"] == index and out.op.attrs.get("history"):
             return out
     op.attrs["history"][0] = True
-    variable = op.inputs[index]
     limit = op.attrs["maximum_iterations"]
+    param = op.attrs["body"].params[index]
     with op.graph.as_default(), op.graph.name_scope(op.name.rpartition("/")[2] + "_history"):
-        shape = (limit,) + tuple(call.outputs[index].shape)
-        out = apply(RegionOutput, [op.outputs[0]], {"index": index, "shape": shape, "dtype": variable.dtype,
+        shape = (limit,) + tuple(param.shape)
+        out = apply(RegionOutput, [op.outputs[0]], {"index": index, "shape": shape, "dtype": param.dtype,
                                                     "history": True}, f"history{index}")
     call.output_list.append(out)
     return out
@@ -341,16 +352,14 @@ def _while_gradients(call: ControlFlowCall, output_grads: list[Tensor | None]) -
             "for the backward pass"))
     body: Region = op.attrs["body"]
     captured = [op.inputs[j] for j in op.attrs["captures_of"][1]]
-    finals = list(call.outputs[:count])
-    wanted = [k for k in range(count) if _differentiable(finals[k])]
+    initial = list(op.inputs[:count])
+    wanted = [k for k in range(count) if _differentiable(initial[k])]
     targets = [j for j, t in enumerate(captured) if _differentiable(t)]
+    reached = _by_index(call, output_grads, history=False)
+    history_grads = _by_index(call, output_grads, history=True)
     histories = [_history(call, k) for k in range(count)]
-    history_grads: dict[int, Tensor] = {}
-    for out, grad in zip(call.outputs[count:], output_grads[count:]):
-        if grad is not None:
-            history_grads[out.op.attrs["index"]] = grad
     trips = op.outputs[0]
-    final_grads = [output_grads[k] if output_grads[k] is not None else zeros_like(finals[k]) for k in wanted]
+    final_grads = [reached[k] if k in reached else zeros_like(initial[k]) for k in wanted]
     capture_grads = [zeros_like(captured[j]) for j in targets]
 
     def condition(step: Tensor, *_: Any) -> Tensor:
@@ -372,12 +381,9 @@ def _while_gradients(call: ControlFlowCall, output_grads: list[Tensor | None]) -
                 new_variable_grads[position] = new_variable_grads[position] + gather(history_grads[k], at)
         return step + 1, new_variable_grads, [a + g for a, g in zip(accumulated, grads[len(wanted):])]
 
+    # Rows of the stacks past the trip count hold zeros that depend on nothing: their gradient is
+    # dropped, as the backward loop visits only the iterations that ran.
     start = constant(np.int64(0))
-    if history_grads:
-        # A gradient reaching the stacked values of an iteration that never ran is dropped; with no
-        # iteration at all, the initial values' own rows still count.
-        final_grads = [g + gather(history_grads[k], constant(np.int64(0))) * cast(equal(trips, 0), g.dtype)
-                       if k in history_grads else g for g, k in zip(final_grads, wanted)]
     _, initial_grads, total_capture_grads = while_loop(
         condition, backward, (start, final_grads, capture_grads), maximum_iterations=limit,
         name=f"{op.name.rpartition('/')[2]}_grad")
@@ -385,8 +391,8 @@ def _while_gradients(call: ControlFlowCall, output_grads: list[Tensor | None]) -
     for k, grad in zip(wanted, initial_grads):
         result[k] = grad
     for j, grad in zip(targets, total_capture_grads):
-        result[op.attrs["captures_of"][1][j]] = grad if result[op.attrs["captures_of"][1][j]] is None else \
-            result[op.attrs["captures_of"][1][j]] + grad
+        index = op.attrs["captures_of"][1][j]
+        result[index] = grad if result[index] is None else result[index] + grad
     return result
 
 
