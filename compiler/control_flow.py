@@ -18,13 +18,14 @@ them and applying its gradient.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 from . import dtypes
-from .custom_gradient import CUSTOM_GRADIENT_CALLS
+from .custom_gradient import CUSTOM_GRADIENT_CALLS, CustomGradientCall
 from .errors import DTypeError, ShapeError
 from .graph import Graph, Operation, SourceLocation, Tensor, get_default_graph, located, user_location
 from .ops.array import identity, reshape, zeros_like
@@ -217,8 +218,14 @@ def clone_operations(graph: Graph, operations: Sequence[Operation], mapping: dic
         copy.gradient_of = op.gradient_of
         copies[op] = copy
         mapping.update(zip(op.outputs, copy.outputs))
-    calls = {id(call.op): call for call in graph.get_collection(CUSTOM_GRADIENT_CALLS)
-             if isinstance(call, ControlFlowCall)}
+    records = graph.get_collection(CUSTOM_GRADIENT_CALLS)
+    for record in records:   # a custom_gradient call whose boundary was copied gets its own record
+        if isinstance(record, CustomGradientCall) and all(op in copies for op in record.boundary_ops):
+            graph.add_to_collection(CUSTOM_GRADIENT_CALLS, dataclasses.replace(
+                record, inputs=tuple(mapping.get(t, t) for t in record.inputs),
+                variables=tuple(mapping.get(t, t) for t in record.variables),
+                outputs=tuple(mapping[t] for t in record.outputs)))
+    calls = {id(call.op): call for call in records if isinstance(call, ControlFlowCall)}
     for op, copy in copies.items():
         call = calls.get(id(op))
         if call is not None:
@@ -494,6 +501,26 @@ def _checked_limit(maximum_iterations: Any, location: SourceLocation) -> int | N
     return int(maximum_iterations)
 
 
+def _shapes_like(shapes: Any, structure: Any) -> list[tuple] | None:
+    """The shapes in ``shapes`` at the places of the leaves of ``structure`` (None if they do not
+    line up). A shape is a tuple or list of ints and None."""
+    if isinstance(structure, dict):
+        if not isinstance(shapes, dict) or sorted(shapes) != sorted(structure):
+            return None
+        parts = [_shapes_like(shapes[k], structure[k]) for k in sorted(structure)]
+    elif isinstance(structure, (list, tuple)):
+        if not isinstance(shapes, (list, tuple)) or len(shapes) != len(structure):
+            return None
+        parts = [_shapes_like(s, item) for s, item in zip(shapes, structure)]
+    else:
+        if isinstance(shapes, (list, tuple)) and all(d is None or isinstance(d, (int, np.integer)) for d in shapes):
+            return [tuple(None if d is None else int(d) for d in shapes)]
+        return None
+    if any(part is None for part in parts):
+        return None
+    return [shape for part in parts for shape in part]  # type: ignore[union-attr]
+
+
 def _invariant_fits(invariant: tuple, shape: tuple) -> bool:
     return len(invariant) == len(shape) and all(i is None or i == s for i, s in zip(invariant, shape))
 
@@ -527,7 +554,7 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: An
         if not callable(fn):
             raise TypeError(located(f"while_loop: {label} must be callable, got {fn!r}", location))
     limit = _checked_limit(maximum_iterations, location)
-    single = not isinstance(loop_vars, (list, tuple, dict))
+    single = not isinstance(loop_vars, (list, tuple))     # one tensor or one dict: one argument
     leaves, rebuild = flatten(loop_vars)
     if not leaves:
         raise ValueError(located("while_loop: loop_vars is empty", location))
@@ -535,11 +562,10 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: An
     with graph.as_default():
         initial = [convert_to_tensor(v) for v in leaves]
     if shape_invariants is not None:
-        invariant_leaves, _ = flatten(shape_invariants)
-        if not _same_structure(shape_invariants if not single else [shape_invariants], loop_vars if not single
-                               else [loop_vars]) and len(invariant_leaves) != len(initial):
-            raise ValueError(located("while_loop: shape_invariants must have the structure of loop_vars", location))
-        invariants = [tuple(s) for s in invariant_leaves]
+        invariants = _shapes_like(shape_invariants, loop_vars)
+        if invariants is None:
+            raise ValueError(located("while_loop: shape_invariants must have the structure of loop_vars, with "
+                                     "a shape (a tuple of ints and None) for each tensor", location))
         for k, (tensor, invariant) in enumerate(zip(initial, invariants)):
             if not _invariant_fits(invariant, tensor.shape) and not (
                     len(invariant) == len(tensor.shape) and all(s is None for i, s in zip(invariant, tensor.shape)
@@ -556,7 +582,7 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: An
     def call(fn: Callable[..., Any]) -> Callable[[list[Tensor]], Any]:
         def run(params: list[Tensor]) -> Any:
             packed = rebuild(params)
-            return fn(packed) if single else fn(*packed) if not isinstance(packed, dict) else fn(**packed)
+            return fn(packed) if single else fn(*packed)
         return run
 
     with graph.as_default(), graph.name_scope(scope):

@@ -44,12 +44,10 @@ def control_shapes(op: Any, input_shapes: Sequence[tuple[int, ...]]) -> list[tup
         body = op.attrs["body"]
         captures = [input_shapes[j] for j in op.attrs["captures_of"][1]]
         _, results = _specialized(body, variables + captures)
-        for k, (node, shape) in enumerate(zip(results, variables)):
-            if node.shape != shape:
-                raise CompileError(located(
-                    f"{op.describe()}: with the fed shapes, its body (defined at {body.location}) turns loop "
-                    f"variable {k} of shape {format_shape(shape)} into {format_shape(node.shape)}; a compiled "
-                    "loop keeps each loop variable's shape", op.location))
+        changing = [(k, shape, node.shape) for k, (node, shape) in enumerate(zip(results, variables))
+                    if node.shape != shape]
+        if changing:   # the reference runs such a loop; compiling it is an error (``emit``)
+            op.attrs["_changing"] = changing[0]
         return variables + [(limit or 0,) + shape for shape in variables]
     branches = op.attrs["branches"]
     operands = input_shapes[1:]
@@ -320,6 +318,13 @@ def emit(builder: Any, node: Node) -> None:
         builder.storage[id(node)] = values[index]
         return
     emitter = RegionEmitter(builder, node)
+    changing = node.origin.attrs.get("_changing") if node.origin is not None else None
+    if node.opdef.name == "While" and changing is not None:
+        k, before, after = changing
+        raise CompileError(located(
+            f"{node.origin.describe()}: with the fed shapes, its body (defined at {node.attrs['body'].location}) "
+            f"turns loop variable {k} of shape {format_shape(before)} into {format_shape(after)}; a compiled "
+            "loop keeps each loop variable's shape (the reference target runs it)", node.origin.location))
     if node.opdef.name == "While":
         emitter.emit_while()
     else:

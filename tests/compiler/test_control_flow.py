@@ -1,0 +1,282 @@
+"""``cc.cond``, ``cc.while_loop``, ``cc.fori_loop`` and ``cc.scan`` beyond the op table's rows:
+assignments inside branches and loops, nested structures, shape invariants, gradients with the
+usual options, the compiled schedule, and errors at build time with the user's line. Every check
+runs on the compiled cpu target and on the numpy reference."""
+from __future__ import annotations
+
+import collections
+import sys
+
+import numpy as np
+import pytest
+
+import compiler as cc
+import optim
+from runtime import Session
+
+TARGETS = ["cpu", "reference"]
+HERE = __file__
+
+
+def _line_of(marker: str) -> int:
+    with open(HERE, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if marker in line and "_line_of" not in line:
+                return number
+    raise AssertionError(marker)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_an_assignment_in_the_branch_not_taken_does_not_happen(target: str) -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        flag = cc.placeholder("bool", shape=(), name="flag")
+        taken = cc.Variable(np.float32(0.0), name="taken")
+        skipped = cc.Variable(np.float32(0.0), name="skipped")
+        out = cc.cond(flag, lambda: (cc.assign_add(taken, 1.0), cc.constant(1.0))[1],
+                      lambda: (cc.assign_add(skipped, 1.0), cc.constant(2.0))[1])
+    with Session(graph, target=target) as sess:
+        assert sess.run(out, {flag: True}) == 1.0
+        assert sess.run(out, {flag: True}) == 1.0
+        assert sess.run(out, {flag: False}) == 2.0
+        assert sess.run([taken, skipped]) == [2.0, 1.0]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_counter_incremented_in_the_body_ends_equal_to_the_trip_count(target: str) -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        limit = cc.placeholder("int32", shape=(), name="limit")
+        counter = cc.Variable(np.int32(0), name="counter")
+
+        def body(i):
+            cc.assign_add(counter, 1)
+            return i + 1
+        trips = cc.while_loop(lambda i: i < limit, body, cc.constant(0))
+    with Session(graph, target=target) as sess:
+        assert sess.run(trips, {limit: 5}) == 5
+        assert sess.run(counter) == 5
+        sess.run(trips, {limit: 3})
+        assert sess.run(counter) == 8
+        assert sess.run(trips, {limit: -1}) == 0      # the body never runs
+        assert sess.run(counter) == 8
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_an_assignment_in_a_loop_body_is_seen_by_the_next_iteration(target: str) -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        scale = cc.Variable(np.array(1.0), name="scale")
+
+        def body(i, total):
+            new_total = total + scale                  # the value at the start of this iteration
+            cc.assign(scale, scale * 2.0)
+            return i + 1, new_total
+        _, total = cc.while_loop(lambda i, total: i < 3, body, (0, cc.constant(0.0, "float64")))
+    with Session(graph, target=target) as sess:
+        assert sess.run(total) == 1.0 + 2.0 + 4.0
+        assert sess.run(scale) == 8.0
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_nested_loop_variables_keep_their_structure(target: str) -> None:
+    Pair = collections.namedtuple("Pair", "low high")
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float64", shape=(2,), name="x")
+
+        def body(state):
+            return {"step": state["step"] + 1, "pair": Pair(state["pair"].low * 2.0, [state["pair"].high[0] + x])}
+        final = cc.while_loop(lambda state: state["step"] < 3, body,
+                              {"step": cc.constant(0), "pair": Pair(x, [x * 0.0])})
+    assert isinstance(final, dict) and isinstance(final["pair"], Pair) and isinstance(final["pair"].high, list)
+    with Session(graph, target=target) as sess:
+        result = sess.run(final, {x: np.array([1.0, -1.0])})
+    assert result["step"] == 3
+    np.testing.assert_allclose(result["pair"].low, [8.0, -8.0])
+    np.testing.assert_allclose(result["pair"].high[0], [3.0, -3.0])
+
+
+def test_a_shape_invariant_allows_a_growing_loop_variable_on_the_reference() -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        rows = cc.placeholder("float64", shape=(1, 2), name="rows")
+        _, grown = cc.while_loop(lambda i, r: i < 2, lambda i, r: (i + 1, cc.concat([r, r], axis=0)),
+                                 (0, rows), shape_invariants=(cc.constant(0).shape, (None, 2)))
+    assert grown.shape == (None, 2)
+    value = np.array([[1.0, 2.0]])
+    with Session(graph, target="reference") as sess:
+        assert sess.run(grown, {rows: value}).shape == (4, 2)
+    with Session(graph) as sess, pytest.raises(cc.CompileError, match="keeps each loop variable's shape"):
+        sess.run(grown, {rows: value})
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_gradients_options_work_across_control_flow(target: str) -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float64", shape=(3,), name="x")
+        w = cc.placeholder("float64", shape=(3,), name="w")
+        _, y = cc.while_loop(lambda i, v: i < 2, lambda i, v: (i + 1, v * w), (0, x), maximum_iterations=2)
+        z = cc.cond(cc.reduce_sum(x) > -1e9, lambda: y * y, lambda: y)
+        weights = cc.constant(np.array([1.0, 2.0, 3.0]))
+        dx_weighted, dw_weighted = cc.gradients(z, [x, w], grad_ys=weights)
+        (dx_stopped,) = cc.gradients(z, [x], stop_gradients=[y])
+        other = cc.placeholder("float64", shape=(3,), name="other")
+        (dnothing,) = cc.gradients(z, [other], unconnected_gradients="zero")
+    xv, wv = np.array([0.5, -1.0, 2.0]), np.array([1.5, 0.5, -2.0])
+    with Session(graph, target=target) as sess:
+        got = sess.run([dx_weighted, dw_weighted, dnothing], {x: xv, w: wv, other: xv})
+    assert dx_stopped is None          # every path from x to z passes through y
+    # z = (x w^2)^2 = x^2 w^4
+    np.testing.assert_allclose(got[0], weights.op.attrs["value"] * 2 * xv * wv ** 4)
+    np.testing.assert_allclose(got[1], weights.op.attrs["value"] * 4 * xv ** 2 * wv ** 3)
+    np.testing.assert_allclose(got[2], np.zeros(3))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_custom_gradient_inside_a_scan_body_is_used(target: str) -> None:
+    @cc.custom_gradient
+    def clipped_identity(v):
+        return cc.identity(v), lambda dy: cc.clip_by_value(dy, -0.5, 0.5)
+
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float64", shape=(3, 2), name="x")
+        stacked = cc.scan(lambda acc, e: clipped_identity(acc + e) * 1.0, x, initializer=cc.zeros_like(x[0]))
+        (dx,) = cc.gradients(cc.reduce_sum(stacked * 10.0), [x])
+    with Session(graph, target=target) as sess:
+        got = sess.run(dx, {x: np.ones((3, 2))})
+    # every step's gradient (10 from the loss, plus what flows back from later steps) is clipped to 0.5
+    np.testing.assert_allclose(got, np.full((3, 2), 0.5))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_minimize_trains_through_a_scan(target: str) -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float64", shape=(4, 3), name="x")
+        decay = cc.Variable(np.array(0.1), name="decay")
+        states = cc.scan(lambda h, e: h * decay + e, x, initializer=cc.zeros_like(x[0]))
+        loss = cc.reduce_sum(cc.square(states[3] - 2.0))
+        train = optim.GradientDescentOptimizer(0.01).minimize(loss)
+    feed = {x: np.ones((4, 3))}
+    with Session(graph, target=target) as sess:
+        before = sess.run(loss, feed)
+        for _ in range(50):
+            sess.run(train, feed)
+        after = sess.run(loss, feed)
+    assert after < 0.05 * before
+
+
+def test_the_kernels_dump_shows_branches_and_loops() -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", shape=(4,), name="x")
+        y = cc.cond(cc.reduce_sum(x) > 0.0, lambda: cc.exp(x), lambda: x)
+        z = cc.fori_loop(0, 3, lambda i, v: v * 2.0, y)
+    with Session(graph) as sess:
+        text = sess.compile(z, {x: np.ones(4, "float32")}).dump("kernels")
+    schedule = text[text.index("schedule (branches and loops):"):]
+    assert "  if b" in schedule and "  else:" in schedule and "  loop:" in schedule and "while b" in schedule
+    assert "region" in text and "loop variable 1" in text
+
+
+def test_numerics_are_checked_inside_a_loop() -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", shape=(2,), name="x")
+        _, y = cc.while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, cc.log(v - 1.0)), (0, x))
+    with Session(graph, check_numerics=True) as sess:
+        with pytest.raises(cc.NumericsError):
+            sess.run(y, {x: np.array([3.0, 4.0], "float32")})
+
+
+def test_one_session_runs_loops_of_different_trip_counts_on_the_same_buffers() -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        n = cc.placeholder("int32", shape=(), name="n")
+        x = cc.placeholder("float32", shape=(None,), name="x")
+        _, y = cc.while_loop(lambda i, v: i < n, lambda i, v: (i + 1, v + 1.0), (0, x))
+    with Session(graph) as sess:
+        for count in (4, 0, 7, 1):
+            np.testing.assert_array_equal(sess.run(y, {n: count, x: np.zeros(3, "float32")}), np.full(3, count))
+
+
+# -- errors at build time ------------------------------------------------------------------------
+
+def test_a_body_that_changes_a_loop_variables_shape_is_an_error_at_the_users_line() -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", shape=(2, 3), name="x")
+        with pytest.raises(cc.ShapeError) as error:
+            cc.while_loop(lambda v: cc.reduce_sum(v) < 10.0, lambda v: cc.concat([v, v], 0), x)  # grows
+    message = str(error.value)
+    assert "changes the shape of loop variable 0 from (2, 3) to (4, 3)" in message
+    assert f"{HERE}:{_line_of('# grows')}" in message
+
+
+def test_branches_with_different_dtypes_are_an_error_naming_both_branches() -> None:
+    def as_float():
+        return cc.constant(1.0)
+
+    def as_int():
+        return cc.constant(1)
+    graph = cc.Graph()
+    with graph.as_default():
+        p = cc.placeholder("bool", shape=(), name="p")
+        with pytest.raises(cc.DTypeError) as error:
+            cc.cond(p, as_float, as_int)  # mixed dtypes
+    message = str(error.value)
+    assert "float32 in true_fn" in message and "int32 in false_fn" in message
+    assert f"{HERE}:{_line_of('def as_float')}" in message and f"{HERE}:{_line_of('def as_int')}" in message
+    assert f"{HERE}:{_line_of('# mixed dtypes')}" in message
+
+
+@pytest.mark.parametrize("predicate, error, words", [
+    (lambda x: x > 0.0, cc.ShapeError, "must be a scalar, got shape (3,)"),
+    (lambda x: cc.reduce_sum(x), cc.DTypeError, "must be bool, got float32"),
+])
+def test_a_predicate_that_is_not_a_scalar_bool_is_an_error(predicate, error, words) -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", shape=(3,), name="x")
+        with pytest.raises(error) as raised:
+            cc.cond(predicate(x), lambda: x, lambda: -x)  # bad predicate
+    assert words in str(raised.value) and f"{HERE}:{_line_of('# bad predicate')}" in str(raised.value)
+
+
+def test_other_mistakes_are_clear_errors() -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", shape=(3,), name="x")
+        with pytest.raises(ValueError, match="different structures"):
+            cc.cond(cc.constant(True), lambda: (x, x), lambda: x)
+        with pytest.raises(TypeError, match="must return a scalar bool tensor"):
+            cc.while_loop(lambda v: v, lambda v: v, x)
+        with pytest.raises(ValueError, match=r"returns \[tensor\] but loop_vars is \(tensor, tensor\)"):
+            cc.while_loop(lambda a, b: cc.constant(True), lambda a, b: [a], (x, x))
+        with pytest.raises(cc.DTypeError, match="changes loop variable 0 from float32 to int32"):
+            cc.while_loop(lambda v: cc.constant(True), lambda v: cc.cast(v, "int32"), x)
+        with pytest.raises(TypeError, match="maximum_iterations must be a Python int"):
+            cc.while_loop(lambda v: cc.constant(True), lambda v: v, x, maximum_iterations=cc.constant(3))
+        with pytest.raises(cc.ShapeError, match="must be known when the graph is built"):
+            cc.scan(lambda a, e: a + e, cc.placeholder("float32", shape=(None, 2)))
+        with pytest.raises(TypeError, match="must be callable"):
+            cc.cond(cc.constant(True), x, lambda: x)
+        _, unbounded = cc.while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, v * 2.0), (0, x))
+        with pytest.raises(NotImplementedError, match="need its maximum_iterations"):
+            cc.gradients(cc.reduce_sum(unbounded), [x])
+
+
+def test_an_empty_scan_with_an_initializer_gives_no_rows() -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        out = cc.scan(lambda a, e: a + e, cc.constant(np.zeros((0, 2))), initializer=cc.constant(np.ones(2)))
+    assert out.shape == (0, 2)
+    with Session(graph) as sess:
+        assert sess.run(out).shape == (0, 2)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
