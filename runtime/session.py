@@ -4,7 +4,6 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
-import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -26,10 +25,11 @@ from .feeds import check_feeds, convert_losslessly
 TARGETS = ("cpu", "reference", "cuda", "cuda-emulated")
 
 # -- steps split at a host call ---------------------------------------------------------------
-# An Operation registered here runs as more than one compiled step with host work between them
-# (optim.DistributedOptimizer: gradient phase, allreduce, apply phase). ``run`` hands a fetch set
-# holding it to ``runner(session, leaves, feed_dict, outputs)``, which returns the leaves' values.
-SPLIT_STEPS: "weakref.WeakKeyDictionary[Operation, Callable[..., list[Any]]]" = weakref.WeakKeyDictionary()
+# An Operation with this attribute runs as more than one compiled step with host work between
+# them (optim.DistributedOptimizer: gradient phase, allreduce, apply phase). ``run`` hands a fetch
+# set holding it to ``op.split_runner(session, leaves, feed_dict, outputs)``, which returns the
+# leaves' values. (An attribute of the op, so that it lives and dies with the graph.)
+SPLIT_RUNNER = "split_runner"
 
 
 def _flatten(structure: Any, leaves: list[Any]) -> Callable[[list[Any]], Any]:
@@ -76,8 +76,9 @@ def _outputs_like(fetches: Any, out: Any, count: int) -> list[Any]:
 
 
 def _split_runner(leaves: list[Any]) -> Callable[..., list[Any]] | None:
-    """The runner of the one split step among ``leaves`` (``SPLIT_STEPS``), or None."""
-    runners = {id(leaf): SPLIT_STEPS[leaf] for leaf in leaves if isinstance(leaf, Operation) and leaf in SPLIT_STEPS}
+    """The runner of the one split step among ``leaves`` (``SPLIT_RUNNER``), or None."""
+    runners = {id(leaf): getattr(leaf, SPLIT_RUNNER) for leaf in leaves
+               if isinstance(leaf, Operation) and getattr(leaf, SPLIT_RUNNER, None) is not None}
     if len(runners) > 1:
         raise ValueError("cannot run two distributed training ops in one run(); fetch one of them")
     return next(iter(runners.values()), None)
@@ -94,7 +95,7 @@ class _Plan:
     computes_anything: bool
     leaves: list[Any]          # keeps the fetched objects (and so the ids in the key) alive
     summaries: tuple[int, ...]  # the positions of summary fetches, given as serialized ``Summary`` bytes
-    split: Callable[..., list[Any]] | None = None  # the runner of a split step (SPLIT_STEPS)
+    split: Callable[..., list[Any]] | None = None  # the runner of a split step (SPLIT_RUNNER)
 
 
 class Session:

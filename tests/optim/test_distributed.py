@@ -20,7 +20,6 @@ import pytest
 import compiler as cc
 import optim
 from runtime import Session
-from runtime.session import SPLIT_STEPS
 from tests.optim.mpi import shards
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -239,7 +238,7 @@ def test_gradient_kernels_write_into_the_fusion_buffer(graph: cc.Graph) -> None:
     feed = {x: rng.standard_normal((3, 5)).astype("float32")}
     with Session() as sess:
         sess.run(train, feed)
-        step = SPLIT_STEPS[train].__self__
+        step = train.split_runner.__self__
         plan, = step.plans[sess].values()
         assert set(plan.buffers) == {np.dtype("float32"), np.dtype("float64")}
         program = sess.compile(plan.first, feed).program
