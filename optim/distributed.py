@@ -414,12 +414,10 @@ class _SplitStep:
         with plan.lock:
             try:
                 return self._run(plan, session, leaves, feeds, targets, collectives)
-            except BaseException:
-                if collectives.size > 1:
-                    message = traceback.format_exc()
-                    sys.stderr.write(message)
-                    _abort_job(collectives, "a distributed training step failed: "
-                                            + message.strip().splitlines()[-1])
+            except BaseException as error:
+                if collectives.size > 1:   # the other ranks would wait in the allreduce for ever
+                    sys.stderr.write(traceback.format_exc())
+                    _abort_job(collectives, f"a distributed training step failed: {type(error).__name__}: {error}")
                 raise
 
     def _run(self, plan: _SplitPlan, session: Any, leaves: list[Any], feeds: dict[Tensor, Any],
@@ -434,6 +432,9 @@ class _SplitStep:
             request = collectives.start_allgather(counts)
         outputs = [None if targets is None else targets[i] for i in plan.first_leaves] + plan.local_out
         first_values = session.run(plan.first, feeds, out=outputs)
+        for view, value in zip(plan.local_out, first_values[len(plan.first_leaves):]):
+            if value is not view:     # a target that does not honour out= (target="cuda" copies back)
+                np.copyto(view, value)
         gradients_done = time.perf_counter()
         scale = 1.0
         if counts is not None:

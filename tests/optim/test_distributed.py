@@ -143,8 +143,10 @@ def test_broadcast_variables_sends_slots_and_integer_variables(tmp_path: Path) -
 @pytest.mark.parametrize("mode, expected", [
     ("raise", ["graphgrad: rank 1 of 2: uncaught RuntimeError: rank 1 stops here on purpose at step 3",
                "aborting all 2 ranks"]),
+    ("feed", ["graphgrad: rank 1 of 2: a distributed training step failed: FeedError: fed value of shape (5, 5)",
+              "aborting all 2 ranks"]),
     ("timeout", ["graphgrad: rank 0 of 2:", "did not complete within timeout=2 s", "aborting all 2 ranks"]),
-    ("kill", ["rank 1"]),
+    ("kill", ["rank 1", "signal 9"]),    # mpiexec's own report of the killed rank
 ])
 def test_a_failing_rank_ends_the_job_with_a_message(tmp_path: Path, mode: str, expected: list[str]) -> None:
     # Rank 0 is inside the step's collectives when rank 1 fails: without the abort it would wait

@@ -6,8 +6,9 @@ shard of each batch and writes what it saw to ``OUT_DIR/<config>-rank<r>.npz``.
 
 Modes: ``train`` (every config, then a checkpoint saved and restored), ``broadcast`` (slots and
 integer variables broadcast from rank 0), and the faults ``raise`` (rank 1 raises at step 3),
-``timeout`` (rank 1 stops answering at step 3; rank 0 has ``timeout=2``) and ``kill`` (rank 1 is
-killed by SIGKILL at step 3).
+``feed`` (rank 1 feeds a batch of the wrong shape at step 3: the step itself raises), ``timeout``
+(rank 1 stops answering at step 3; rank 0 has ``timeout=2``) and ``kill`` (rank 1 is killed by
+SIGKILL at step 3).
 """
 from __future__ import annotations
 
@@ -91,9 +92,13 @@ def train(sess: Session, model: Model, rank: int, size: int, fail_at: int | None
     xs, ys = batches(model.x.dtype.name)
     losses, norms = [], []
     for index in range(STEPS):
+        features = xs[index]
         if index == fail_at:
-            fail(failure, rank)
-        feed = {model.x: optim.shard(xs[index], rank, size), model.y: optim.shard(ys[index], rank, size)}
+            if failure == "feed":       # a FeedError inside the step, raised before the allreduce
+                features = features[:, :-1]
+            else:
+                fail(failure, rank)
+        feed = {model.x: optim.shard(features, rank, size), model.y: optim.shard(ys[index], rank, size)}
         _, loss, norm = sess.run([model.train, model.loss, model.norm], feed)
         losses.append(float(loss))
         norms.append(float(norm))
