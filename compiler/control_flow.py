@@ -30,10 +30,11 @@ from .errors import DTypeError, ShapeError
 from .graph import Graph, Operation, SourceLocation, Tensor, get_default_graph, located, user_location
 from .ops.array import identity, reshape, zeros_like
 from .ops.base import apply, constant, convert_to_tensor
-from .ops.control import Cond, RegionOutput, RegionParam, While
+from .ops.control import Cond, RegionOutput, RegionParam, SavedValue, While
 from .ops.elementwise import equal, less, where
 from .ops.gather import gather
 from .ops.joining import concat
+from .ops.padding import pad
 from .ops.slicing import reverse
 from .ops.sources import VariableOp
 from .shapes import format_shape
@@ -198,16 +199,18 @@ def trace(graph: Graph, name: str, specs: Sequence[tuple[tuple, np.dtype]],
     return region
 
 
-def clone_operations(graph: Graph, operations: Sequence[Operation], mapping: dict[Tensor, Tensor]
-                     ) -> dict[Operation, Operation]:
+def clone_operations(graph: Graph, operations: Sequence[Operation], mapping: dict[Tensor, Tensor],
+                     kept: dict[Tensor, Tensor] | None = None) -> dict[Operation, Operation]:
     """Copy ``operations`` (in creation order) into the graph, each reading ``mapping[t]`` for an
     input ``t`` that has one (and adding the copies' outputs to ``mapping``). A copied branch or
-    loop keeps its regions and gets its own gradient record."""
+    loop keeps its regions and gets its own gradient record. What reads a tensor ``t`` in ``kept``
+    reads ``kept[t]`` instead, with the gradient of ``t``'s copy (``SavedValue``)."""
     copies: dict[Operation, Operation] = {}
     for op in operations:
         attrs = dict(op.attrs)
         if op.opdef is While:
-            attrs["history"] = list(attrs["history"])
+            attrs["history"] = set(attrs["history"])
+            attrs["saved"] = list(attrs["saved"])
         inputs = [mapping.get(t, t) for t in op.inputs]
         if op.opdef.kind == "state" and _is_variable(inputs[0]) is False:
             raise AssertionError("an assignment's target must stay a variable")
@@ -218,6 +221,9 @@ def clone_operations(graph: Graph, operations: Sequence[Operation], mapping: dic
         copy.gradient_of = op.gradient_of
         copies[op] = copy
         mapping.update(zip(op.outputs, copy.outputs))
+        for tensor, copied in zip(op.outputs, copy.outputs):
+            if kept is not None and tensor in kept:
+                mapping[tensor] = SavedValue(kept[tensor], copied)
     records = graph.get_collection(CUSTOM_GRADIENT_CALLS)
     for record in records:   # a custom_gradient call whose boundary was copied gets its own record
         if isinstance(record, CustomGradientCall) and all(op in copies for op in record.boundary_ops):
@@ -236,13 +242,15 @@ def clone_operations(graph: Graph, operations: Sequence[Operation], mapping: dic
     return copies
 
 
-def inline(region: Region, arguments: Sequence[Tensor], capture_values: Sequence[Tensor]) -> list[Tensor]:
+def inline(region: Region, arguments: Sequence[Tensor], capture_values: Sequence[Tensor],
+           kept: dict[Tensor, Tensor] | None = None) -> list[Tensor]:
     """The region's results computed again at this point of the graph, from ``arguments`` and the
-    captured values (an assignment it makes is made again)."""
+    captured values (an assignment it makes is made again); values in ``kept`` are read from there
+    (see ``clone_operations``)."""
     mapping = dict(zip(region.params, list(arguments) + list(capture_values)))
     graph = region.params[0].graph if region.params else get_default_graph()
     body = [op for op in region.operations if op.opdef is not RegionParam]
-    clone_operations(graph, body, mapping)
+    clone_operations(graph, body, mapping, kept)
     return [mapping.get(t, t) for t in region.results]
 
 
@@ -301,7 +309,8 @@ def _by_index(call: ControlFlowCall, output_grads: Sequence[Tensor | None], hist
     """The gradients that reached the construct's values (or, with ``history``, a loop's stacks),
     by the index of the value: values nothing used have no output tensor and no gradient."""
     return {out.op.attrs["index"]: grad for out, grad in zip(call.outputs, output_grads)
-            if grad is not None and bool(out.op.attrs.get("history")) == history}
+            if grad is not None and bool(out.op.attrs.get("history")) == history
+            and not out.op.attrs.get("saved")}
 
 
 def _cond_gradients(call: ControlFlowCall, output_grads: list[Tensor | None]) -> list[Tensor | None]:
@@ -337,7 +346,7 @@ def _history(call: ControlFlowCall, index: int) -> Tensor:
     for out in call.outputs:
         if out.op.attrs["index"] == index and out.op.attrs.get("history"):
             return out
-    op.attrs["history"][0] = True
+    op.attrs["history"].add(index)
     limit = op.attrs["maximum_iterations"]
     param = op.attrs["body"].params[index]
     with op.graph.as_default(), op.graph.name_scope(op.name.rpartition("/")[2] + "_history"):
@@ -348,9 +357,34 @@ def _history(call: ControlFlowCall, index: int) -> Tensor:
     return out
 
 
+def _saved(call: ControlFlowCall, tensor: Tensor) -> Tensor:
+    """The stack of the body's value ``tensor`` in every iteration (the loop keeps it from now on)."""
+    op = call.op
+    saved = op.attrs["saved"]
+    if tensor not in saved:
+        saved.append(tensor)
+    index = saved.index(tensor)
+    for out in call.outputs:
+        if out.op.attrs.get("saved") and out.op.attrs["index"] == index:
+            return out
+    with op.graph.as_default(), op.graph.name_scope(op.name.rpartition("/")[2] + "_saved"):
+        out = apply(RegionOutput, [op.outputs[0]], {"index": index, "dtype": tensor.dtype, "saved": True,
+                                                    "shape": (op.attrs["maximum_iterations"],) + tuple(tensor.shape)},
+                    f"saved{index}")
+    call.output_list.append(out)
+    return out
+
+
+def _kept_values(body: Region) -> list[Tensor]:
+    """What the backward pass reads from the forward loop instead of computing it again: the
+    body's matrix products (the costly part of an RNN cell; their gradients need only their
+    inputs, which are recomputed cheaply or are loop variables)."""
+    return [op.outputs[0] for op in body.operations if op.type == "MatMul" and _differentiable(op.outputs[0])]
+
+
 def _while_gradients(call: ControlFlowCall, output_grads: list[Tensor | None]) -> list[Tensor | None]:
     op = call.op
-    count = op.attrs["variables"]
+    count, sliced = op.attrs["variables"], op.attrs["sliced"]
     limit = op.attrs["maximum_iterations"]
     if limit is None:
         raise NotImplementedError(located(
@@ -360,43 +394,66 @@ def _while_gradients(call: ControlFlowCall, output_grads: list[Tensor | None]) -
     body: Region = op.attrs["body"]
     captured = [op.inputs[j] for j in op.attrs["captures_of"][1]]
     initial = list(op.inputs[:count])
+    elements = list(op.inputs[count:count + sliced])
+    first_row, row_step = op.attrs["rows"]
     wanted = [k for k in range(count) if _differentiable(initial[k])]
+    row_targets = [r for r in range(sliced) if _differentiable(elements[r])]
     targets = [j for j, t in enumerate(captured) if _differentiable(t)]
     reached = _by_index(call, output_grads, history=False)
     history_grads = _by_index(call, output_grads, history=True)
     histories = [_history(call, k) for k in range(count)]
+    kept_stacks = {tensor: _saved(call, tensor) for tensor in _kept_values(body)}
     trips = op.outputs[0]
     final_grads = [reached[k] if k in reached else zeros_like(initial[k]) for k in wanted]
+    row_grads = [zeros_like(elements[r][0]) for r in row_targets]
     capture_grads = [zeros_like(captured[j]) for j in targets]
 
     def condition(step: Tensor, *_: Any) -> Tensor:
         return less(step, trips)
 
-    def backward(step: Tensor, variable_grads: list[Tensor], accumulated: list[Tensor]) -> Any:
+    def backward(step: Tensor, variable_grads: list[Tensor], _: list[Tensor], accumulated: list[Tensor]) -> Any:
         at = trips - 1 - step
         values = [gather(history, at) for history in histories]
+        row = at * np.int64(row_step) + np.int64(first_row)
+        rows = [gather(element, row) for element in elements]
         # Fresh copies of the captured values: differentiating with respect to them must not walk
         # back into the forward loop, which reads the same tensors.
         local = [identity(t) for t in captured]
-        results = inline(body, values, local)
+        kept = {tensor: gather(stack, at) for tensor, stack in kept_stacks.items()}
+        results = inline(body, values + rows, local, kept)
         grads = _gradients_or_zeros([results[k] for k in wanted],
-                                    [values[k] for k in wanted] + [local[j] for j in targets],
-                                    variable_grads)
+                                    [values[k] for k in wanted] + [rows[r] for r in row_targets]
+                                    + [local[j] for j in targets], variable_grads)
         new_variable_grads = grads[:len(wanted)]
         for position, k in enumerate(wanted):
             if k in history_grads:
                 new_variable_grads[position] = new_variable_grads[position] + gather(history_grads[k], at)
-        return step + 1, new_variable_grads, [a + g for a, g in zip(accumulated, grads[len(wanted):])]
+        this_rows = grads[len(wanted):len(wanted) + len(row_targets)]
+        new_accumulated = [a + g for a, g in zip(accumulated, grads[len(wanted) + len(row_targets):])]
+        return step + 1, new_variable_grads, this_rows, new_accumulated
 
     # Rows of the stacks past the trip count hold zeros that depend on nothing: their gradient is
     # dropped, as the backward loop visits only the iterations that ran.
     start = constant(np.int64(0))
-    _, initial_grads, total_capture_grads = while_loop(
-        condition, backward, (start, final_grads, capture_grads), maximum_iterations=limit,
+    _, initial_grads, last_rows, total_capture_grads = while_loop(
+        condition, backward, (start, final_grads, row_grads, capture_grads), maximum_iterations=limit,
         name=f"{op.name.rpartition('/')[2]}_grad")
     result: list[Tensor | None] = [None] * len(op.inputs)
     for k, grad in zip(wanted, initial_grads):
         result[k] = grad
+    if row_targets:
+        # The gradient of each element row the loop read, one per backward iteration (each one
+        # loop variable of the backward loop, stacked like scan's outputs); the loop ran ``limit``
+        # times (only scan slices rows, and its condition is always true).
+        backward_call = last_rows[0].op.inputs[0].op.attrs["call"]
+        for position, (r, last) in enumerate(zip(row_targets, last_rows)):
+            per_step = _stacked_steps(_history(backward_call, 1 + len(wanted) + position), last, limit)
+            # Backward step s handled iteration limit - 1 - s, which read row first + step * that.
+            ordered = reverse_rows(per_step) if row_step > 0 else per_step
+            low = first_row if row_step > 0 else first_row - (limit - 1)
+            length = elements[r].shape[0]
+            padding = [[low, length - low - limit]] + [[0, 0]] * (len(elements[r].shape) - 1)
+            result[count + r] = pad(ordered, padding) if low or length - low - limit else ordered
     for j, grad in zip(targets, total_capture_grads):
         index = op.attrs["captures_of"][1][j]
         result[index] = grad if result[index] is None else result[index] + grad
@@ -549,7 +606,14 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: An
     ...     print(sess.run([i, y, dy], {x: 3.0}))          # 3**5 = 243, d/dx x**5 = 5 x**4
     [array(4, dtype=int32), array(243.), array(405.)]
     """
-    location = user_location()
+    return _loop(cond, body, loop_vars, shape_invariants, maximum_iterations, name, user_location())
+
+
+def _loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: Any, shape_invariants: Any,
+          maximum_iterations: int | None, name: str | None, location: SourceLocation,
+          sliced: Sequence[Tensor] = (), rows: tuple[int, int] = (0, 1)) -> Any:
+    """``while_loop``. With ``sliced`` tensors (``scan``'s elements), iteration ``i`` also passes
+    ``body`` a list of their rows ``rows[0] + rows[1] * i`` as a last argument."""
     for label, fn in (("cond", cond), ("body", body)):
         if not callable(fn):
             raise TypeError(located(f"while_loop: {label} must be callable, got {fn!r}", location))
@@ -581,13 +645,15 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: An
 
     def call(fn: Callable[..., Any]) -> Callable[[list[Tensor]], Any]:
         def run(params: list[Tensor]) -> Any:
-            packed = rebuild(params)
-            return fn(packed) if single else fn(*packed)
+            packed = rebuild(params[:len(specs)])
+            extra = [params[len(specs):]] if len(params) > len(specs) else []
+            return fn(packed, *extra) if single else fn(*packed, *extra)
         return run
 
+    row_specs = [(tuple(t.shape[1:]), t.dtype) for t in sliced]
     with graph.as_default(), graph.name_scope(scope):
         condition = trace(graph, "cond", specs, call(cond), where_cond)
-        loop_body = trace(graph, "body", specs, call(body), where_body)
+        loop_body = trace(graph, "body", specs + row_specs, call(body), where_body)
     (predicate,) = condition.results if len(condition.results) == 1 else (None,)
     if predicate is None or predicate.dtype != dtypes.bool_ or predicate.shape != ():
         got = ("a structure of " + str(len(condition.results)) + " tensors" if predicate is None
@@ -618,13 +684,13 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: An
                 f"{format_shape(spec[0])} to {format_shape(result.shape)}; shapes must stay the same from one "
                 "iteration to the next (or pass shape_invariants with None for a dimension that changes)",
                 location))
-    operands = list(initial)
+    operands = list(initial) + list(sliced)
     captures_of = tuple(tuple(_operand_index(operands, t) for t in region.captures)
                         for region in (condition, loop_body))
     with graph.as_default():
         token = apply(While, operands, {"condition": condition, "body": loop_body, "variables": len(initial),
-                                        "captures_of": captures_of, "maximum_iterations": limit,
-                                        "history": [False]}, scope)
+                                        "sliced": len(sliced), "rows": rows, "captures_of": captures_of,
+                                        "maximum_iterations": limit, "history": set(), "saved": []}, scope)
         with graph.name_scope(token.op.name.rpartition("/")[2]):
             outputs = [apply(RegionOutput, [token], {"index": k, "shape": spec[0], "dtype": spec[1]},
                              f"output{k}") for k, spec in enumerate(specs)]
@@ -704,7 +770,7 @@ def scan(fn: Callable[[Any, Any], Any], elems: Any, initializer: Any = None, par
     (length,) = lengths
     if length is None:
         raise ShapeError(located("scan: the length of elems (its first dimension) must be known when "
-                                              "the graph is built", location))
+                                 "the graph is built", location))
     scope = name or "scan"
     with graph.as_default(), graph.name_scope(scope):
         if initializer is None:
@@ -724,33 +790,36 @@ def scan(fn: Callable[[Any, Any], Any], elems: Any, initializer: Any = None, par
                        zeros_like(constant(np.zeros((0,) + tuple(t.shape), t.dtype))) for t in init]
             return rebuild_acc(stacked)
 
-        def condition(i: Tensor, acc: list[Tensor]) -> Tensor:
-            return less(i, np.int64(steps))
-
-        def body(i: Tensor, acc: list[Tensor]) -> Any:
-            at = (np.int64(length - 1 - skip) - i) if reverse else i + np.int64(skip)
-            elem = rebuild_elems([gather(t, at) for t in elem_leaves])
-            new = fn(rebuild_acc(list(acc)), elem)
+        def body(*arguments: Any) -> Any:
+            *acc, rows = arguments
+            new = fn(rebuild_acc(list(acc)), rebuild_elems(list(rows)))
             new_leaves, _ = flatten(new)
             if len(new_leaves) != len(acc):
                 raise ValueError(located(f"scan: fn (defined at {function_location(fn)}) returns {len(new_leaves)} "
                                          f"tensors for an accumulator of {len(acc)}", location))
-            return i + np.int64(1), [convert_to_tensor(v) for v in new_leaves]
+            return [convert_to_tensor(v) for v in new_leaves]
 
-        _, finals = while_loop(condition, body, (constant(np.int64(0)), list(init)),
-                               maximum_iterations=steps, name="loop")
-        loop_op = finals[0].op.inputs[0].op
-        call_record = loop_op.attrs["call"]
+        # The loop runs exactly ``steps`` times (its maximum_iterations); iteration i reads row
+        # skip + i of every element tensor (length - 1 - skip - i in reverse).
+        rows = (length - 1 - skip, -1) if reverse else (skip, 1)
+        finals = _loop(lambda *_: constant(True), body, list(init), None, steps, "loop", location,
+                       sliced=elem_leaves, rows=rows)
+        call_record = finals[0].op.inputs[0].op.attrs["call"]
         stacked = []
         for k, final in enumerate(finals):
-            history = _history(call_record, 1 + k)       # loop variable 0 is the step counter
-            rows = [history[1:], reshape(final, (1,) + tuple(final.shape))] if steps > 1 else \
-                [reshape(final, (1,) + tuple(final.shape))]
+            history = _history(call_record, k)
+            values = _stacked_steps(history, final, steps)
             if skip:
-                rows.insert(0, history[:1])
-            values = concat(rows, axis=0) if len(rows) > 1 else rows[0]
+                values = concat([history[:1], values], axis=0)
             stacked.append(reverse_rows(values) if reverse else values)
     return rebuild_acc(stacked)
+
+
+def _stacked_steps(history: Tensor, final: Tensor, steps: int) -> Tensor:
+    """A loop variable's value after each of ``steps`` iterations (the loop ran all of them): its
+    stack from the second row on, then its final value."""
+    last = reshape(final, (1,) + tuple(final.shape))
+    return concat([history[1:], last], axis=0) if steps > 1 else last
 
 
 def reverse_rows(values: Tensor) -> Tensor:

@@ -47,8 +47,9 @@ def evaluate(fetches: Sequence[Tensor | Operation], feeds: dict[Tensor, np.ndarr
             elif kind == "control":
                 inputs = [values[t] for t in op.inputs]
                 if op.type == "RegionOutput":
-                    index = op.attrs["index"] + (len(produced[op.inputs[0].op]) // 2
-                                                 if op.attrs.get("history") else 0)
+                    count = op.inputs[0].op.attrs.get("variables", 0)
+                    index = op.attrs["index"] + (count if op.attrs.get("history") else
+                                                 2 * count if op.attrs.get("saved") else 0)
                     values[op.outputs[0]] = produced[op.inputs[0].op][index]
                     continue
                 token, produced[op], assigned = _run_control(op, inputs, state, check_numerics)
@@ -79,13 +80,14 @@ def evaluate(fetches: Sequence[Tensor | Operation], feeds: dict[Tensor, np.ndarr
 
 
 def _run_region(region: Any, arguments: Sequence[np.ndarray], state: dict[Tensor, np.ndarray],
-                check_numerics: bool) -> list[np.ndarray]:
-    """The region's results for these parameter values; its assignments update ``state``."""
+                check_numerics: bool, extra: Sequence[Tensor] = ()) -> list[np.ndarray]:
+    """The region's results (then the values of ``extra``, tensors of the region) for these
+    parameter values; its assignments update ``state``."""
     feeds = dict(zip(region.params, arguments))
-    fetches = list(region.results) + list(region.state_ops)
+    fetches = list(region.results) + list(extra) + list(region.state_ops)
     results, updates = evaluate(fetches, feeds, state, check_numerics)
     state.update(updates)
-    return [r for r in results[:len(region.results)]]
+    return [r for r in results[:len(region.results) + len(extra)]]
 
 
 def _run_control(op: Operation, inputs: list[np.ndarray], variables: dict[Tensor, np.ndarray],
@@ -105,8 +107,12 @@ def _run_control(op: Operation, inputs: list[np.ndarray], variables: dict[Tensor
         condition, body = op.attrs["condition"], op.attrs["body"]
         condition_captures = [inputs[j] for j in op.attrs["captures_of"][0]]
         body_captures = [inputs[j] for j in op.attrs["captures_of"][1]]
+        elements = inputs[count:count + op.attrs["sliced"]]
+        first_row, row_step = op.attrs["rows"]
         current = [np.array(v) for v in inputs[:count]]
         kept: list[list[np.ndarray]] = [[] for _ in range(count)]
+        saved = op.attrs["saved"]
+        saved_values: list[list[np.ndarray]] = [[] for _ in saved]
         trips = 0
         while limit is None or trips < limit:
             (go,) = _run_region(condition, current + condition_captures, state, check_numerics)
@@ -114,16 +120,26 @@ def _run_control(op: Operation, inputs: list[np.ndarray], variables: dict[Tensor
                 break
             for stack, value in zip(kept, current):
                 stack.append(value)
-            current = [np.array(v) for v in _run_region(body, current + body_captures, state, check_numerics)]
+            rows = [element[first_row + row_step * trips] for element in elements]
+            produced = _run_region(body, current + rows + body_captures, state, check_numerics, saved)
+            current = [np.array(v) for v in produced[:count]]
+            for stack, value in zip(saved_values, produced[count:]):
+                stack.append(value)
             trips += 1
-        results = current
-        if op.attrs["history"][0]:
-            rows = limit or 0
-            for value, stack in zip(current, kept):
-                history = np.zeros((rows,) + value.shape, dtype=value.dtype)
-                if stack:
-                    history[:len(stack)] = np.stack(stack)
-                results.append(history)
+        results = current + [_stacked(stack, value.shape, value.dtype, limit or 0)
+                             for stack, value in zip(kept, current)]
+        results += [_stacked(stack, tuple(t.shape), t.dtype, limit or 0) for stack, t in zip(saved_values, saved)]
         token = np.array(trips, dtype=np.int64)
     assigned = {v: value for v, value in state.items() if value is not variables.get(v)}
     return token, results, assigned
+
+
+def _stacked(rows: list[np.ndarray], shape: tuple, dtype: np.dtype, length: int) -> np.ndarray:
+    """``rows`` stacked into ``length`` rows, zeros after them (a loop's per-iteration values)."""
+    if rows:
+        shape = rows[0].shape
+    shape = tuple(0 if d is None else d for d in shape)   # never read when the loop never ran
+    stack = np.zeros((length,) + tuple(shape), dtype=dtype)
+    if rows and length:
+        stack[:len(rows)] = np.stack(rows[:length])
+    return stack

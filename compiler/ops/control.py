@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import dtypes
 from .base import OpDef
-from .rules import dtype_from_attrs, no_gradient, shape_from_attrs
+from .rules import dtype_from_attrs, first_dtype, no_gradient, pass_through, same_shape_as_first, shape_from_attrs
 
 # A function's argument, or a value captured from outside the region, as the region sees it.
 RegionParam = OpDef("RegionParam", "source", shape_from_attrs, dtype_from_attrs, reference=None,
@@ -45,15 +45,26 @@ Cond = OpDef("Cond", "control", _scalar, _token_dtype(dtypes.int32), reference=N
 # inputs: the initial loop variables, then the captures of the condition and the body. attrs:
 # "condition", "body" (regions), "variables" (how many loop variables), "captures_of" (per region,
 # the input index each capture parameter reads), "maximum_iterations" (int or None), "history"
-# (a one-element list: True once the per-iteration values are kept, see RegionOutput). Token: the
-# trip count.
+# (the loop variables whose per-iteration values are kept, see RegionOutput), "saved" (values of
+# the body kept per iteration), "sliced" and "rows" (``scan``'s element tensors, inputs after the
+# loop variables: iteration i passes the body row rows[0] + rows[1] * i of each). Token: the trip
+# count.
 While = OpDef("While", "control", _scalar, _token_dtype(dtypes.int64), reference=None, grad_rule=no_gradient)
 
 # input: a control op's token. attrs: "index" (which value), "shape", "dtype" and, for a While,
 # "history": then the value is the stack of loop variable ``index`` at the start of every
-# iteration, ``maximum_iterations`` rows (rows past the trip count are zero).
+# iteration, ``maximum_iterations`` rows (rows past the trip count are zero); or "saved": the stack
+# of the body's value ``attrs["saved"][index]`` in every iteration (kept for the backward pass).
 RegionOutput = OpDef("RegionOutput", "control", shape_from_attrs, dtype_from_attrs, reference=None,
                      grad_rule=no_gradient)
+
+
+# The value of input 0 with the gradient of input 1: a loop's backward pass reads a value the
+# forward loop kept (input 0, a row of its stack) where its body computed it (input 1, the same
+# computation again, which ``simplify.elide_noops`` then drops: only its gradient is built).
+SavedValue = OpDef("SavedValue", "elementwise", same_shape_as_first, first_dtype,
+                   reference=lambda values, attrs: values[0], grad_rule=lambda op, grad: [None, grad],
+                   lower_scalar=pass_through)
 
 
 def regions_of(op: Any) -> tuple[Any, ...]:

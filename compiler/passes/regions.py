@@ -28,10 +28,14 @@ from ..shapes import format_shape
 from .specialize import Node, needed_operations, ordered_nodes, specialize
 
 
-def _specialized(region: Any, shapes: Sequence[tuple[int, ...]]) -> tuple[list[Node], list[Node]]:
-    roots = [t.op for t in region.results] + list(region.state_ops)
+def _specialized(region: Any, shapes: Sequence[tuple[int, ...]], extra: Sequence[Any] = ()
+                 ) -> tuple[list[Node], list[Node]]:
+    """The region's nodes for these parameter shapes, and the nodes of its results (then of the
+    tensors ``extra``)."""
+    wanted = list(region.results) + list(extra)
+    roots = [t.op for t in wanted] + list(region.state_ops)
     nodes_by_op = specialize(needed_operations(roots), dict(zip(region.params, shapes)))
-    return ordered_nodes(nodes_by_op), [nodes_by_op[t.op] for t in region.results]
+    return ordered_nodes(nodes_by_op), [nodes_by_op[t.op] for t in wanted]
 
 
 def control_shapes(op: Any, input_shapes: Sequence[tuple[int, ...]]) -> list[tuple[int, ...]]:
@@ -42,13 +46,15 @@ def control_shapes(op: Any, input_shapes: Sequence[tuple[int, ...]]) -> list[tup
         count, limit = op.attrs["variables"], op.attrs["maximum_iterations"]
         variables = [tuple(s) for s in input_shapes[:count]]
         body = op.attrs["body"]
+        rows = [tuple(s[1:]) for s in input_shapes[count:count + op.attrs["sliced"]]]
         captures = [input_shapes[j] for j in op.attrs["captures_of"][1]]
-        _, results = _specialized(body, variables + captures)
+        _, results = _specialized(body, variables + rows + captures, op.attrs["saved"])
         changing = [(k, shape, node.shape) for k, (node, shape) in enumerate(zip(results, variables))
                     if node.shape != shape]
         if changing:   # the reference runs such a loop; compiling it is an error (``emit``)
             op.attrs["_changing"] = changing[0]
-        return variables + [(limit or 0,) + shape for shape in variables]
+        return (variables + [(limit or 0,) + shape for shape in variables]
+                + [(limit or 0,) + node.shape for node in results[count:]])
     branches = op.attrs["branches"]
     operands = input_shapes[1:]
     found = []
@@ -64,12 +70,13 @@ def control_shapes(op: Any, input_shapes: Sequence[tuple[int, ...]]) -> list[tup
     return found[0]
 
 
-def compile_region(region: Any, shapes: Sequence[tuple[int, ...]], check_numerics: bool) -> Program:
+def compile_region(region: Any, shapes: Sequence[tuple[int, ...]], check_numerics: bool,
+                   extra: Sequence[Any] = ()) -> Program:
     """The region's kernels and buffers, as a program whose feeds are the region's parameters and
-    whose fetches are its results."""
+    whose fetches are its results (then the tensors ``extra``)."""
     from .fuse import build_program
     from .simplify import optimize
-    nodes, results = _specialized(region, shapes)
+    nodes, results = _specialized(region, shapes, extra)
     nodes, fetched = optimize(nodes, results)
     return build_program(nodes, fetched, check_numerics)
 
@@ -174,19 +181,30 @@ class RegionEmitter:
                       "loop_init")
         counter = self.buffer((), dtypes.int64, "trip count")
         self.copy(0, (), dtypes.int64, counter, "loop_init")
-        history: list[int] = []
-        if attrs["history"][0]:
-            for k, n in enumerate(initial):
-                history.append(self.buffer((limit,) + n.shape, n.dtype, f"stack of loop variable {k}"))
-                self.copy(0, (limit,) + n.shape, n.dtype, history[-1], "loop_init")
+        history: dict[int, int] = {}
+        for k in sorted(attrs["history"]):
+            n = initial[k]
+            history[k] = self.buffer((limit,) + n.shape, n.dtype, f"stack of loop variable {k}")
+            self.copy(0, (limit,) + n.shape, n.dtype, history[k], "loop_init")
+        elements = node.inputs[count:count + attrs["sliced"]]
+        element_sources = [self.whole_buffer(n, f"element {r}") for r, n in enumerate(elements)]
+        rows = [self.buffer(n.shape[1:], n.dtype, f"row of element {r}") for r, n in enumerate(elements)]
         arguments = [Access(v, contiguous_strides(n.shape)) for v, n in zip(variables, initial)]
+        row_arguments = [Access(row, contiguous_strides(n.shape[1:])) for row, n in zip(rows, elements)]
         shapes = [n.shape for n in initial]
         condition_params = self.params(condition, arguments, [node.inputs[j] for j in attrs["captures_of"][0]])
-        body_params = self.params(body, arguments, [node.inputs[j] for j in attrs["captures_of"][1]])
+        body_params = self.params(body, arguments + row_arguments,
+                                  [node.inputs[j] for j in attrs["captures_of"][1]])
         check = builder.check_numerics
         condition_program = compile_region(condition, shapes + [node.inputs[j].shape
                                                                 for j in attrs["captures_of"][0]], check)
-        body_program = compile_region(body, shapes + [node.inputs[j].shape for j in attrs["captures_of"][1]], check)
+        saved = attrs["saved"]
+        body_program = compile_region(body, shapes + [n.shape[1:] for n in elements]
+                                      + [node.inputs[j].shape for j in attrs["captures_of"][1]], check, saved)
+        saved_stacks = []
+        for j, shape in enumerate(attrs["_shapes"][2 * count:]):
+            saved_stacks.append(self.buffer(shape, saved[j].dtype, f"stack of kept value {j}"))
+            self.copy(0, shape, saved[j].dtype, saved_stacks[-1], "loop_init")
 
         first = len(builder.kernels)
         condition_steps, (goes,) = self.merge(condition_program, condition_params)
@@ -200,11 +218,15 @@ class RegionEmitter:
         condition_steps.append(self.kernel(Kernel("k_loop_predicate", (), tuple(operands), holds,
                                                   Access(predicate, ()), dtypes.bool_, covers=self.covers())))
         body_steps: list[Step] = []
-        for k, (n, stack) in enumerate(zip(initial, history)):
-            body_steps.append(self._push(n, variables[k], counter, stack))
+        for k, stack in history.items():
+            body_steps.append(self._push(initial[k], variables[k], counter, stack))
+        for source, row, n in zip(element_sources, rows, elements):
+            body_steps.append(self._row(source, n, row, counter, attrs["rows"]))
         steps, results = self.merge(body_program, body_params)
         body_steps += steps
-        body_steps += self._copy_back(results, variables, initial)
+        for (access, shape), stack, tensor in zip(results[count:], saved_stacks, saved):
+            body_steps.append(self._push_value(access, shape, tensor.dtype, counter, stack))
+        body_steps += self._copy_back(results[:count], variables, initial)
         sb = ScalarBuilder()
         body_steps.append(self.kernel(Kernel(
             "k_loop_count", (), (Access(counter, ()),), sb.add(sb.load(0, dtypes.int64), sb.literal(1, dtypes.int64)),
@@ -213,21 +235,44 @@ class RegionEmitter:
                                                                   tuple(body_steps))))
         builder.storage[id(node)] = Access(counter, ())
         builder.region_values[id(node)] = ([Access(v, contiguous_strides(n.shape)) for v, n in zip(variables, initial)]
-                                           + [Access(h, contiguous_strides((limit,) + n.shape))
-                                              for h, n in zip(history, initial)])
+                                           + [Access(history[k], contiguous_strides((limit,) + n.shape))
+                                              if k in history else None for k, n in enumerate(initial)]
+                                           + [Access(stack, contiguous_strides(shape)) for stack, shape
+                                              in zip(saved_stacks, attrs["_shapes"][2 * count:])])
+
+    def _row(self, source: Access, element: Node, row: int, counter: int, rows: tuple[int, int]) -> int:
+        """A kernel that copies row ``rows[0] + rows[1] * counter`` of an element tensor (``scan``'s
+        input) into the buffer the body reads it from."""
+        sb = ScalarBuilder()
+        shape = element.shape[1:]
+        size = int(np.prod(shape, dtype=np.int64))
+        first, step = rows
+        at = sb.add(sb.mul(sb.load(0, dtypes.int64), sb.literal(step, dtypes.int64)), sb.literal(first, dtypes.int64))
+        where = sb.mul(at, sb.literal(size, dtypes.int64))
+        for axis, stride in enumerate(contiguous_strides(shape)):
+            if shape[axis] != 1:
+                where = sb.add(where, sb.mul(sb.axis_index(axis), sb.literal(stride, dtypes.int64)))
+        operands = (Access(counter, (0,) * len(shape)), Access(source.buffer, (0,) * len(shape)))
+        return self.kernel(Kernel("k_loop_row", shape, operands, sb.gather(1, where, element.dtype),
+                                  Access(row, contiguous_strides(shape)), element.dtype, covers=self.covers()))
 
     def _push(self, node: Node, variable: int, counter: int, stack: int) -> int:
         """A kernel that writes the loop variable into row ``counter`` of its stack."""
+        return self._push_value(Access(variable, contiguous_strides(node.shape)), node.shape, node.dtype,
+                                counter, stack)
+
+    def _push_value(self, value: Access, shape: tuple[int, ...], dtype: np.dtype, counter: int, stack: int) -> int:
+        """A kernel that writes ``value`` (walked over ``shape``) into row ``counter`` of ``stack``:
+        a scatter-add into rows the loop set to zero, each written once."""
         sb = ScalarBuilder()
-        shape = node.shape
         row = int(np.prod(shape, dtype=np.int64))
         where = sb.mul(sb.load(1, dtypes.int64), sb.literal(row, dtypes.int64))
         for axis, stride in enumerate(contiguous_strides(shape)):
             if shape[axis] != 1:
                 where = sb.add(where, sb.mul(sb.axis_index(axis), sb.literal(stride, dtypes.int64)))
-        operands = (Access(variable, contiguous_strides(shape)), Access(counter, (0,) * len(shape)))
-        return self.kernel(Kernel("k_loop_push", shape, operands, sb.load(0, node.dtype),
-                                  Access(stack, (0,) * len(shape)), node.dtype, covers=self.covers(),
+        operands = (value, Access(counter, (0,) * len(shape)))
+        return self.kernel(Kernel("k_loop_push", tuple(shape), operands, sb.load(0, dtype),
+                                  Access(stack, (0,) * len(shape)), dtype, covers=self.covers(),
                                   accumulate=True, scatter=where))
 
     def _copy_back(self, results: list[tuple[Access, tuple]], variables: list[int],
@@ -314,7 +359,9 @@ def emit(builder: Any, node: Node) -> None:
     if node.opdef.name == "RegionOutput":
         token = node.inputs[0]
         values = builder.region_values[id(token)]
-        index = node.attrs["index"] + (token.attrs["variables"] if node.attrs.get("history") else 0)
+        count = token.attrs.get("variables", 0)
+        index = node.attrs["index"] + (count if node.attrs.get("history") else
+                                       2 * count if node.attrs.get("saved") else 0)
         builder.storage[id(node)] = values[index]
         return
     emitter = RegionEmitter(builder, node)

@@ -61,6 +61,8 @@ def elide_noops(nodes: Sequence[Node]) -> list[Node]:
             return node.inputs[0]
         if node.opdef.name == "Cast" and node.inputs[0].dtype == node.dtype:
             return node.inputs[0]
+        if node.opdef.name == "SavedValue":
+            return node.inputs[0]   # the kept value; the recomputation is only there for its gradient
         return None
     return _rewrite(nodes, replace)
 

@@ -103,8 +103,9 @@ def specialize(operations: Sequence[Operation], feed_shapes: dict[Tensor, tuple[
             attrs["_shapes"] = control_shapes(op, [n.shape for n in inputs])
         elif op.type == "RegionOutput":
             token = inputs[0]
-            history = token.attrs["variables"] if attrs.get("history") else 0
-            shape = token.attrs["_shapes"][attrs["index"] + history]
+            count = token.attrs.get("variables", 0)
+            offset = count if attrs.get("history") else 2 * count if attrs.get("saved") else 0
+            shape = token.attrs["_shapes"][attrs["index"] + offset]
         elif op.opdef.num_outputs == 0:
             shape = ()
         else:
