@@ -22,6 +22,9 @@ Workloads (all float32):
     infer-8threads        the MLP's forward pass (logits, batch 32) called from 8 Python threads at
                           once on one Session (numpy, torch, jax: on shared parameters); the time
                           per call of the whole loop, in microseconds (throughput, not latency)
+    rnn-scan              one SGD training step of a GRU classifier (28 steps of 28 features, hidden
+                          128, batch 64): graphgrad's cc.scan, jax.lax.scan under jax.jit, torch eager
+                          with a Python loop, numpy with backpropagation through time by hand
     mlp-b1024-mpi2        the mlp-b1024 step data-parallel over MPI: 2 ranks (``mpiexec -n 2``, one
                           graphgrad thread each) x batch 512 with optim.DistributedOptimizer, against
                           one process x batch 1024 (column one-process, all cores), and the time in
@@ -76,7 +79,7 @@ from runtime import Session  # noqa: E402
 LIBRARIES: tuple[str, ...] = ("graphgrad", "numpy", "numpy-out", "torch", "torch.compile", "jax", "one-process")
 WORKLOADS: tuple[str, ...] = ("mlp-b128", "mlp-b1024", "elementwise-16M", "sgemm-256", "sgemm-512",
                               "sgemm-1024", "sgemm-2048", "compile-mlp", "compile-mlp-cached", "mlp-b128-checked",
-                              "run-overhead", "infer-8threads", "mlp-b1024-mpi2")
+                              "run-overhead", "infer-8threads", "mlp-b1024-mpi2", "rnn-scan")
 INFERENCE_THREADS: int = 8
 INFERENCE_BATCH: int = 32
 MLP_SIZES: tuple[int, ...] = (784, 512, 512, 10)
@@ -371,6 +374,169 @@ def jax_mlp_case(libs: Libraries, name: str, batch: int, expected: list[np.ndarr
         call()
         check_parameters("jax", name, [np.asarray(a) for layer in state["params"] for a in layer], expected)
     return Case("jax", timed_calls(call), check)
+
+
+# ------------------------------------------------------------------------------------------------
+# rnn-scan: a GRU training step with the recurrence as a scan
+# ------------------------------------------------------------------------------------------------
+RNN_STEPS, RNN_FEATURES, RNN_HIDDEN, RNN_BATCH, RNN_CLASSES = 28, 28, 128, 64, 10
+
+
+def rnn_data(seed: int = 3) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    """GRU parameters (input weights [F, 3H], state weights [H, 3H], bias [3H], output weights and
+    bias; gates in the order z, r, n), a batch [B, T, F] and its labels, float32."""
+    rng = np.random.default_rng(seed)
+    scale = 1.0 / np.sqrt(RNN_HIDDEN)
+
+    def uniform(*shape: int) -> np.ndarray:
+        return rng.uniform(-scale, scale, shape).astype(np.float32)
+    params = [uniform(RNN_FEATURES, 3 * RNN_HIDDEN), uniform(RNN_HIDDEN, 3 * RNN_HIDDEN),
+              np.zeros(3 * RNN_HIDDEN, np.float32), uniform(RNN_HIDDEN, RNN_CLASSES),
+              np.zeros(RNN_CLASSES, np.float32)]
+    x = rng.standard_normal((RNN_BATCH, RNN_STEPS, RNN_FEATURES)).astype(np.float32)
+    y = rng.integers(0, RNN_CLASSES, RNN_BATCH).astype(np.int32)
+    return params, x, y
+
+
+def numpy_gru_step(params: list[np.ndarray], x: np.ndarray, y: np.ndarray) -> None:
+    """One SGD step of the GRU classifier, forward and backward through time written by hand."""
+    input_weights, state_weights, bias, output_weights, output_bias = params
+    hidden, batch = RNN_HIDDEN, x.shape[0]
+    projected = np.einsum("btf,fg->tbg", x, input_weights) + bias            # [T, B, 3H]
+    h = np.zeros((batch, hidden), x.dtype)
+    saved = []
+    for t in range(RNN_STEPS):
+        from_state = h @ state_weights
+        z = 1.0 / (1.0 + np.exp(-(projected[t, :, :hidden] + from_state[:, :hidden])))
+        r = 1.0 / (1.0 + np.exp(-(projected[t, :, hidden:2 * hidden] + from_state[:, hidden:2 * hidden])))
+        n = np.tanh(projected[t, :, 2 * hidden:] + r * from_state[:, 2 * hidden:])
+        saved.append((h, z, r, n, from_state))
+        h = (1.0 - z) * n + z * h
+    logits = h @ output_weights + output_bias
+    probabilities = np.exp(logits - logits.max(axis=1, keepdims=True))
+    probabilities /= probabilities.sum(axis=1, keepdims=True)
+    probabilities[np.arange(batch), y] -= 1.0
+    d_logits = probabilities / batch
+    d_output_weights, d_output_bias = h.T @ d_logits, d_logits.sum(axis=0)
+    d_h = d_logits @ output_weights.T
+    d_state_weights = np.zeros_like(state_weights)
+    d_projected = np.zeros_like(projected)
+    for t in reversed(range(RNN_STEPS)):
+        h_before, z, r, n, from_state = saved[t]
+        d_n_pre = d_h * (1.0 - z) * (1.0 - n * n)
+        d_z_pre = d_h * (h_before - n) * z * (1.0 - z)
+        d_r_pre = d_n_pre * from_state[:, 2 * hidden:] * r * (1.0 - r)
+        d_from_state = np.concatenate([d_z_pre, d_r_pre, d_n_pre * r], axis=1)
+        d_projected[t] = np.concatenate([d_z_pre, d_r_pre, d_n_pre], axis=1)
+        d_state_weights += h_before.T @ d_from_state
+        d_h = d_h * z + d_from_state @ state_weights.T
+    d_input_weights = np.einsum("btf,tbg->fg", x, d_projected)
+    d_bias = d_projected.sum(axis=(0, 1))
+    for param, grad in zip(params, (d_input_weights, d_state_weights, d_bias, d_output_weights, d_output_bias)):
+        param -= (LEARNING_RATE * grad).astype(param.dtype)
+
+
+def build_graphgrad_gru() -> tuple[Session, Any, dict, list[Any]]:
+    """The GRU step with ``cc.scan``: (sess, train_op, feed, variables)."""
+    params, xb, yb = rnn_data()
+    hidden = RNN_HIDDEN
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", shape=(None, RNN_STEPS, RNN_FEATURES), name="x")
+        y = cc.placeholder("int32", shape=(None,), name="y")
+        variables = [cc.Variable(p, name=name) for p, name in
+                     zip(params, ("input_weights", "state_weights", "bias", "output_weights", "output_bias"))]
+        input_weights, state_weights, bias, output_weights, output_bias = variables
+        rows = cc.reshape(cc.transpose(x, [1, 0, 2]), (-1, RNN_FEATURES))
+        projected = cc.reshape(rows @ input_weights + bias, (RNN_STEPS, -1, 3 * hidden))
+
+        def cell(h: Any, p: Any) -> Any:
+            from_state = h @ state_weights
+            z = cc.sigmoid(p[:, :hidden] + from_state[:, :hidden])
+            r = cc.sigmoid(p[:, hidden:2 * hidden] + from_state[:, hidden:2 * hidden])
+            n = cc.tanh(p[:, 2 * hidden:] + r * from_state[:, 2 * hidden:])
+            return (1.0 - z) * n + z * h
+        states = cc.scan(cell, projected, initializer=cc.zeros_like(projected[0, :, :hidden]))
+        logits = states[RNN_STEPS - 1] @ output_weights + output_bias
+        loss = cc.reduce_mean(cc.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        train_op = optim.GradientDescentOptimizer(LEARNING_RATE).minimize(loss)
+    return Session(graph), train_op, {x: xb, y: yb}, variables
+
+
+def rnn_workload(libs: Libraries) -> Workload:
+    name = "rnn-scan"
+    params, xb, yb = rnn_data()
+    expected = [p.astype(np.float64) for p in params]
+    numpy_gru_step(expected, xb.astype(np.float64), yb)
+    cases: dict[str, Case] = {}
+
+    def check_of(library: str, step: Callable[[], Any], current: Callable[[], list[Any]]) -> Callable[[], None]:
+        def check() -> None:
+            step()
+            check_parameters(library, name, [np.asarray(p) for p in current()], expected)
+        return check
+
+    sess, train_op, feed, variables = build_graphgrad_gru()
+    graphgrad_step = lambda: sess.run(train_op, feed)  # noqa: E731
+    cases["graphgrad"] = Case("graphgrad", timed_calls(graphgrad_step),
+                              check_of("graphgrad", graphgrad_step, lambda: sess.run(variables)),
+                              note="cc.scan; the backward loop reads the states and products the forward loop kept")
+    numpy_params = [p.copy() for p in params]
+    numpy_step = lambda: numpy_gru_step(numpy_params, xb, yb)  # noqa: E731
+    cases["numpy"] = Case("numpy", timed_calls(numpy_step), check_of("numpy", numpy_step, lambda: numpy_params),
+                          note="forward and backward through time written by hand")
+    hidden = RNN_HIDDEN
+    if libs.torch is not None:
+        torch, functional = libs.torch, libs.functional
+        torch_params = [torch.tensor(p, requires_grad=True) for p in params]
+        x, y = torch.from_numpy(xb), torch.from_numpy(yb.astype(np.int64))
+
+        def torch_step() -> None:
+            input_weights, state_weights, bias, output_weights, output_bias = torch_params
+            projected = torch.einsum("btf,fg->tbg", x, input_weights) + bias
+            h = torch.zeros(x.shape[0], hidden)
+            for t in range(RNN_STEPS):
+                from_state = h @ state_weights
+                z = torch.sigmoid(projected[t, :, :hidden] + from_state[:, :hidden])
+                r = torch.sigmoid(projected[t, :, hidden:2 * hidden] + from_state[:, hidden:2 * hidden])
+                n = torch.tanh(projected[t, :, 2 * hidden:] + r * from_state[:, 2 * hidden:])
+                h = (1.0 - z) * n + z * h
+            functional.cross_entropy(h @ output_weights + output_bias, y).backward()
+            with torch.no_grad():
+                for param in torch_params:
+                    param.add_(param.grad, alpha=-LEARNING_RATE)
+                    param.grad = None
+        cases["torch"] = Case("torch", timed_calls(torch_step),
+                              check_of("torch", torch_step, lambda: [p.detach().numpy() for p in torch_params]),
+                              note="eager, a Python loop over the time steps")
+    if libs.jax is not None:
+        jax, jnp = libs.jax, libs.jnp
+
+        def loss_fn(p: Any, x: Any, y: Any) -> Any:
+            input_weights, state_weights, bias, output_weights, output_bias = p
+            projected = jnp.einsum("btf,fg->tbg", x, input_weights) + bias
+
+            def cell(h: Any, q: Any) -> Any:
+                from_state = h @ state_weights
+                z = jax.nn.sigmoid(q[:, :hidden] + from_state[:, :hidden])
+                r = jax.nn.sigmoid(q[:, hidden:2 * hidden] + from_state[:, hidden:2 * hidden])
+                n = jnp.tanh(q[:, 2 * hidden:] + r * from_state[:, 2 * hidden:])
+                new = (1.0 - z) * n + z * h
+                return new, new
+            h, _ = jax.lax.scan(cell, jnp.zeros((x.shape[0], hidden), jnp.float32), projected)
+            log_probabilities = jax.nn.log_softmax(h @ output_weights + output_bias, axis=1)
+            return -jnp.mean(jnp.take_along_axis(log_probabilities, y[:, None], axis=1))
+
+        jitted = jax.jit(lambda p, x, y: [a - LEARNING_RATE * g for a, g in zip(p, jax.grad(loss_fn)(p, x, y))])
+        xj, yj = jnp.asarray(xb), jnp.asarray(yb)
+        state = {"params": [jnp.asarray(p) for p in params]}
+
+        def jax_step() -> None:
+            state["params"] = jax.block_until_ready(jitted(state["params"], xj, yj))
+        cases["jax"] = Case("jax", timed_calls(jax_step), check_of("jax", jax_step, lambda: state["params"]),
+                            note="jax.jit of jax.grad through jax.lax.scan")
+    return Workload(name, "ms", f"SGD step, GRU over {RNN_STEPS} steps of {RNN_FEATURES} features, hidden "
+                                f"{RNN_HIDDEN} (gates z, r, n in one [H, 3H] matrix), batch {RNN_BATCH}", cases)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -900,6 +1066,8 @@ def build_workload(name: str, libs: Libraries, args: argparse.Namespace) -> Work
         return checked_mlp_workload()
     if name == "mlp-b1024-mpi2":
         return mpi_workload(libs)
+    if name == "rnn-scan":
+        return rnn_workload(libs)
     if name.startswith("mlp-b"):
         return mlp_workload(int(name[len("mlp-b"):]), libs)
     if name == "elementwise-16M":
