@@ -110,7 +110,7 @@ def main() -> None:
             right = int(sess.run(correct, {images: x_test, labels: y_test}))
             print(f"epoch {epoch + 1:2d}  loss {total / max(batches, 1):.4f}  "
                   f"test accuracy {right / len(x_test):.3f}")
-        print(f"trained in {time.perf_counter() - started:.1f} s")
+        print(f"trained in {time.perf_counter() - started:.1f} s ({args.target})")
         right = int(sess.run(correct, {images: x_test, labels: y_test}))
     print(f"test accuracy: {right / len(x_test):.3f}")
 

@@ -108,8 +108,24 @@ def test_train_cnn_digits_reaches_97_percent() -> None:
     assert float(match.group(1)) >= 0.97, output
 
 
+def test_train_rnn_digits_reaches_90_percent_and_the_reference_agrees() -> None:
+    """The GRU (``cc.scan``) over the digits' rows: the full run on the cpu target, then one epoch
+    interpreted by the numpy reference, which learns as far as one cpu epoch does."""
+    pytest.importorskip("sklearn")
+    pytest.importorskip("tqdm")
+    accuracies = []
+    for args in ((), ("--epochs", "1"), ("--epochs", "1", "--target", "reference")):
+        output = run_example("train_rnn_digits.py", *args, timeout=120.0)
+        match = re.search(r"^test accuracy: (\d\.\d{3})$", output, re.MULTILINE)
+        assert match, output
+        accuracies.append(float(match.group(1)))
+    assert accuracies[0] >= 0.90, accuracies
+    assert abs(accuracies[1] - accuracies[2]) <= 0.02 and accuracies[2] >= 0.5, accuracies
+
+
 @pytest.mark.parametrize("script, epochs, at_least", [("train_digits.py", "3", 0.90),
-                                                      ("train_cnn_digits.py", "1", 0.75)])
+                                                      ("train_cnn_digits.py", "1", 0.75),
+                                                      ("train_rnn_digits.py", "1", 0.5)])
 def test_examples_train_with_the_gpu_kernels_emulated(script: str, epochs: str, at_least: float) -> None:
     """Every kernel of the examples' steps, as scheduled for the GPU, run on the CPU: a short
     training run still learns (the full runs reach 0.95 and 0.97 on the cpu target)."""
