@@ -1,22 +1,23 @@
 """Running a compiled step's PTX on an NVIDIA GPU through the CUDA driver API (``libcuda``).
 
 ``CudaExecutable`` loads the step's PTX once, keeps one device buffer per program buffer, and per
-run copies feeds and variables in, launches every kernel in order as the GPU schedule says
-(``compiler.codegen.nvptx.schedule_program``), and copies fetches and variables back. Variables stay owned by the session's host
+run copies feeds and variables in, launches the kernels as the GPU schedule says
+(``compiler.codegen.nvptx.schedule_program``) in the step's order (a branch or loop reads its
+predicate back to the host to choose what to launch next), and copies fetches and variables back. Variables stay owned by the session's host
 arrays; keeping them resident on the device is a later step.
 """
 from __future__ import annotations
 
 import ctypes
 import functools
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from compiler.codegen.kernel_body import kernel_buffers
 from compiler.codegen.nvptx import DEFAULT_ARCH, DEFAULT_LIMITS, GpuLimits, emit_ptx, schedule_program
 from compiler.graph import Operation, Tensor
-from compiler.kernel_ir import Program
+from compiler.kernel_ir import Branch, Loop, Program, Step
 from compiler.pipeline import CompiledStep
 
 from .executable import host_array, read_fetch
@@ -126,17 +127,41 @@ class CudaExecutable:
         variable_buffers = sorted(program.variables.values())
         for index in variable_buffers:
             self._upload(index)
-        for function, launch, _, pointers in self._launches:
+        def launch_kernel(position: int) -> None:
+            function, launch, _, pointers = self._launches[position]
             _check(driver, driver.cuLaunchKernel(function, launch.grid, 1, 1, launch.block, 1, 1, 0, None,
                                                  pointers, None), "cuLaunchKernel")
+        run_schedule(program.steps(), launch_kernel, self._predicate)
         _check(driver, driver.cuCtxSynchronize(), "cuCtxSynchronize")
         fetched = {spec.buffer for spec in program.fetches if spec is not None}
         for index in sorted(fetched | set(variable_buffers)):
             self._download(index)
         return [None if spec is None else read_fetch(self._host, spec) for spec in program.fetches]
 
+    def _predicate(self, index: int) -> bool:
+        """The bool scalar in device buffer ``index``, read back (after the kernels before it)."""
+        self._download(index)
+        return bool(self._host[index].reshape(-1)[0])
+
     def dump(self, stage: str) -> str:
         return self.step.dump(stage)
+
+
+def run_schedule(steps: Sequence[Step], launch: Callable[[int], None], holds: Callable[[int], bool]) -> None:
+    """Walk a step's schedule from the host: ``launch(position)`` for each kernel; for a branch or a
+    loop, read its predicate back with ``holds(buffer)`` and go on accordingly. (The native CPU and
+    cuda-emulated steps do the same in generated code: ``codegen.common.emit_schedule``.)"""
+    for step in steps:
+        if isinstance(step, Branch):
+            run_schedule(step.taken if holds(step.predicate) else step.otherwise, launch, holds)
+        elif isinstance(step, Loop):
+            while True:
+                run_schedule(step.condition, launch, holds)
+                if not holds(step.predicate):
+                    break
+                run_schedule(step.body, launch, holds)
+        else:
+            launch(step)
 
     def __del__(self) -> None:
         try:

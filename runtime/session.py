@@ -310,9 +310,6 @@ class Session:
                 if self.target == "cuda" and any(kernel.check for kernel in step.program.kernels):
                     raise CompileError("check_numerics ops are not checked on target='cuda' yet; run this "
                                        "step on 'cuda-emulated' or 'cpu' to check it")
-                if self.target == "cuda" and step.program.schedule is not None:
-                    raise CompileError("branches and loops (cc.cond, cc.while_loop, cc.scan) do not run on "
-                                       "target='cuda' yet; 'cuda-emulated' runs the same GPU kernels with them")
                 if self.target in ("cuda", "cuda-emulated"):
                     step = target_gpu(step, self.arch, self.gpu_limits, emulated=self.target == "cuda-emulated")
                 arrays = {t: self._variable_array(t) for t in step.program.variables}
