@@ -30,7 +30,7 @@ from .errors import DTypeError, ShapeError
 from .graph import Graph, Operation, SourceLocation, Tensor, get_default_graph, located, user_location
 from .ops.array import identity, reshape, zeros_like
 from .ops.base import apply, constant, convert_to_tensor
-from .ops.control import Cond, RegionOutput, RegionParam, SavedValue, While
+from .ops.control import Cond, RegionOutput, RegionParam, SavedValue, StackRead, While
 from .ops.elementwise import equal, less, where
 from .ops.gather import gather
 from .ops.joining import concat
@@ -350,7 +350,7 @@ def _history(call: ControlFlowCall, index: int) -> Tensor:
     limit = op.attrs["maximum_iterations"]
     param = op.attrs["body"].params[index]
     with op.graph.as_default(), op.graph.name_scope(op.name.rpartition("/")[2] + "_history"):
-        shape = (limit,) + tuple(param.shape)
+        shape = (limit,) + tuple(param.shape)      # limit None: as many rows as the loop ran
         out = apply(RegionOutput, [op.outputs[0]], {"index": index, "shape": shape, "dtype": param.dtype,
                                                     "history": True}, f"history{index}")
     call.output_list.append(out)
@@ -386,11 +386,6 @@ def _while_gradients(call: ControlFlowCall, output_grads: list[Tensor | None]) -
     op = call.op
     count, sliced = op.attrs["variables"], op.attrs["sliced"]
     limit = op.attrs["maximum_iterations"]
-    if limit is None:
-        raise NotImplementedError(located(
-            f"gradients through the while_loop {op.name!r} (built at {op.location}) need its "
-            "maximum_iterations, a Python int: the loop keeps that many rows of per-iteration values "
-            "for the backward pass"))
     body: Region = op.attrs["body"]
     captured = [op.inputs[j] for j in op.attrs["captures_of"][1]]
     initial = list(op.inputs[:count])
@@ -413,13 +408,15 @@ def _while_gradients(call: ControlFlowCall, output_grads: list[Tensor | None]) -
 
     def backward(step: Tensor, variable_grads: list[Tensor], _: list[Tensor], accumulated: list[Tensor]) -> Any:
         at = trips - 1 - step
-        values = [gather(history, at) for history in histories]
+        read = gather if limit is not None else StackRead   # a grown stack has no static length
+        # Copies: ``gradients`` below starts from them, not from the reads of the stacks.
+        values = [identity(read(history, at)) for history in histories]
         row = at * np.int64(row_step) + np.int64(first_row)
         rows = [gather(element, row) for element in elements]
         # Fresh copies of the captured values: differentiating with respect to them must not walk
         # back into the forward loop, which reads the same tensors.
         local = [identity(t) for t in captured]
-        kept = {tensor: gather(stack, at) for tensor, stack in kept_stacks.items()}
+        kept = {tensor: read(stack, at) for tensor, stack in kept_stacks.items()}
         results = inline(body, values + rows, local, kept)
         grads = _gradients_or_zeros([results[k] for k in wanted],
                                     [values[k] for k in wanted] + [rows[r] for r in row_targets]

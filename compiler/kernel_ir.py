@@ -198,8 +198,9 @@ class IndexedInput:
 # -- kernels and programs ---------------------------------------------------------------------
 
 # "region": a buffer of a branch or loop (its loop variables, the values of its body): memory of its
-# own, never shared by liveness, since a loop reads and writes it many times.
-ROLES = ("feed", "variable", "constant", "temp", "output", "region")
+# own, never shared by liveness, since a loop reads and writes it many times. "stack": a loop's
+# per-iteration values when its trip count has no bound: memory the step itself grows (``Reserve``).
+ROLES = ("feed", "variable", "constant", "temp", "output", "region", "stack")
 
 
 @dataclass(frozen=True)
@@ -265,6 +266,7 @@ class Kernel:
     # A scatter-add: each point adds its body into output element ``scatter`` (an int64 expression,
     # kept in range by the op) instead of the element its strides give; ``out`` strides are 0. The
     # output is zeroed by an earlier kernel; the CPU runs it on one thread, the GPU adds atomically.
+    # Without ``accumulate``, each point stores into its element (a loop's push into a stack row).
     scatter: "ScalarExpr | None" = None
     # A scan (one reduced axis): every prefix of the reduction is stored, so ``out`` walks the
     # reduced axis too (a running sum, e.g. cumsum); the reduced axis is visited in order.
@@ -308,7 +310,22 @@ class Loop:
     body: tuple["Step", ...]
 
 
-# One step of a schedule: a kernel (its position in ``Program.kernels``), a branch or a loop.
+@dataclass(frozen=True)
+class Reserve:
+    """A schedule step that makes the stack in buffer ``stack`` (a loop's per-iteration values when
+    the loop has no ``maximum_iterations``: memory the step grows at run time, its address in the
+    step's buffer table) hold at least row ``counter`` + 1 (``counter``: an int64 scalar buffer) of
+    ``row_bytes`` bytes each; ``capacity`` (an int64 scalar buffer, kept between runs) counts the
+    rows it holds."""
+
+    stack: int
+    capacity: int
+    counter: int
+    row_bytes: int
+
+
+# One step of a schedule: a kernel (its position in ``Program.kernels``), a branch, a loop or a
+# stack reservation.
 Step = Any
 
 
@@ -320,7 +337,7 @@ def schedule_kernels(steps: Sequence[Step]) -> list[int]:
             found += schedule_kernels(step.taken) + schedule_kernels(step.otherwise)
         elif isinstance(step, Loop):
             found += schedule_kernels(step.condition) + schedule_kernels(step.body)
-        else:
+        elif not isinstance(step, Reserve):
             found.append(step)
     return found
 
@@ -335,6 +352,8 @@ def shift_schedule(steps: Sequence[Step], offset: int) -> tuple[Step, ...]:
         elif isinstance(step, Loop):
             moved.append(Loop(shift_schedule(step.condition, offset), step.predicate,
                               shift_schedule(step.body, offset)))
+        elif isinstance(step, Reserve):
+            moved.append(step)
         else:
             moved.append(step + offset)
     return tuple(moved)
@@ -461,6 +480,9 @@ def format_schedule(steps: Sequence[Step], names: Sequence[str], indent: str) ->
             lines.extend(format_schedule(step.condition, names, indent + "  "))
             lines.append(f"{indent}  while b{step.predicate}:")
             lines.extend(format_schedule(step.body, names, indent + "    "))
+        elif isinstance(step, Reserve):
+            lines.append(f"{indent}grow b{step.stack} to hold row b{step.counter} ({step.row_bytes} B a row; "
+                         f"rows held in b{step.capacity})")
         else:
             lines.append(f"{indent}{names[step]}")
     return lines

@@ -89,6 +89,9 @@ class CudaExecutable:
             self._functions.append(function)
         self._host: list[np.ndarray] = []
         self._device: list[ctypes.c_uint64] = []
+        if any(buffer.role == "stack" for buffer in program.buffers):
+            raise CudaError("a loop without maximum_iterations whose gradient is taken grows its stacks at run "
+                            "time, which target='cuda' does not do yet: give the while_loop a maximum_iterations")
         for buffer in program.buffers:
             host = host_array(program, buffer, variable_arrays)
             pointer = ctypes.c_uint64()

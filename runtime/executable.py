@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from compiler.codegen.common import STACK_GROWTH_FAILED
 from compiler.errors import NumericsError
 from compiler.graph import Operation, Tensor
 from compiler.kernel_ir import FetchSpec, contiguous_strides
@@ -81,6 +82,11 @@ def check_output(target: Any, spec: FetchSpec) -> None:
                          f"{getattr(target, 'shape', type(target).__name__)}")
 
 
+_LIBC = ctypes.CDLL(None)   # free() for the memory generated code grew with realloc
+_LIBC.free.argtypes = [ctypes.c_void_p]
+_LIBC.free.restype = None
+
+
 class CallBuffers:
     """The memory one ``run`` writes besides variables: feed and output buffers, the arena of
     temporaries and the table of buffer addresses the native step reads. Each concurrent ``run``
@@ -99,6 +105,8 @@ class CallBuffers:
                 array = arena[start:start + buffer.nbytes].view(buffer.dtype).reshape(buffer.shape)
             elif buffer.role == "temp":
                 array = np.empty(0, dtype=buffer.dtype)  # merged into another buffer: never used
+            elif buffer.role in ("region", "stack"):
+                array = np.zeros(buffer.shape, dtype=buffer.dtype)  # a stack's row count starts at 0
             else:
                 array = np.empty(buffer.shape, dtype=buffer.dtype)
             self.arrays.append(array)
@@ -106,13 +114,24 @@ class CallBuffers:
         # numerics check failed (the step stopped there).
         self.status = np.zeros(1, dtype=np.int64)
         self.table = (ctypes.c_void_p * (len(self.arrays) + 1))()
+        # A stack's memory is the step's own (malloc'ed by its first Reserve, grown by realloc): its
+        # slot starts empty and is freed with these buffers.
+        self.stacks = [buffer.index for buffer in program.buffers if buffer.role == "stack"]
         self.own_addresses = [array.ctypes.data for array in self.arrays]
+        for index in self.stacks:
+            self.own_addresses[index] = 0
         for index, address in enumerate(self.own_addresses):
             self.table[index] = address
         self.table[len(self.arrays)] = self.status.ctypes.data
         # The last user array bound to each buffer and its address: a loop that feeds (or writes
         # into) the same arrays skips numpy's slow address lookup. Holds one reference per buffer.
         self.bound: dict[int, tuple[np.ndarray, int]] = {}
+
+    def __del__(self) -> None:
+        for index in getattr(self, "stacks", ()):
+            if self.table[index]:
+                _LIBC.free(ctypes.c_void_p(self.table[index]))
+                self.table[index] = 0
 
     def address(self, index: int, array: np.ndarray) -> int:
         bound = self.bound.get(index)
@@ -363,6 +382,9 @@ class Executable:
         finally:
             for index in direct:
                 table[index] = buffers.own_addresses[index]
+        if buffers.status[0] == STACK_GROWTH_FAILED:
+            buffers.status[0] = 0
+            raise MemoryError("out of memory growing a loop's stack of per-iteration values")
         if self._checked and buffers.status[0]:
             failed = program.kernels[int(buffers.status[0]) - 1]
             buffers.status[0] = 0

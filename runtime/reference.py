@@ -126,9 +126,10 @@ def _run_control(op: Operation, inputs: list[np.ndarray], variables: dict[Tensor
             for stack, value in zip(saved_values, produced[count:]):
                 stack.append(value)
             trips += 1
-        results = current + [_stacked(stack, value.shape, value.dtype, limit or 0)
-                             for stack, value in zip(kept, current)]
-        results += [_stacked(stack, tuple(t.shape), t.dtype, limit or 0) for stack, t in zip(saved_values, saved)]
+        rows_kept = limit if limit is not None else trips      # without a limit: as many rows as ran
+        results = current + [_stacked(stack, value.shape, value.dtype, rows_kept) if k in op.attrs["history"]
+                             else np.zeros(0, value.dtype) for k, (stack, value) in enumerate(zip(kept, current))]
+        results += [_stacked(stack, tuple(t.shape), t.dtype, rows_kept) for stack, t in zip(saved_values, saved)]
         token = np.array(trips, dtype=np.int64)
     assigned = {v: value for v, value in state.items() if value is not variables.get(v)}
     return token, results, assigned

@@ -16,7 +16,7 @@ import numpy as np
 from llvmlite import ir
 
 from .. import dtypes
-from ..kernel_ir import AxisIndex, Branch, Gather, Kernel, Literal, Load, Loop, Prim, ScalarExpr
+from ..kernel_ir import AxisIndex, Branch, Gather, Kernel, Literal, Load, Loop, Prim, Reserve, ScalarExpr
 from . import mathlib, random_bits
 
 I1 = ir.IntType(1)
@@ -392,12 +392,48 @@ def combine(lowering: ExprLowering, combiner: str, dtype: np.dtype, accumulated:
 
 # -- branches and loops ---------------------------------------------------------------------------
 
+STACK_GROWTH_FAILED = -1   # the step's status word when a stack could not grow (out of memory)
+
+
+def emit_reserve(builder: ir.IRBuilder, step: Reserve, table: ir.Value, buffer_pointer: Callable[[int], ir.Value],
+                 status_pointer: ir.Value) -> None:
+    """Grow a run-time stack (``kernel_ir.Reserve``) with ``realloc`` when row ``counter`` does not
+    fit: to twice its rows (at least 16 and one more than the counter). Its new address goes into
+    the buffer table, where every later kernel call loads it from. If memory runs out, the step
+    stops with ``STACK_GROWTH_FAILED`` in its status word."""
+    held_pointer, counter_pointer = buffer_pointer(step.capacity), buffer_pointer(step.counter)
+    held = builder.load(held_pointer, typ=I64)
+    needed = builder.add(builder.load(counter_pointer, typ=I64), ir.Constant(I64, 1))
+    grow = builder.append_basic_block("stack.grow")
+    failed = builder.append_basic_block("stack.failed")
+    grown = builder.append_basic_block("stack.grown")
+    done = builder.append_basic_block("stack.done")
+    builder.cbranch(builder.icmp_signed(">", needed, held), grow, done)
+    builder.position_at_end(grow)
+    doubled = builder.mul(held, ir.Constant(I64, 2))
+    rows = builder.select(builder.icmp_signed(">", doubled, needed), doubled, needed)
+    rows = builder.select(builder.icmp_signed(">", rows, ir.Constant(I64, 16)), rows, ir.Constant(I64, 16))
+    slot = builder.gep(table, [ir.Constant(I64, step.stack)], inbounds=True, source_etype=PTR)
+    realloc = declare_function(builder.module, "realloc", PTR, [PTR, I64])
+    moved = builder.call(realloc, [builder.load(slot, typ=PTR), builder.mul(rows, ir.Constant(I64, step.row_bytes))])
+    builder.cbranch(builder.icmp_unsigned("==", moved, ir.Constant(PTR, None)), failed, grown)
+    builder.position_at_end(failed)
+    builder.store(ir.Constant(I64, STACK_GROWTH_FAILED), status_pointer)
+    builder.ret_void()
+    builder.position_at_end(grown)
+    builder.store(moved, slot)
+    builder.store(rows, held_pointer)
+    builder.branch(done)
+    builder.position_at_end(done)
+
+
 def emit_schedule(builder: ir.IRBuilder, steps: Sequence[Any], run_kernel: Callable[[int], None],
-                  buffer_pointer: Callable[[int], ir.Value]) -> None:
+                  buffer_pointer: Callable[[int], ir.Value],
+                  reserve: Callable[[Reserve], None] | None = None) -> None:
     """The step's schedule as control flow: ``run_kernel(position)`` for each kernel, a
     conditional branch for each ``Branch`` and a loop for each ``Loop`` (their predicates read from
-    bool scalar buffers). Buffer pointers must be loaded where they dominate every use (the
-    entry block)."""
+    bool scalar buffers), ``reserve(step)`` for each ``Reserve``. Buffer pointers must be loaded
+    where they dominate every use (the entry block), except those of stacks (loaded at each use)."""
     for step in steps:
         if isinstance(step, Branch):
             taken = builder.append_basic_block("branch.taken")
@@ -407,7 +443,7 @@ def emit_schedule(builder: ir.IRBuilder, steps: Sequence[Any], run_kernel: Calla
             builder.cbranch(holds, taken, otherwise)
             for block, inner in ((taken, step.taken), (otherwise, step.otherwise)):
                 builder.position_at_end(block)
-                emit_schedule(builder, inner, run_kernel, buffer_pointer)
+                emit_schedule(builder, inner, run_kernel, buffer_pointer, reserve)
                 builder.branch(after)
             builder.position_at_end(after)
         elif isinstance(step, Loop):
@@ -416,12 +452,15 @@ def emit_schedule(builder: ir.IRBuilder, steps: Sequence[Any], run_kernel: Calla
             after = builder.append_basic_block("loop.end")
             builder.branch(header)
             builder.position_at_end(header)
-            emit_schedule(builder, step.condition, run_kernel, buffer_pointer)
+            emit_schedule(builder, step.condition, run_kernel, buffer_pointer, reserve)
             holds = load_element(builder, buffer_pointer(step.predicate), dtypes.bool_, ir.Constant(I64, 0))
             builder.cbranch(holds, body, after)
             builder.position_at_end(body)
-            emit_schedule(builder, step.body, run_kernel, buffer_pointer)
+            emit_schedule(builder, step.body, run_kernel, buffer_pointer, reserve)
             builder.branch(header)
             builder.position_at_end(after)
+        elif isinstance(step, Reserve):
+            assert reserve is not None, "this target does not grow stacks"
+            reserve(step)
         else:
             run_kernel(step)

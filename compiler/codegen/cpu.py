@@ -21,7 +21,7 @@ from llvmlite import ir
 from .. import dtypes
 from ..kernel_ir import Kernel, Program
 from .common import (LLVM_LOCK, PTR, LoopAxis, declare_function, element_pointer, emit_carried_loop, emit_loop,
-                     emit_schedule,
+                     emit_reserve, emit_schedule,
                      identity_of, linear_index, load_element, loop_axes, store_element)
 from .gemm import LIBRARY_SYMBOL, library_signature
 from .kernel_body import BodyRules, KernelBody, ReducedLoop, kernel_buffers
@@ -289,7 +289,12 @@ def build_module(program: Program, profile: bool = False) -> ir.Module:
     loaded: dict[int, ir.Value] = {}
     i64 = ir.IntType(64)
 
+    stacks = {buffer.index for buffer in program.buffers if buffer.role == "stack"}
+
     def buffer_pointer(index: int) -> ir.Value:
+        if index in stacks:   # a stack may move when it grows: load its address where it is used
+            slot = builder.gep(table, [ir.Constant(i64, index)], inbounds=True, source_etype=PTR)
+            return builder.load(slot, typ=PTR)
         if index not in loaded:
             slot = builder.gep(table, [ir.Constant(i64, index)], inbounds=True, source_etype=PTR)
             loaded[index] = builder.load(slot, typ=PTR)
@@ -334,7 +339,8 @@ def build_module(program: Program, profile: bool = False) -> ir.Module:
 
     if program.schedule is not None:
         for index in range(len(program.buffers) + 1):  # loaded where they dominate every branch and loop
-            buffer_pointer(index)
+            if index not in stacks:
+                buffer_pointer(index)
     stamp(0)
 
     def run_kernel(position: int) -> None:
@@ -344,7 +350,8 @@ def build_module(program: Program, profile: bool = False) -> ir.Module:
         stamp(position + 1)
         if kernel.check:
             emit_check_call(builder, kernel, position, buffer_pointer(kernel.out.buffer), buffer_pointer(len(program.buffers)))
-    emit_schedule(builder, program.steps(), run_kernel, buffer_pointer)
+    emit_schedule(builder, program.steps(), run_kernel, buffer_pointer,
+                  lambda step: emit_reserve(builder, step, table, buffer_pointer, buffer_pointer(len(program.buffers))))
     builder.ret_void()
     return module
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ..kernel_ir import Program
-from .common import I64, PTR, emit_schedule
+from .common import I64, PTR, emit_reserve, emit_schedule
 from .cpu import STEP_SYMBOL, emit_check_call, host_target_machine
 from .gpu_kernel import emit_emulated_kernel
 from .kernel_body import kernel_buffers
@@ -24,7 +24,11 @@ def build_module(program: Program, limits: GpuLimits = DEFAULT_LIMITS) -> ir.Mod
     table = step.args[0]
     pointers: dict[int, ir.Value] = {}
 
+    stacks = {buffer.index for buffer in program.buffers if buffer.role == "stack"}
+
     def buffer_pointer(index: int) -> ir.Value:
+        if index in stacks:   # a stack may move when it grows: load its address where it is used
+            return b.load(b.gep(table, [ir.Constant(I64, index)], inbounds=True, source_etype=PTR), typ=PTR)
         if index not in pointers:
             slot = b.gep(table, [ir.Constant(I64, index)], inbounds=True, source_etype=PTR)
             pointers[index] = b.load(slot, typ=PTR)
@@ -32,7 +36,8 @@ def build_module(program: Program, limits: GpuLimits = DEFAULT_LIMITS) -> ir.Mod
 
     if program.schedule is not None:
         for index in range(len(program.buffers) + 1):  # loaded where they dominate every branch and loop
-            buffer_pointer(index)
+            if index not in stacks:
+                buffer_pointer(index)
     functions = [emit_emulated_kernel(module, scheduled) for scheduled in schedule_program(program, limits)]
 
     def run_kernel(position: int) -> None:
@@ -41,6 +46,7 @@ def build_module(program: Program, limits: GpuLimits = DEFAULT_LIMITS) -> ir.Mod
         if kernel.check:
             emit_check_call(b, kernel, position, buffer_pointer(kernel.out.buffer),
                             buffer_pointer(len(program.buffers)))
-    emit_schedule(b, program.steps(), run_kernel, buffer_pointer)
+    emit_schedule(b, program.steps(), run_kernel, buffer_pointer,
+                  lambda step: emit_reserve(b, step, table, buffer_pointer, buffer_pointer(len(program.buffers))))
     b.ret_void()
     return module

@@ -148,7 +148,7 @@ class KernelBody:
         kernel = self.kernel
         dtype = kernel.out_dtype
         index = lowering.out_index()
-        if kernel.scatter is None:
+        if kernel.scatter is None or not kernel.accumulate:   # a store, at a computed element or not
             store_element(b, value, self.out_pointer, dtype, index)
         elif self.rules.atomic_scatter:
             operation = "fadd" if dtypes.is_floating(dtype) else "add"

@@ -67,6 +67,39 @@ SavedValue = OpDef("SavedValue", "elementwise", same_shape_as_first, first_dtype
                    lower_scalar=pass_through)
 
 
+def _stack_read_shape(shapes: Sequence[tuple], attrs: Mapping[str, Any]) -> tuple:
+    return tuple(shapes[0][1:])
+
+
+def _stack_read_lowering(sb: Any, args: Sequence[Any], attrs: Mapping[str, Any]) -> Any:
+    stack, row = args
+    shape = sb.output_shape
+    size = int(np.prod(shape, dtype=np.int64))
+    where = sb.mul(sb.cast(row, dtypes.int64), sb.literal(size, dtypes.int64))
+    stride = size
+    for dim, extent in enumerate(shape):
+        stride //= max(extent, 1)
+        if extent != 1:
+            where = sb.add(where, sb.mul(sb.index(dim), sb.literal(stride, dtypes.int64)))
+    return sb.gather(stack.operand, where, stack.dtype)
+
+
+def _no_second_order(op: Any, grad: Any) -> list[Any]:
+    from ..graph import located
+    raise NotImplementedError(located(
+        "second derivatives through a while_loop without maximum_iterations are not supported: give the "
+        "loop a maximum_iterations (its stacks then have a fixed size and can be differentiated)", op.location))
+
+
+# Row ``index`` of a loop's stack grown at run time (whose static length is unknown): the backward
+# pass of a while_loop without maximum_iterations reads the forward iterations' values with it.
+# The index is always a row the loop wrote, so there is no bounds check.
+StackRead = OpDef("StackRead", "elementwise", _stack_read_shape, first_dtype,
+                  reference=lambda values, attrs: np.asarray(values[0])[int(values[1])],
+                  grad_rule=_no_second_order, lower_scalar=_stack_read_lowering, indexed_inputs=(0,),
+                  dim_map=lambda shapes, out, attrs: [(None,) * len(shapes[0]), ()])
+
+
 def regions_of(op: Any) -> tuple[Any, ...]:
     """The regions of a ``Cond`` (false, true) or a ``While`` (condition, body); () otherwise."""
     if op.opdef is Cond:

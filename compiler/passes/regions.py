@@ -9,7 +9,8 @@ their own (role "region"), which the condition and the body read as their parame
 iteration the body's results are copied into them (through a staging copy when a result is itself
 a view of a loop variable). A loop also keeps its trip count in an int64 buffer and, when a
 gradient asks for it, the value of every loop variable at the start of every iteration in a stack
-of ``maximum_iterations`` rows (written by a scatter kernel at the row of the trip count). Values
+of ``maximum_iterations`` rows (written by a scatter kernel at the row of the trip count), or, for
+a loop without that bound, in memory the step grows as the loop runs (``kernel_ir.Reserve``). Values
 computed inside a region also get buffers of their own: they are written on every iteration and
 must not share memory by liveness with the rest of the step.
 """
@@ -22,7 +23,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import CompileError, ShapeError
 from ..graph import located
-from ..kernel_ir import (Access, Branch, Kernel, Loop, Program, ScalarBuilder, Step, contiguous_strides,
+from ..kernel_ir import (Access, Branch, Kernel, Loop, Program, Reserve, ScalarBuilder, Step, contiguous_strides,
                          shift_schedule)
 from ..shapes import format_shape
 from .specialize import Node, needed_operations, ordered_nodes, specialize
@@ -121,6 +122,8 @@ class RegionEmitter:
         contiguously, else a copy made now."""
         builder = self.builder
         storage = builder.storage.get(id(node))
+        if storage is not None and builder.buffers[storage.buffer].role == "stack":
+            return storage          # grown at run time: its address is only in the buffer table
         if (storage is not None and storage.offset == 0 and storage.is_contiguous(node.shape)
                 and builder.buffers[storage.buffer].size == node.size
                 and builder.buffers[storage.buffer].dtype == node.dtype):
@@ -181,11 +184,21 @@ class RegionEmitter:
                       "loop_init")
         counter = self.buffer((), dtypes.int64, "trip count")
         self.copy(0, (), dtypes.int64, counter, "loop_init")
+        # Stacks: ``limit`` rows, or grown at run time (``Reserve``) when the loop has no limit.
+        # Rows past the trip count are left as they were: nothing reads them.
+        reservations: list[Reserve] = []
+
+        def stack(shape: tuple[int, ...], dtype: np.dtype, what: str) -> int:
+            if limit is not None:
+                return self.buffer((limit,) + shape, dtype, what)
+            index = builder.raw_buffer((0,) + shape, dtype, "stack", f"{what} (in {node.opdef.name} {node.label!r})")
+            rows = self.buffer((), dtypes.int64, f"rows held by b{index}")
+            row_bytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+            reservations.append(Reserve(index, rows, counter, max(row_bytes, 1)))
+            return index
         history: dict[int, int] = {}
         for k in sorted(attrs["history"]):
-            n = initial[k]
-            history[k] = self.buffer((limit,) + n.shape, n.dtype, f"stack of loop variable {k}")
-            self.copy(0, (limit,) + n.shape, n.dtype, history[k], "loop_init")
+            history[k] = stack(initial[k].shape, initial[k].dtype, f"stack of loop variable {k}")
         elements = node.inputs[count:count + attrs["sliced"]]
         element_sources = [self.whole_buffer(n, f"element {r}") for r, n in enumerate(elements)]
         rows = [self.buffer(n.shape[1:], n.dtype, f"row of element {r}") for r, n in enumerate(elements)]
@@ -201,10 +214,8 @@ class RegionEmitter:
         saved = attrs["saved"]
         body_program = compile_region(body, shapes + [n.shape[1:] for n in elements]
                                       + [node.inputs[j].shape for j in attrs["captures_of"][1]], check, saved)
-        saved_stacks = []
-        for j, shape in enumerate(attrs["_shapes"][2 * count:]):
-            saved_stacks.append(self.buffer(shape, saved[j].dtype, f"stack of kept value {j}"))
-            self.copy(0, shape, saved[j].dtype, saved_stacks[-1], "loop_init")
+        saved_stacks = [stack(shape[1:], saved[j].dtype, f"stack of kept value {j}")
+                        for j, shape in enumerate(attrs["_shapes"][2 * count:])]
 
         first = len(builder.kernels)
         condition_steps, (goes,) = self.merge(condition_program, condition_params)
@@ -217,15 +228,15 @@ class RegionEmitter:
             holds = sb.logical_and(holds, sb.lt(sb.load(1, dtypes.int64), sb.literal(limit, dtypes.int64)))
         condition_steps.append(self.kernel(Kernel("k_loop_predicate", (), tuple(operands), holds,
                                                   Access(predicate, ()), dtypes.bool_, covers=self.covers())))
-        body_steps: list[Step] = []
-        for k, stack in history.items():
-            body_steps.append(self._push(initial[k], variables[k], counter, stack))
+        body_steps: list[Step] = list(reservations)
+        for k, kept in history.items():
+            body_steps.append(self._push(initial[k], variables[k], counter, kept))
         for source, row, n in zip(element_sources, rows, elements):
             body_steps.append(self._row(source, n, row, counter, attrs["rows"]))
         steps, results = self.merge(body_program, body_params)
         body_steps += steps
-        for (access, shape), stack, tensor in zip(results[count:], saved_stacks, saved):
-            body_steps.append(self._push_value(access, shape, tensor.dtype, counter, stack))
+        for (access, shape), kept, tensor in zip(results[count:], saved_stacks, saved):
+            body_steps.append(self._push_value(access, shape, tensor.dtype, counter, kept))
         body_steps += self._copy_back(results[:count], variables, initial)
         sb = ScalarBuilder()
         body_steps.append(self.kernel(Kernel(
@@ -235,9 +246,9 @@ class RegionEmitter:
                                                                   tuple(body_steps))))
         builder.storage[id(node)] = Access(counter, ())
         builder.region_values[id(node)] = ([Access(v, contiguous_strides(n.shape)) for v, n in zip(variables, initial)]
-                                           + [Access(history[k], contiguous_strides((limit,) + n.shape))
+                                           + [Access(history[k], contiguous_strides((limit or 0,) + n.shape))
                                               if k in history else None for k, n in enumerate(initial)]
-                                           + [Access(stack, contiguous_strides(shape)) for stack, shape
+                                           + [Access(kept, contiguous_strides(shape)) for kept, shape
                                               in zip(saved_stacks, attrs["_shapes"][2 * count:])])
 
     def _row(self, source: Access, element: Node, row: int, counter: int, rows: tuple[int, int]) -> int:
@@ -262,8 +273,7 @@ class RegionEmitter:
                                 counter, stack)
 
     def _push_value(self, value: Access, shape: tuple[int, ...], dtype: np.dtype, counter: int, stack: int) -> int:
-        """A kernel that writes ``value`` (walked over ``shape``) into row ``counter`` of ``stack``:
-        a scatter-add into rows the loop set to zero, each written once."""
+        """A kernel that stores ``value`` (walked over ``shape``) into row ``counter`` of ``stack``."""
         sb = ScalarBuilder()
         row = int(np.prod(shape, dtype=np.int64))
         where = sb.mul(sb.load(1, dtypes.int64), sb.literal(row, dtypes.int64))
@@ -273,7 +283,7 @@ class RegionEmitter:
         operands = (value, Access(counter, (0,) * len(shape)))
         return self.kernel(Kernel("k_loop_push", tuple(shape), operands, sb.load(0, dtype),
                                   Access(stack, (0,) * len(shape)), dtype, covers=self.covers(),
-                                  accumulate=True, scatter=where))
+                                  scatter=where))
 
     def _copy_back(self, results: list[tuple[Access, tuple]], variables: list[int],
                    initial: Sequence[Node]) -> list[int]:
@@ -348,6 +358,8 @@ def _remapped_schedule(steps: Sequence[Step], mapping: dict[int, int]) -> tuple[
         elif isinstance(step, Loop):
             moved.append(Loop(_remapped_schedule(step.condition, mapping), mapping[step.predicate],
                               _remapped_schedule(step.body, mapping)))
+        elif isinstance(step, Reserve):
+            moved.append(Reserve(mapping[step.stack], mapping[step.capacity], mapping[step.counter], step.row_bytes))
         else:
             moved.append(step)
     return tuple(moved)

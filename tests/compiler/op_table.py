@@ -380,6 +380,9 @@ ROWS: list[Row] = [
     Row("while-data-dependent-trips", lambda x: cc.while_loop(
         lambda v: cc.reduce_sum(v) < 20.0, lambda v: v * 1.5 + 0.1, x, maximum_iterations=40),
         (Input((4,), "positive"),)),
+    Row("while-unbounded-grown-stacks", lambda x, w: cc.while_loop(
+        lambda v: cc.reduce_sum(v * v) < 30.0, lambda v: cc.tanh(v @ w) * 1.5 + v * 1.2, x),
+        (Input((2, 3), "positive"), Input((3, 3))), grad=(0, 1)),
     Row("while-matmul-broadcast", lambda h, w, b: cc.while_loop(
         lambda i, h: i < 3, lambda i, h: (i + 1, cc.tanh(h @ w + b)), (0, h), maximum_iterations=3)[1],
         (Input((2, 3)), Input((3, 3)), Input((1, 3))), grad=(0, 1, 2)),

@@ -264,9 +264,36 @@ def test_other_mistakes_are_clear_errors() -> None:
             cc.scan(lambda a, e: a + e, cc.placeholder("float32", shape=(None, 2)))
         with pytest.raises(TypeError, match="must be callable"):
             cc.cond(cc.constant(True), x, lambda: x)
-        _, unbounded = cc.while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, v * 2.0), (0, x))
-        with pytest.raises(NotImplementedError, match="need its maximum_iterations"):
-            cc.gradients(cc.reduce_sum(unbounded), [x])
+        _, unbounded = cc.while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, v * cc.sin(v)), (0, x))
+        (first,) = cc.gradients(cc.reduce_sum(unbounded), [x])
+        with pytest.raises(NotImplementedError, match="second derivatives through a while_loop without"):
+            cc.gradients(cc.reduce_sum(first), [x])
+
+
+@pytest.mark.parametrize("target", TARGETS + ["cuda-emulated"])
+def test_gradients_through_a_loop_without_a_bound_grow_its_stacks_as_it_runs(target: str) -> None:
+    """No maximum_iterations: the forward loop's stacks grow at run time (16 rows, then doubling),
+    so one Session runs 0, 1, 17 and 100 iterations, and fewer again, with the same buffers."""
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float64", shape=(3,), name="x")
+        n = cc.placeholder("int32", shape=(), name="n")
+        _, y = cc.while_loop(lambda i, v: i < n, lambda i, v: (i + 1, cc.sin(v) * 0.9 + x), (0, x))
+        (dx,) = cc.gradients(cc.reduce_sum(y * y), [x])
+    xv = np.array([0.1, -0.2, 0.3])
+
+    def numeric(sess, count, eps=1e-6):
+        grad = np.zeros(3)
+        for k in range(3):
+            shifted = [xv.copy(), xv.copy()]
+            shifted[0][k] += eps
+            shifted[1][k] -= eps
+            values = [float(np.sum(sess.run(y, {x: v, n: count}) ** 2)) for v in shifted]
+            grad[k] = (values[0] - values[1]) / (2 * eps)
+        return grad
+    with Session(graph, target=target) as sess:
+        for count in (0, 1, 17, 100, 3):
+            np.testing.assert_allclose(sess.run(dx, {x: xv, n: count}), numeric(sess, count), rtol=1e-5, atol=1e-7)
 
 
 def test_an_empty_scan_with_an_initializer_gives_no_rows() -> None:
