@@ -11,9 +11,10 @@ every other outside value, variables included, is captured at the time the const
 The primitives are ``Cond`` and ``While`` (``ops/control.py``); ``scan`` and ``fori_loop`` are
 ``while_loop``s. Gradients: a ``cond``'s gradient is a ``cond`` whose branches are the branches'
 gradients. A ``while_loop``'s gradient is a ``while_loop`` that runs backwards over the values the
-loop variables had at the start of every iteration (the loop keeps them in a stack of
-``maximum_iterations`` rows once a gradient asks for them), recomputing each iteration's body from
-them and applying its gradient.
+loop variables had at the start of every iteration (the loop keeps them, and its body's matrix
+products, in stacks once a gradient asks for them: ``maximum_iterations`` rows, or grown as the
+loop runs when it has no bound), recomputing the rest of each iteration's body from them and
+applying its gradient.
 """
 from __future__ import annotations
 
@@ -546,7 +547,8 @@ def _checked_limit(maximum_iterations: Any, location: SourceLocation) -> int | N
         return None
     if isinstance(maximum_iterations, Tensor):
         raise TypeError(located("while_loop: maximum_iterations must be a Python int (it sizes the values "
-                                f"kept for gradients), got the tensor {maximum_iterations.name!r}", location))
+                                f"kept for gradients), got the tensor {maximum_iterations.name!r}; leave it "
+                                "out to let the loop run until cond fails", location))
     if isinstance(maximum_iterations, (bool, np.bool_)) or not isinstance(maximum_iterations, (int, np.integer)):
         raise TypeError(located(f"while_loop: maximum_iterations must be a Python int, got {maximum_iterations!r}",
                                 location))
@@ -588,8 +590,10 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: An
     ``loop_vars`` is a tensor or a nested tuple/list/dict of tensors (Python numbers become
     constants). Each loop variable keeps its dtype and shape from one iteration to the next; a
     ``shape_invariants`` entry (same structure) may relax a dimension to None. ``cond`` returns a
-    scalar bool. ``maximum_iterations`` (a Python int) stops the loop after that many iterations;
-    gradients through the loop need it. An assignment in the body is seen by the next iteration.
+    scalar bool. ``maximum_iterations`` (a Python int) stops the loop after that many iterations.
+    Gradients flow through the loop either way (without a bound, the values the backward pass
+    needs are kept in memory that grows as the loop runs; second derivatives need the bound).
+    An assignment in the body is seen by the next iteration.
     ``parallel_iterations``, ``back_prop`` and ``swap_memory`` are accepted for TF1 compatibility.
 
     >>> import numpy as np
