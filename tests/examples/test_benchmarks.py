@@ -86,3 +86,21 @@ def test_mpi_workload_reports_both_sides_and_the_allreduce(tmp_path: Path) -> No
     assert reduced >= 669706 * 4
     assert "in the allreduce" in details and "8 ranks:" in details and "64 ranks:" in details
     assert details in completed.stdout
+
+
+def test_rnn_workload_checks_every_library_against_backpropagation_through_time(tmp_path: Path) -> None:
+    """rnn-scan runs, and before timing it checks each library's parameters after one GRU step
+    against numpy's hand-written backpropagation through time (a wrong gradient through cc.scan
+    would stop the script with an error)."""
+    output = tmp_path / "results.json"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    env.pop("GRAPHGRAD_DUMP", None)
+    completed = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--only", "rnn-scan", "--rounds", "1", "--sample-ms", "1",
+         "--json", str(output)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, f"{completed.stdout}\n{completed.stderr}"
+    result = json.loads(output.read_text())["results"]["rnn-scan"]
+    assert {"graphgrad", "numpy"} <= set(result["libraries"])
+    for entry in result["libraries"].values():
+        assert math.isfinite(entry["median_seconds"]) and entry["median_seconds"] > 0
