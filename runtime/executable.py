@@ -260,7 +260,9 @@ class Executable:
         """Time each kernel: runs the step ``runs`` times with cycle counters between kernels.
 
         Returns one dict per kernel (name, kind, space, seconds: the median, covers: the ops it
-        computes, parts: how many parts the worker pool splits it into, 1 when it runs whole). The
+        computes, parts: how many parts the worker pool splits it into, 1 when it runs whole). A
+        kernel in a loop counts all its iterations (0 in a branch not taken); in the trace, such a
+        step's kernels are laid end to end with those times. The
         step's effects happen ``runs`` times, as with ``run``; variables change. The result is also
         kept as ``last_profile`` (the HTML report shows it).
 
@@ -318,7 +320,12 @@ class Executable:
             before = time.perf_counter()
             self.run(feeds, native=self._profiled)
             walls.append((before, time.perf_counter()))
-            stamps.append(list(counters))
+            counted = list(counters)
+            if self.step.program.schedule is not None:
+                # Per-kernel cycle sums (a kernel in a loop runs many times) laid end to end.
+                counted = [counted[0]] + list(counted[0] + np.cumsum(counted[1:], dtype=np.int64))
+                counted = [int(c) for c in counted]
+            stamps.append(counted)
             slots = list(part_slots)
             parts.append([(slots[3 * i], slots[3 * i + 1], slots[3 * i + 2]) for i in range(part_count)])
         return ProfileSamples(stamps, walls, parts)

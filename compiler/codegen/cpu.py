@@ -332,10 +332,29 @@ def build_module(program: Program, profile: bool = False) -> ir.Module:
         stamps.initializer = ir.Constant(counter_type, None)
         read_counter = declare_function(module, "llvm.readcyclecounter", ir.IntType(64), [])
 
+    # With branches and loops a kernel may run many times or not at all: its slot then sums the
+    # cycles since the stamp before each of its runs (the runtime turns the sums back into stamps).
+    summing = stamps is not None and program.schedule is not None
+    last_stamp = builder.alloca(ir.IntType(64)) if summing else None
+
     def stamp(position: int) -> None:
-        if stamps is not None:
-            slot = builder.gep(stamps, [ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), position)])
-            builder.store(builder.call(read_counter, []), slot)
+        if stamps is None:
+            return
+        slot = builder.gep(stamps, [ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), position)])
+        now = builder.call(read_counter, [])
+        if not summing:
+            builder.store(now, slot)
+            return
+        assert last_stamp is not None
+        if position == 0:
+            builder.store(now, slot)
+            for later in range(1, len(program.kernels) + 1):
+                builder.store(ir.Constant(ir.IntType(64), 0), builder.gep(
+                    stamps, [ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), later)]))
+        else:
+            elapsed = builder.sub(now, builder.load(last_stamp, typ=ir.IntType(64)))
+            builder.store(builder.add(builder.load(slot, typ=ir.IntType(64)), elapsed), slot)
+        builder.store(now, last_stamp)
 
     if program.schedule is not None:
         for index in range(len(program.buffers) + 1):  # loaded where they dominate every branch and loop
