@@ -6,12 +6,9 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 import compiler as cc
-from compiler.graph import Graph, Operation, Tensor, located, operations_reached
-from compiler.ops.state import Assign, AssignAdd, AssignSub
+from compiler.graph import Graph, Operation, Tensor, located
 
 from .optimizer import GradsAndVars, Optimizer
-
-_ASSIGNMENTS = (Assign, AssignAdd, AssignSub)
 
 
 class GradientAccumulator(Optimizer):
@@ -27,16 +24,11 @@ class GradientAccumulator(Optimizer):
     ``Saver`` saves it: a checkpoint taken between updates resumes the accumulation.
     ``get_slot`` and ``get_slot_names`` also answer for the wrapped optimizer's slots.
 
-    How the update happens only on every ``steps``-th run, without control flow in the graph:
-    ``apply_gradients`` builds the wrapped optimizer's update on the mean gradient as usual, then
-    replaces every assignment it built (to a variable, a slot, a non-slot variable such as Adam's
-    beta powers, or the global step) by ``assign(v, where(apply_now, new_value, v))``, where
-    ``apply_now`` is ``micro_step == steps - 1``. The wrapped optimizer's state therefore changes
-    only on applied runs and is left bit for bit as it was on the others; its own assignments are
-    never run. Cost: the wrapped update math runs on every run and each variable and slot it
-    touches is rewritten with its own value on ``steps - 1`` runs out of ``steps``; the
-    accumulators add one buffer per variable. When the graph gets control flow this becomes a
-    ``cond`` that skips the update on those runs.
+    How the update happens only on every ``steps``-th run: ``apply_gradients`` builds the wrapped
+    optimizer's update on the mean gradient inside ``cc.cond(apply_now, ...)``, where
+    ``apply_now`` is ``micro_step == steps - 1``; on the other runs that branch does not run, so
+    the wrapped optimizer's state is left bit for bit as it was and its update math costs
+    nothing. The accumulators add one buffer per variable.
 
     >>> import numpy as np
     >>> import compiler as cc
@@ -117,9 +109,10 @@ class GradientAccumulator(Optimizer):
                     total = accumulator + grad
                     mean_pairs.append((total / float(self._steps), var))
                     update_ops.append(cc.assign(accumulator, cc.where(apply_now, 0.0, total)))
-                first_new_op = len(graph.get_operations())
-                wrapped_update = self._optimizer.apply_gradients(mean_pairs, global_step=global_step)
-                update_ops.extend(self._gated(wrapped_update, apply_now, first_new_op))
+                def apply_update() -> cc.Tensor:
+                    self._optimizer.apply_gradients(mean_pairs, global_step=global_step)
+                    return cc.constant(True)   # the branch's assignments run when it does
+                update_ops.append(cc.cond(apply_now, apply_update, lambda: cc.constant(False), name="apply"))
                 update_ops.append(cc.assign(micro_step, cc.where(apply_now, 0, micro_step + 1)))
             return self._finish(update_ops, scope)
 
@@ -143,30 +136,3 @@ class GradientAccumulator(Optimizer):
             self._non_slot_dict[key] = cc.Variable(np.zeros((), np.int64), name="micro_step", trainable=False,
                                                    collections=[cc.GraphKeys.GLOBAL_VARIABLES])
         return self._non_slot_dict[key]
-
-    def _gated(self, wrapped_update: Operation, apply_now: Tensor, first_new_op: int) -> list[Tensor]:
-        """Replace the assignments that ``wrapped_update`` runs (those built from op id
-        ``first_new_op`` on) by one per variable that writes their combined result where
-        ``apply_now`` holds and the variable's own value elsewhere."""
-        assignments = sorted((op for op in operations_reached([wrapped_update], first_new_op)
-                              if op.opdef in _ASSIGNMENTS), key=lambda op: op.id)
-        # Unordered assignments to one variable apply in build order, each to what the one before left.
-        new_values: dict[Operation, tuple[Tensor, Tensor]] = {}
-        for op in assignments:
-            ref, value = op.inputs
-            current = new_values.get(ref.op, (ref, ref))[1]
-            if op.opdef is AssignAdd:
-                value = current + value
-            elif op.opdef is AssignSub:
-                value = current - value
-            new_values[ref.op] = (ref, value)
-        gated = [cc.assign(ref, cc.where(apply_now, value, ref)) for ref, value in new_values.values()]
-        replaced = set(assignments)
-        for op in operations_reached([t.op for t in gated], first_new_op):
-            if op in replaced:
-                raise NotImplementedError(located(
-                    f"GradientAccumulator: {type(self._optimizer).__name__}'s update reads the result of its "
-                    f"own assignment {op.describe()}, so it cannot be applied on every {self._steps}-th run "
-                    f"only"))
-        return gated
-

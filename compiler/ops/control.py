@@ -123,3 +123,10 @@ def region_variables(op: Any) -> list[Any]:
                     found.setdefault(tensor.op.id, tensor.op)
             stack.extend(regions_of(inner))
     return [found[key] for key in sorted(found)]
+
+
+def has_assignments(op: Any) -> bool:
+    """Whether running ``op`` (a ``Cond`` or ``While``) may assign a variable: a step keeps such a
+    construct even when nothing reads its values, as it keeps an assignment."""
+    return any(region.state_ops or any(has_assignments(inner) for inner in region.operations)
+               for region in regions_of(op))

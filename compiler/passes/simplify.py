@@ -7,6 +7,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..ops.base import Const
+from ..ops.control import has_assignments
 from .specialize import Node
 
 # Constants up to this many elements are folded at compile time; larger ones stay computed.
@@ -133,6 +134,7 @@ def optimize(nodes: Sequence[Node], fetches: Sequence[Node | None]) -> tuple[lis
     nodes = fold_constants(nodes)
     nodes = eliminate_common_subexpressions(nodes)
     fetches = [n.resolve() if n is not None else None for n in fetches]
-    keep = ([n for n in nodes if n.kind == "state" or n.opdef.name == "CheckNumerics"]
+    keep = ([n for n in nodes if n.kind == "state" or n.opdef.name == "CheckNumerics"
+             or (n.opdef.name in ("Cond", "While") and n.origin is not None and has_assignments(n.origin))]
             + [n for n in fetches if n is not None])
     return eliminate_dead_code(nodes, keep), fetches

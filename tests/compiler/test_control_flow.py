@@ -43,6 +43,19 @@ def test_an_assignment_in_the_branch_not_taken_does_not_happen(target: str) -> N
 
 
 @pytest.mark.parametrize("target", TARGETS)
+def test_a_branch_run_only_for_its_assignments_runs_when_its_group_is_fetched(target: str) -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        flag = cc.placeholder("bool", shape=(), name="flag")
+        hits = cc.Variable(np.int32(0), name="hits")
+        update = cc.group(cc.cond(flag, lambda: (cc.assign_add(hits, 1), cc.constant(0))[1], lambda: cc.constant(0)))
+    with Session(graph, target=target) as sess:
+        for value in (True, False, True):
+            sess.run(update, {flag: value})
+        assert sess.run(hits) == 2
+
+
+@pytest.mark.parametrize("target", TARGETS)
 def test_a_counter_incremented_in_the_body_ends_equal_to_the_trip_count(target: str) -> None:
     graph = cc.Graph()
     with graph.as_default():
