@@ -390,3 +390,12 @@ def test_python_scalars_join_the_graph_of_the_tensor_operand() -> None:
         got = sess.run([y, dz], {x: np.array([1.0, 2.0, 3.0])})
     np.testing.assert_allclose(got[0], [3.0, 5.0, 7.0])
     np.testing.assert_allclose(got[1], [3.0, 12.0, 27.0])
+
+
+@pytest.mark.parametrize("initial, dtype", [(1.0, "float32"), ([1.0, 2.0], "float32"), (np.float64(1.0), "float64"),
+                                            (np.array(1.0), "float64"), (np.float32(1.0), "float32"), (3, "int64")])
+def test_a_variable_takes_python_floats_as_float32_and_numpy_values_with_their_dtype(initial, dtype) -> None:
+    with cc.Graph().as_default():
+        variable = cc.Variable(initial)
+    expected = np.dtype(dtype) if not isinstance(initial, int) else np.asarray(initial).dtype
+    assert variable.dtype == expected
