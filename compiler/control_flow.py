@@ -32,7 +32,7 @@ from .graph import Graph, Operation, SourceLocation, Tensor, get_default_graph, 
 from .ops.array import identity, reshape, zeros_like
 from .ops.base import apply, constant, convert_to_tensor
 from .ops.control import Cond, RegionOutput, RegionParam, SavedValue, StackRead, While
-from .ops.elementwise import equal, less, where
+from .ops.elementwise import less
 from .ops.gather import gather
 from .ops.joining import concat
 from .ops.padding import pad
@@ -725,12 +725,6 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Tensor, Any], Any], in
     _, result = while_loop(lambda i, val: less(i, stop), lambda i, val: (i + 1, body_fun(i, val)),
                            (start, init_val), maximum_iterations=limit, name=name or "fori_loop")
     return result
-
-
-def _write_row(stack: Tensor, at: Tensor, value: Tensor) -> Tensor:
-    rows = stack.shape[0]
-    index = reshape(constant(np.arange(rows, dtype=np.int64)), (rows,) + (1,) * (len(stack.shape) - 1))
-    return where(equal(index, at), value, stack)
 
 
 def scan(fn: Callable[[Any, Any], Any], elems: Any, initializer: Any = None, parallel_iterations: int = 10,

@@ -65,18 +65,23 @@ def test_unknown_workload_is_an_error() -> None:
     assert "unknown workload" in completed.stderr
 
 
-def test_mpi_workload_reports_both_sides_and_the_allreduce(tmp_path: Path) -> None:
-    if not (Path(sys.executable).parent / "mpiexec").exists():
-        pytest.skip(f"no mpiexec beside {sys.executable} (pip install -e '.[mpi]')")
+def _one_quick_round(workload: str, tmp_path: Path) -> tuple[dict, subprocess.CompletedProcess]:
+    """Run one quick round of ``workload``; its JSON result and the finished process."""
     output = tmp_path / "results.json"
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
     env.pop("GRAPHGRAD_DUMP", None)
     completed = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--only", "mlp-b1024-mpi2", "--rounds", "1", "--sample-ms", "1",
+        [sys.executable, str(SCRIPT), "--quick", "--only", workload, "--rounds", "1", "--sample-ms", "1",
          "--json", str(output)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert completed.returncode == 0, f"{completed.stdout}\n{completed.stderr}"
-    result = json.loads(output.read_text())["results"]["mlp-b1024-mpi2"]
+    return json.loads(output.read_text())["results"][workload], completed
+
+
+def test_mpi_workload_reports_both_sides_and_the_allreduce(tmp_path: Path) -> None:
+    if not (Path(sys.executable).parent / "mpiexec").exists():
+        pytest.skip(f"no mpiexec beside {sys.executable} (pip install -e '.[mpi]')")
+    result, completed = _one_quick_round("mlp-b1024-mpi2", tmp_path)
     assert set(result["libraries"]) == {"graphgrad", "one-process"}
     for entry in result["libraries"].values():
         assert math.isfinite(entry["median_seconds"]) and entry["median_seconds"] > 0
@@ -92,15 +97,7 @@ def test_rnn_workload_checks_every_library_against_backpropagation_through_time(
     """rnn-scan runs, and before timing it checks each library's parameters after one GRU step
     against numpy's hand-written backpropagation through time (a wrong gradient through cc.scan
     would stop the script with an error)."""
-    output = tmp_path / "results.json"
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
-    env.pop("GRAPHGRAD_DUMP", None)
-    completed = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--only", "rnn-scan", "--rounds", "1", "--sample-ms", "1",
-         "--json", str(output)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert completed.returncode == 0, f"{completed.stdout}\n{completed.stderr}"
-    result = json.loads(output.read_text())["results"]["rnn-scan"]
+    result, _ = _one_quick_round("rnn-scan", tmp_path)
     assert {"graphgrad", "numpy"} <= set(result["libraries"])
     for entry in result["libraries"].values():
         assert math.isfinite(entry["median_seconds"]) and entry["median_seconds"] > 0
