@@ -341,39 +341,35 @@ def _cond_gradients(call: ControlFlowCall, output_grads: list[Tensor | None]) ->
     return result
 
 
-def _history(call: ControlFlowCall, index: int) -> Tensor:
-    """The stack of loop variable ``index`` at the start of every iteration (made on first use)."""
-    op = call.op
+def _stack(call: ControlFlowCall, kind: str, index: int, row_shape: tuple, dtype: np.dtype) -> Tensor:
+    """The loop's stack of kind "history" or "saved" number ``index`` (``maximum_iterations`` rows
+    of ``row_shape``, or as many as the loop ran), made on first use."""
     for out in call.outputs:
-        if out.op.attrs["index"] == index and out.op.attrs.get("history"):
+        if out.op.attrs.get(kind) and out.op.attrs["index"] == index:
             return out
-    op.attrs["history"].add(index)
-    limit = op.attrs["maximum_iterations"]
-    param = op.attrs["body"].params[index]
-    with op.graph.as_default(), op.graph.name_scope(op.name.rpartition("/")[2] + "_history"):
-        shape = (limit,) + tuple(param.shape)      # limit None: as many rows as the loop ran
-        out = apply(RegionOutput, [op.outputs[0]], {"index": index, "shape": shape, "dtype": param.dtype,
-                                                    "history": True}, f"history{index}")
+    op = call.op
+    with op.graph.as_default(), op.graph.name_scope(op.name.rpartition("/")[2] + f"_{kind}"):
+        out = apply(RegionOutput, [op.outputs[0]], {"index": index, "dtype": dtype, kind: True,
+                                                    "shape": (op.attrs["maximum_iterations"],) + tuple(row_shape)},
+                    f"{kind}{index}")
     call.output_list.append(out)
     return out
+
+
+def _history(call: ControlFlowCall, index: int) -> Tensor:
+    """The stack of loop variable ``index`` at the start of every iteration (the loop keeps it
+    from now on)."""
+    call.op.attrs["history"].add(index)
+    param = call.op.attrs["body"].params[index]
+    return _stack(call, "history", index, param.shape, param.dtype)
 
 
 def _saved(call: ControlFlowCall, tensor: Tensor) -> Tensor:
     """The stack of the body's value ``tensor`` in every iteration (the loop keeps it from now on)."""
-    op = call.op
-    saved = op.attrs["saved"]
+    saved = call.op.attrs["saved"]
     if tensor not in saved:
         saved.append(tensor)
-    index = saved.index(tensor)
-    for out in call.outputs:
-        if out.op.attrs.get("saved") and out.op.attrs["index"] == index:
-            return out
-    with op.graph.as_default(), op.graph.name_scope(op.name.rpartition("/")[2] + "_saved"):
-        out = apply(RegionOutput, [op.outputs[0]], {"index": index, "dtype": tensor.dtype, "saved": True,
-                                                    "shape": (op.attrs["maximum_iterations"],) + tuple(tensor.shape)},
-                    f"saved{index}")
-    call.output_list.append(out)
-    return out
+    return _stack(call, "saved", saved.index(tensor), tensor.shape, tensor.dtype)
 
 
 def _kept_values(body: Region) -> list[Tensor]:

@@ -15,6 +15,7 @@ import numpy as np
 from compiler import dtypes
 from compiler.errors import NumericsError
 from compiler.graph import Operation, Tensor, located
+from compiler.ops.control import value_position
 from compiler.ops.numerics import describe_failure
 from compiler.passes.control import control_reads
 from compiler.passes.specialize import needed_operations
@@ -47,9 +48,7 @@ def evaluate(fetches: Sequence[Tensor | Operation], feeds: dict[Tensor, np.ndarr
             elif kind == "control":
                 inputs = [values[t] for t in op.inputs]
                 if op.type == "RegionOutput":
-                    count = op.inputs[0].op.attrs.get("variables", 0)
-                    index = op.attrs["index"] + (count if op.attrs.get("history") else
-                                                 2 * count if op.attrs.get("saved") else 0)
+                    index = value_position(op.attrs, op.inputs[0].op.attrs.get("variables", 0))
                     values[op.outputs[0]] = produced[op.inputs[0].op][index]
                     continue
                 token, produced[op], assigned = _run_control(op, inputs, state, check_numerics)

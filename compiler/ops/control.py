@@ -130,3 +130,11 @@ def has_assignments(op: Any) -> bool:
     construct even when nothing reads its values, as it keeps an assignment."""
     return any(region.state_ops or any(has_assignments(inner) for inner in region.operations)
                for region in regions_of(op))
+
+
+def value_position(output_attrs: Mapping[str, Any], variables: int) -> int:
+    """Where the value a ``RegionOutput`` stands for sits among its construct's values: a While's
+    ``variables`` final loop variables, then their stacks ("history"), then its kept body values
+    ("saved"); a Cond's outputs (``variables`` 0)."""
+    kind_offset = variables if output_attrs.get("history") else 2 * variables if output_attrs.get("saved") else 0
+    return output_attrs["index"] + kind_offset

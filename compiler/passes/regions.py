@@ -25,6 +25,7 @@ from ..errors import CompileError, ShapeError
 from ..graph import located
 from ..kernel_ir import (Access, Branch, Kernel, Loop, Program, Reserve, ScalarBuilder, Step, contiguous_strides,
                          shift_schedule)
+from ..ops.control import value_position
 from ..shapes import format_shape
 from .specialize import Node, needed_operations, ordered_nodes, specialize
 
@@ -371,10 +372,7 @@ def emit(builder: Any, node: Node) -> None:
     if node.opdef.name == "RegionOutput":
         token = node.inputs[0]
         values = builder.region_values[id(token)]
-        count = token.attrs.get("variables", 0)
-        index = node.attrs["index"] + (count if node.attrs.get("history") else
-                                       2 * count if node.attrs.get("saved") else 0)
-        builder.storage[id(node)] = values[index]
+        builder.storage[id(node)] = values[value_position(node.attrs, token.attrs.get("variables", 0))]
         return
     emitter = RegionEmitter(builder, node)
     changing = node.origin.attrs.get("_changing") if node.origin is not None else None

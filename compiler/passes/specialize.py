@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import CompileError, DTypeError, ShapeError
 from ..graph import Operation, Tensor, located
 from ..ops.base import OpDef
-from ..ops.control import region_variables
+from ..ops.control import region_variables, value_position
 from ..shapes import RuleError, format_shape
 from .control import control_reads
 
@@ -103,9 +103,7 @@ def specialize(operations: Sequence[Operation], feed_shapes: dict[Tensor, tuple[
             attrs["_shapes"] = control_shapes(op, [n.shape for n in inputs])
         elif op.type == "RegionOutput":
             token = inputs[0]
-            count = token.attrs.get("variables", 0)
-            offset = count if attrs.get("history") else 2 * count if attrs.get("saved") else 0
-            shape = token.attrs["_shapes"][attrs["index"] + offset]
+            shape = token.attrs["_shapes"][value_position(attrs, token.attrs.get("variables", 0))]
         elif op.opdef.num_outputs == 0:
             shape = ()
         else:
