@@ -248,6 +248,33 @@ class MatmulAxes:
 
 
 @dataclass(frozen=True)
+class WindowMatmul:
+    """A convolution (or one of its gradients) read as one matrix product ``out[m, n] = sum over k of
+    A[m, k] * B[k, n]`` whose left matrix A is read straight from an NHWC image (operand 0) through a
+    sliding window: an implicit im2col, nothing copied. A target may run the kernel this way (the
+    CPU calls its GEMM library) or as the loop nest its body describes; both compute the same.
+
+    A *pixel* ``(n, i, j)`` and a *tap* ``(u, v, c)`` read image element ``[n, h, w, c]`` with
+    ``h = i * pixel_step[0] + u * tap_step[0] + shift[0]`` (``w`` likewise), or 0 outside the image.
+    With ``pixel_rows`` A's rows are pixels and its depth taps (conv2d, its input gradient);
+    otherwise rows are taps and depth pixels (the filter gradient). The rows, depth and column of
+    the product are the kernel's space axes ``row_axes``, ``depth_axes`` (three each, flattened in
+    order) and ``column_axis``: B is operand 1 over (depth, column), the output over (rows, column)."""
+
+    image_shape: tuple[int, int, int, int]      # (batch, height, width, channels)
+    image_strides: tuple[int, int, int, int]
+    pixels: tuple[int, int, int]                # extents of (n, i, j)
+    taps: tuple[int, int, int]                  # extents of (u, v, c)
+    pixel_step: tuple[int, int]
+    tap_step: tuple[int, int]
+    shift: tuple[int, int]
+    pixel_rows: bool
+    row_axes: tuple[int, int, int]
+    depth_axes: tuple[int, int, int]
+    column_axis: int
+
+
+@dataclass(frozen=True)
 class Kernel:
     name: str
     space: tuple[int, ...]
@@ -273,6 +300,8 @@ class Kernel:
     scan: bool = False
     # Checked for NaN and Inf right after it runs: what the error says when the output holds one.
     check: str | None = None
+    # A convolution that may run as a matrix product over an implicit im2col (see WindowMatmul).
+    window: "WindowMatmul | None" = None
 
     @property
     def kind(self) -> str:
@@ -456,6 +485,8 @@ def format_program(program: Program) -> str:
             out.append(f"  covers {op_type} {op_name!r} ({where})")
         if kernel.check:
             out.append("  then checked: its output must hold no NaN or Inf")
+        if kernel.window is not None:
+            out.append("  " + format_window(kernel.window))
         for i, acc in enumerate(kernel.operands):
             off = f" + {acc.offset}" if acc.offset else ""
             out.append(f"  in{i} = b{acc.buffer} strides {list(acc.strides)}{off}")
@@ -464,6 +495,17 @@ def format_program(program: Program) -> str:
         out.append("\nschedule (branches and loops):")
         out.extend(format_schedule(program.schedule, [k.name for k in program.kernels], "  "))
     return "\n".join(out) + "\n"
+
+
+def format_window(window: WindowMatmul) -> str:
+    """One line: how a convolution kernel reads as a matrix product over its image (in0)."""
+    pixels = "pixels (n, i, j) " + "x".join(map(str, window.pixels))
+    taps = "taps (u, v, c) " + "x".join(map(str, window.taps))
+    rows, depth = (pixels, taps) if window.pixel_rows else (taps, pixels)
+    return (f"as a product over in0 (image {'x'.join(map(str, window.image_shape))}): rows = {rows}, "
+            f"depth = {depth}, columns = axis {window.column_axis}; h = i*{window.pixel_step[0]} + "
+            f"u*{window.tap_step[0]} + {window.shift[0]}, w = j*{window.pixel_step[1]} + v*{window.tap_step[1]} + "
+            f"{window.shift[1]}")
 
 
 def format_schedule(steps: Sequence[Step], names: Sequence[str], indent: str) -> list[str]:

@@ -17,7 +17,7 @@ import llvmlite.binding as llvm
 from compiler.codegen.common import LLVM_LOCK
 from compiler.codegen.cpu import STEP_SYMBOL, new_host_target_machine, optimize, thread_count
 from compiler.codegen import threads
-from compiler.codegen.gemm import LIBRARY_SYMBOL, build_library
+from compiler.codegen.gemm import LIBRARY_SYMBOLS, build_library
 
 from . import cache
 
@@ -103,13 +103,14 @@ def ensure_libraries(module_text: str) -> None:
     """Compile (or load from the cache) the GEMM routines the module calls, once per process, and
     make their symbols visible to compiled steps."""
     for dtype in ("float32", "float64"):
-        name = LIBRARY_SYMBOL.format(dtype=dtype)
-        if dtype in _libraries or name not in module_text:
+        names = [symbol.format(dtype=dtype) for symbol in LIBRARY_SYMBOLS]
+        if dtype in _libraries or not any(name in module_text for name in names):
             continue
         with LLVM_LOCK:
             if dtype not in _libraries:
                 engine, _ = compile_module(str(build_library(dtype, max(thread_count(), 2))))
-                llvm.add_symbol(name, engine.get_function_address(name))
+                for name in names:
+                    llvm.add_symbol(name, engine.get_function_address(name))
                 _libraries[dtype] = engine
 
 

@@ -11,6 +11,7 @@ the GPU shares.
 from __future__ import annotations
 
 import functools
+import math
 import os
 from dataclasses import dataclass
 from typing import Sequence
@@ -23,7 +24,8 @@ from ..kernel_ir import Kernel, Program
 from .common import (LLVM_LOCK, PTR, LoopAxis, declare_function, element_pointer, emit_carried_loop, emit_loop,
                      emit_reserve, emit_schedule,
                      identity_of, linear_index, load_element, loop_axes, store_element)
-from .gemm import LIBRARY_SYMBOL, library_signature
+from .gemm import (LIBRARY_SYMBOL, WINDOW_FIELDS, WINDOW_LIBRARY_SYMBOL, library_signature,
+                   window_library_signature, window_product_pays)
 from .kernel_body import BodyRules, KernelBody, ReducedLoop, kernel_buffers
 from .threads import PARALLEL_SYMBOL
 
@@ -218,16 +220,96 @@ def _thread_id(b: ir.IRBuilder) -> ir.Value:
 
 
 def _uses_gemm(kernel: Kernel) -> bool:
-    if kernel.matmul is None or not dtypes.is_floating(kernel.out_dtype) or 0 in kernel.space:
+    if not dtypes.is_floating(kernel.out_dtype) or 0 in kernel.space:
+        return False
+    if kernel.window is not None:
+        window, space = kernel.window, kernel.space
+        return (window_product_pays(math.prod(space[a] for a in window.row_axes), space[window.column_axis],
+                                    math.prod(space[a] for a in window.depth_axes), kernel.out_dtype)
+                and _window_strides(kernel) is not None)
+    if kernel.matmul is None:
         return False
     layout = kernel.matmul
     work = kernel.space[layout.m] * kernel.space[layout.n] * kernel.space[layout.k]
     return work >= GEMM_MIN_WORK and kernel.out.strides[layout.n] in (1, 0)
 
 
+def _flat_stride(strides: Sequence[int], extents: Sequence[int]) -> int | None:
+    """The stride of the flattened index over axes with these strides and extents (row-major), or
+    None when they do not flatten into one stride."""
+    unit = None
+    span = 1
+    for stride, extent in reversed(list(zip(strides, extents))):
+        if extent == 1:
+            continue
+        if unit is None:
+            unit, span = stride, extent
+        elif stride != unit * span:
+            return None
+        else:
+            span *= extent
+    return 1 if unit is None else unit
+
+
+def _window_strides(kernel: Kernel) -> tuple[int, int, int] | None:
+    """(B's depth stride, B's column stride, the output's row stride) of a window product whose
+    operands flatten into matrices with a contiguous output row, else None."""
+    window = kernel.window
+    assert window is not None
+    space, b_strides, out_strides = kernel.space, kernel.operands[1].strides, kernel.out.strides
+    extents = [space[a] for a in window.depth_axes]
+    depth_stride = _flat_stride([b_strides[a] for a in window.depth_axes], extents)
+    row_stride = _flat_stride([out_strides[a] for a in window.row_axes], [space[a] for a in window.row_axes])
+    if depth_stride is None or row_stride is None or out_strides[window.column_axis] not in (0, 1):
+        return None
+    return depth_stride, b_strides[window.column_axis], row_stride
+
+
+def _emit_window_gemm_call(builder: ir.IRBuilder, kernel: Kernel, out_pointer: ir.Value,
+                           operand_pointers: Sequence[ir.Value]) -> None:
+    """A convolution as one threaded GEMM whose left matrix the library reads from the image."""
+    window = kernel.window
+    assert window is not None
+    strides = _window_strides(kernel)
+    assert strides is not None
+    depth_stride, column_stride, row_stride = strides
+    dtype = kernel.out_dtype
+    i64 = ir.IntType(64)
+    values = dict(pixel_rows=int(window.pixel_rows), height=window.image_shape[1], width=window.image_shape[2],
+                  pixels0=window.pixels[0], pixels1=window.pixels[1], pixels2=window.pixels[2],
+                  taps0=window.taps[0], taps1=window.taps[1], taps2=window.taps[2],
+                  stride_n=window.image_strides[0], stride_h=window.image_strides[1],
+                  stride_w=window.image_strides[2], stride_c=window.image_strides[3],
+                  pixel_step_h=window.pixel_step[0], pixel_step_w=window.pixel_step[1],
+                  tap_step_h=window.tap_step[0], tap_step_w=window.tap_step[1],
+                  shift_h=window.shift[0], shift_w=window.shift[1])
+    geometry = builder.alloca(i64, size=len(WINDOW_FIELDS))
+    for index, field in enumerate(WINDOW_FIELDS):
+        builder.store(ir.Constant(i64, values[field]), builder.gep(geometry, [ir.Constant(i64, index)],
+                                                                   source_etype=i64))
+    space = kernel.space
+    rows = math.prod(space[a] for a in window.row_axes)
+    depth = math.prod(space[a] for a in window.depth_axes)
+    image_access, b_access = kernel.operands
+    gemm = declare_function(builder.module, WINDOW_LIBRARY_SYMBOL.format(dtype=dtype.name), ir.VoidType(),
+                            window_library_signature().args)
+    builder.call(gemm, [
+        ir.Constant(i64, thread_count()), geometry,
+        ir.Constant(i64, rows), ir.Constant(i64, space[window.column_axis]), ir.Constant(i64, depth),
+        element_pointer(builder, operand_pointers[0], dtype, ir.Constant(i64, image_access.offset)),
+        element_pointer(builder, operand_pointers[1], dtype, ir.Constant(i64, b_access.offset)),
+        ir.Constant(i64, depth_stride), ir.Constant(i64, column_stride),
+        element_pointer(builder, out_pointer, dtype, ir.Constant(i64, kernel.out.offset)),
+        ir.Constant(i64, row_stride), ir.Constant(ir.DoubleType(), kernel.scale),
+        ir.Constant(i64, int(kernel.accumulate))])
+
+
 def _emit_gemm_call(builder: ir.IRBuilder, kernel: Kernel, out_pointer: ir.Value,
                     operand_pointers: Sequence[ir.Value]) -> None:
     """A matmul kernel as (a loop over batch indices of) one blocked, threaded GEMM."""
+    if kernel.window is not None:
+        _emit_window_gemm_call(builder, kernel, out_pointer, operand_pointers)
+        return
     layout = kernel.matmul
     assert layout is not None
     a_access, b_access = kernel.operands

@@ -13,7 +13,7 @@ alpha, beta)``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import llvmlite.binding as llvm
 import numpy as np
@@ -158,21 +158,56 @@ def _depth_step(b: ir.IRBuilder, k: ir.Value, blocks_k: ir.Value) -> ir.Value:
     return b.udiv(b.add(k, b.sub(blocks_k, _const(1))), _maximum(b, blocks_k, _const(1)))
 
 
-def _emit_macro(module: ir.Module, dtype: np.dtype, shape: GemmShape) -> ir.Function:
-    """``macro(m_start, m_count, jc, nc, pc, kc, A, rsa, csa, C, rsc, csc, Ap, Bp, accumulate, alpha)``:
+@dataclass(frozen=True)
+class _LeftOperand:
+    """How a macro kernel reads A: the parameters that locate it, and ``pack(b, params, ic, mc, pc,
+    kc, Ap)``, which packs rows ``ic..ic+mc`` at depth ``pc..pc+kc`` into MR-row panels at ``Ap``."""
+
+    suffix: str
+    params: tuple[ir.Type, ...]
+    pack: Callable[[ir.IRBuilder, Sequence[ir.Value], ir.Value, ir.Value, ir.Value, ir.Value, ir.Value], None]
+    rows_layout: bool = False   # panels hold rows one after another (else depth steps; see the micro kernel)
+
+
+def _strided_left(dtype: np.dtype, shape: GemmShape) -> _LeftOperand:
+    """A as a strided matrix: (A, row stride, depth stride)."""
+    def pack(b: ir.IRBuilder, params: Sequence[ir.Value], ic: ir.Value, mc: ir.Value, pc: ir.Value, kc: ir.Value,
+             ap: ir.Value) -> None:
+        a, rsa, csa = params
+        pack_a = _emit_pack(b.module, dtype, "pack_a", shape.mr)
+        b.call(pack_a, [_gep(b, a, register_type(dtype), b.add(b.mul(ic, rsa), b.mul(pc, csa))), rsa, csa, mc, kc, ap])
+    return _LeftOperand("", (PTR, I64, I64), pack)
+
+
+def _window_left(dtype: np.dtype, shape: GemmShape, rows_layout: bool) -> _LeftOperand:
+    """A read from an image through a window (``kernel_ir.WindowMatmul``): (image, geometry). With
+    pixels as rows, each row's channels are contiguous in the image, so panels keep rows whole
+    (copied, not transposed); with taps as rows, panels keep depth steps (one load per pixel)."""
+    def pack(b: ir.IRBuilder, params: Sequence[ir.Value], ic: ir.Value, mc: ir.Value, pc: ir.Value, kc: ir.Value,
+             ap: ir.Value) -> None:
+        pack_window = _emit_pack_window(b.module, dtype, shape.mr, rows_layout)
+        b.call(pack_window, [params[0], params[1], ic, mc, pc, kc, ap])
+    return _LeftOperand("_window_rows" if rows_layout else "_window", (PTR, PTR), pack, rows_layout)
+
+
+def _emit_macro(module: ir.Module, dtype: np.dtype, shape: GemmShape, left: _LeftOperand | None = None) -> ir.Function:
+    """``macro(m_start, m_count, jc, nc, pc, kc, <A's parameters>, C, rsc, csc, Ap, Bp, accumulate, alpha)``:
     rows ``[m_start, m_start + m_count)`` of the C block at columns ``jc..jc+nc``, from depth ``pc..pc+kc``
     of A and the already packed B block ``Bp``: A blocks are packed into ``Ap`` and multiplied tile by tile."""
-    name = f"macro_{dtype.name}"
+    left = left or _strided_left(dtype, shape)
+    name = f"macro{left.suffix}_{dtype.name}"
     existing = module.globals.get(name)
     if existing is not None:
         return existing
     scalar = register_type(dtype)
-    micro = _emit_micro_kernel(module, dtype, shape)
-    pack_a = _emit_pack(module, dtype, "pack_a", shape.mr)
-    params = [I64, I64, I64, I64, I64, I64, PTR, I64, I64, PTR, I64, I64, PTR, PTR, ir.IntType(1), scalar]
+    micro = _emit_micro_kernel(module, dtype, shape, left.rows_layout)
+    params = [I64] * 6 + list(left.params) + [PTR, I64, I64, PTR, PTR, ir.IntType(1), scalar]
     function = ir.Function(module, ir.FunctionType(ir.VoidType(), params), name=name)
     function.linkage = "internal"
-    m_start, m_count, jc, nc, pc, kc, a, rsa, csa, c, rsc, csc, ap, bp, accumulate, alpha = function.args
+    function.attributes.add("noinline")
+    m_start, m_count, jc, nc, pc, kc = function.args[:6]
+    left_params = function.args[6:6 + len(left.params)]
+    c, rsc, csc, ap, bp, accumulate, alpha = function.args[6 + len(left.params):]
     b = ir.IRBuilder(function.append_basic_block("entry"))
     scratch = _gep(b, ap, scalar, _const(shape.mc * shape.kc))  # an MR x NR tile for edges
     m_end = b.add(m_start, m_count)
@@ -185,8 +220,7 @@ def _emit_macro(module: ir.Module, dtype: np.dtype, shape: GemmShape) -> ir.Func
     def over_ic(b: ir.IRBuilder, ic_index: ir.Value) -> None:
         ic = b.add(m_start, b.mul(ic_index, row_step))
         mc = _min(b, row_step, b.sub(m_end, ic))
-        a_source = _gep(b, a, scalar, b.add(b.mul(ic, rsa), b.mul(pc, csa)))
-        b.call(pack_a, [a_source, rsa, csa, mc, kc, ap])
+        left.pack(b, left_params, ic, mc, pc, kc, ap)
         n_panels = b.udiv(b.add(nc, _const(shape.nr - 1)), _const(shape.nr))
         m_panels = b.udiv(b.add(mc, _const(shape.mr - 1)), _const(shape.mr))
 
@@ -216,10 +250,14 @@ def _emit_pack(module: ir.Module, dtype: np.dtype, name: str, width: int) -> ir.
     Full panels take the loop order that reads the source contiguously (``ds == 1``: along depth;
     otherwise along rows), so the copy vectorises; the last, partial panel is padded with zeros.
     """
+    existing = module.globals.get(f"{name}_{dtype.name}")
+    if existing is not None:
+        return existing
     scalar = register_type(dtype)
     function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64, I64, I64, I64, PTR]),
                            name=f"{name}_{dtype.name}")
     function.linkage = "internal"
+    function.attributes.add("noinline")
     src, rs, ds, rows, depth, dst = function.args
     for arg in (src, dst):
         arg.add_attribute("noalias")
@@ -248,11 +286,7 @@ def _emit_pack(module: ir.Module, dtype: np.dtype, name: str, width: int) -> ir.
             first = b.mul(chunk, _const(lanes))
             rows_in = [b.load(_gep(b, panel_src, scalar, b.add(b.mul(_const(r), rs), first)), typ=vector_type,
                               align=dtype.itemsize) for r in range(width)]
-            whole = _concatenate(b, rows_in)
-            mask = [r * lanes + d for d in range(lanes) for r in range(width)]
-            transposed = b.shuffle_vector(whole, ir.Constant(whole.type, ir.Undefined),
-                                          ir.Constant(ir.VectorType(ir.IntType(32), len(mask)), mask))
-            b.store(transposed, _gep(b, panel_dst, scalar, b.mul(first, _const(width))), align=dtype.itemsize)
+            _store_transposed(b, rows_in, _gep(b, panel_dst, scalar, b.mul(first, _const(width))), width, lanes, dtype)
         emit_loop(b, chunks, over_chunk, name="chunk")
         done_depth = b.mul(chunks, _const(lanes))
 
@@ -299,6 +333,263 @@ def _emit_pack(module: ir.Module, dtype: np.dtype, name: str, width: int) -> ir.
     return function
 
 
+# The geometry of a window product (``kernel_ir.WindowMatmul``), as the i64 array the library reads.
+WINDOW_FIELDS = ("pixel_rows", "height", "width", "pixels0", "pixels1", "pixels2", "taps0", "taps1", "taps2",
+                 "stride_n", "stride_h", "stride_w", "stride_c", "pixel_step_h", "pixel_step_w",
+                 "tap_step_h", "tap_step_w", "shift_h", "shift_w")
+
+
+@dataclass(frozen=True)
+class _Counter:
+    """An index over three nested extents (pixels ``(n, i, j)`` or taps ``(u, v, c)``) and what each
+    digit adds to the image offset and to the row and column ``h``, ``w`` it reads."""
+
+    extents: tuple[ir.Value, ir.Value, ir.Value]
+    steps: tuple[tuple[ir.Value, ir.Value, ir.Value], ...]   # per digit: (offset, h, w) per unit
+    base: tuple[ir.Value, ir.Value, ir.Value]
+
+    def digits(self, b: ir.IRBuilder, index: ir.Value) -> list[ir.Value]:
+        last = b.urem(index, self.extents[2])
+        rest = b.udiv(index, self.extents[2])
+        return [b.udiv(rest, self.extents[1]), b.urem(rest, self.extents[1]), last]
+
+    def item(self, b: ir.IRBuilder, digits: Sequence[ir.Value]) -> list[ir.Value]:
+        """(offset, h, w) of the element these digits name."""
+        result = list(self.base)
+        for digit, steps in zip(digits, self.steps):
+            result = [b.add(total, b.mul(digit, step)) for total, step in zip(result, steps)]
+        return result
+
+    def advance(self, b: ir.IRBuilder, digits: Sequence[ir.Value], step: ir.Value) -> list[ir.Value]:
+        """The digits ``step`` further on (the last digit must not pass its extent)."""
+        last = b.add(digits[2], step)
+        wrap_last = b.icmp_unsigned(">=", last, self.extents[2])
+        middle = b.select(wrap_last, b.add(digits[1], _const(1)), digits[1])
+        wrap_middle = b.and_(wrap_last, b.icmp_unsigned(">=", middle, self.extents[1]))
+        return [b.select(wrap_middle, b.add(digits[0], _const(1)), digits[0]),
+                b.select(wrap_middle, _const(0), middle),
+                b.select(wrap_last, b.sub(last, self.extents[2]), last)]
+
+
+def _window_counters(b: ir.IRBuilder, geometry: ir.Value) -> tuple[_Counter, _Counter, ir.Value, ir.Value]:
+    """(row counter, depth counter, height, width) of a window product."""
+    field = {name: b.load(_gep(b, geometry, I64, _const(i)), typ=I64) for i, name in enumerate(WINDOW_FIELDS)}
+    zero = _const(0)
+    stride_h, stride_w = field["stride_h"], field["stride_w"]
+    pixel_h, pixel_w = field["pixel_step_h"], field["pixel_step_w"]
+    tap_h, tap_w = field["tap_step_h"], field["tap_step_w"]
+    shift_h, shift_w = field["shift_h"], field["shift_w"]
+    pixels = ((field["pixels0"], field["pixels1"], field["pixels2"]),
+              ((field["stride_n"], zero, zero), (b.mul(pixel_h, stride_h), pixel_h, zero),
+               (b.mul(pixel_w, stride_w), zero, pixel_w)),
+              (b.add(b.mul(shift_h, stride_h), b.mul(shift_w, stride_w)), shift_h, shift_w))
+    taps = ((field["taps0"], field["taps1"], field["taps2"]),
+            ((b.mul(tap_h, stride_h), tap_h, zero), (b.mul(tap_w, stride_w), zero, tap_w), (field["stride_c"], zero, zero)),
+            (zero, zero, zero))
+    pixel_rows = b.icmp_signed("!=", field["pixel_rows"], zero)
+
+    def pick(first: object, second: object) -> object:
+        if isinstance(first, tuple):
+            return tuple(pick(x, y) for x, y in zip(first, second))
+        return b.select(pixel_rows, first, second)
+    rows = _Counter(*pick(pixels, taps))
+    depth = _Counter(*pick(taps, pixels))
+    return rows, depth, field["height"], field["width"]
+
+
+def _emit_pack_window(module: ir.Module, dtype: np.dtype, width: int, rows_layout: bool) -> ir.Function:
+    """``pack_window(image, geometry, row_start, rows, depth_start, depth, dst)``: like ``pack_a``
+    for the implicit matrix of a window product: element [r, d] is the image element that row item
+    r and depth item d read together, 0 outside the image (or past the last row). Panels of
+    ``width`` rows hold (r, d) at ``d * width + r``, or at ``r * depth + d`` with ``rows_layout``."""
+    name = f"pack_window_rows_{dtype.name}" if rows_layout else f"pack_window_{dtype.name}"
+    existing = module.globals.get(name)
+    if existing is not None:
+        return existing
+    scalar = register_type(dtype)
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64, I64, PTR]), name=name)
+    function.linkage = "internal"
+    function.attributes.add("noinline")
+    image, geometry, row_start, rows, depth_start, depth, dst = function.args
+    for arg in (image, dst):
+        arg.add_attribute("noalias")
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    row_counter, depth_counter, height, image_width = _window_counters(b, geometry)
+    outside = _const(-(1 << 40))   # an h no image has: marks rows past the last
+    first_depth = depth_counter.digits(b, depth_start)
+    # A panel's rows are read together: one masked gather of ``width`` elements per depth step.
+    index_vector = ir.VectorType(I64, width)
+    value_vector = ir.VectorType(scalar, width)
+    mask_vector = ir.VectorType(ir.IntType(1), width)
+    gather = declare_function(module, f"llvm.masked.gather.v{width}{_vector_suffix(dtype)}.v{width}p0", value_vector,
+                              [ir.VectorType(PTR, width), ir.IntType(32), mask_vector, value_vector])
+    masked_load = declare_function(module, f"llvm.masked.load.v{width}{_vector_suffix(dtype)}.p0", value_vector,
+                                   [PTR, ir.IntType(32), mask_vector, value_vector])
+
+    def splat(b: ir.IRBuilder, value: ir.Value) -> ir.Value:
+        single = b.insert_element(ir.Constant(index_vector, ir.Undefined), value, ir.Constant(ir.IntType(32), 0))
+        return b.shuffle_vector(single, ir.Constant(index_vector, ir.Undefined),
+                                ir.Constant(ir.VectorType(ir.IntType(32), width), [0] * width))
+    image_address = splat(b, b.ptrtoint(image, I64))
+    item_bytes = splat(b, _const(dtype.itemsize))
+    bounds = splat(b, height), splat(b, image_width)
+    lanes = gemm_shape(dtype).vector
+    lane_vector = ir.VectorType(scalar, lanes)
+    geometry_field = {name: b.load(_gep(b, geometry, I64, _const(i)), typ=I64) for i, name in enumerate(WINDOW_FIELDS)}
+    pixel_rows = geometry_field["pixel_rows"]
+    channels = geometry_field["taps2"]
+    contiguous_channels = b.icmp_signed("==", geometry_field["stride_c"], _const(1))
+    chunks_possible = b.and_(contiguous_channels, b.icmp_signed("!=", pixel_rows, _const(0)))
+
+    def over_panel(b: ir.IRBuilder, panel: ir.Value) -> None:
+        first = b.mul(panel, _const(width))
+        valid = b.sub(rows, first)
+        digits = row_counter.digits(b, b.add(row_start, first))
+        row_items = [ir.Constant(index_vector, ir.Undefined)] * 3
+        for r in range(width):
+            offset, h, w = row_counter.item(b, digits)
+            h = b.select(b.icmp_signed(">", valid, _const(r)), h, outside)
+            row_items = [b.insert_element(vector, value, ir.Constant(ir.IntType(32), r))
+                         for vector, value in zip(row_items, (offset, h, w))]
+            if r + 1 < width:
+                digits = row_counter.advance(b, digits, _const(1))
+        row_offsets, row_h, row_w = row_items
+        panel_dst = _gep(b, dst, scalar, b.mul(first, depth))
+        # Taps as rows (the filter gradient) with contiguous channels, at least a panel of them per
+        # tap: a panel's rows are two runs of consecutive channels (the end of one tap, the start of
+        # the next), each read per pixel with one masked contiguous load.
+        first_channel = row_counter.digits(b, b.add(row_start, first))[2]
+        tap_rows = b.and_(b.and_(contiguous_channels, b.icmp_signed("==", pixel_rows, _const(0))),
+                          b.icmp_signed(">=", channels, _const(width)))
+        if rows_layout:  # pixels as rows: never taps
+            tap_rows = ir.Constant(ir.IntType(1), 0)
+        split = _min(b, b.sub(channels, first_channel), _const(width))       # rows in the first run
+        second = _min(b, split, _const(width - 1))
+        lane = ir.Constant(index_vector, list(range(width)))
+        in_panel = b.icmp_signed("<", lane, splat(b, valid))
+        first_run = b.and_(in_panel, b.icmp_signed("<", lane, splat(b, split)))
+        second_run = b.and_(in_panel, b.icmp_signed(">=", lane, splat(b, split)))
+        runs = [(first_run, [b.extract_element(v, ir.Constant(ir.IntType(32), 0)) for v in (row_offsets, row_h, row_w)]),
+                (second_run, [b.sub(b.extract_element(row_offsets, second), split)]
+                 + [b.extract_element(v, second) for v in (row_h, row_w)])]
+        walk_depth(b, panel_dst, tap_rows, row_offsets, row_h, row_w, runs)
+
+    def walk_depth(b: ir.IRBuilder, panel_dst: ir.Value, tap_rows: ir.Value, row_offsets: ir.Value, row_h: ir.Value,
+                   row_w: ir.Value, runs: list[tuple[ir.Value, list[ir.Value]]]) -> None:
+        """The depth loop of one panel: ``lanes`` taps at a time where the rows are pixels and the
+        taps' channels are contiguous (a load per row, transposed in registers), one depth item
+        at a time elsewhere (a contiguous load for a one-tap panel, else a masked gather)."""
+        entry = b.block
+        header = b.append_basic_block("d.header")
+        body = b.append_basic_block("d.body")
+        chunk = b.append_basic_block("d.chunk")
+        single = b.append_basic_block("d.single")
+        contiguous = b.append_basic_block("d.contiguous")
+        gathered = b.append_basic_block("d.gathered")
+        latch = b.append_basic_block("d.latch")
+        exit_block = b.append_basic_block("d.exit")
+        b.branch(header)
+        b.position_at_end(header)
+        d = b.phi(I64)
+        d.add_incoming(_const(0), entry)
+        digits = [b.phi(I64) for _ in range(3)]
+        for phi, value in zip(digits, first_depth):
+            phi.add_incoming(value, entry)
+        b.cbranch(b.icmp_signed("<", d, depth), body, exit_block)
+        b.position_at_end(body)
+        offset, h, w = depth_counter.item(b, digits)
+        row_dst = _gep(b, panel_dst, scalar, b.mul(d, _const(width)))
+        whole_chunk = b.and_(b.and_(chunks_possible, b.icmp_signed("<=", b.add(d, _const(lanes)), depth)),
+                             b.icmp_unsigned("<=", b.add(digits[2], _const(lanes)), channels))
+        b.cbranch(whole_chunk, chunk, single)
+
+        b.position_at_end(chunk)
+        rows_in = []
+        for r in range(width):
+            index = ir.Constant(ir.IntType(32), r)
+            inside = b.and_(
+                b.icmp_unsigned("<", b.add(b.extract_element(row_h, index), h), height),
+                b.icmp_unsigned("<", b.add(b.extract_element(row_w, index), w), image_width))
+            element = b.select(inside, b.add(b.extract_element(row_offsets, index), offset), _const(0))
+            loaded = b.load(_gep(b, image, scalar, element), typ=lane_vector, align=dtype.itemsize)
+            rows_in.append(b.select(inside, loaded, ir.Constant(lane_vector, [0.0] * lanes)))
+        if rows_layout:
+            for r, row in enumerate(rows_in):
+                b.store(row, _gep(b, panel_dst, scalar, b.add(b.mul(_const(r), depth), d)), align=dtype.itemsize)
+        else:
+            _store_transposed(b, rows_in, row_dst, width, lanes, dtype)
+        chunk_digits = depth_counter.advance(b, digits, _const(lanes))
+        chunk_block = b.block
+        b.branch(latch)
+
+        b.position_at_end(single)
+        step_digits = depth_counter.advance(b, digits, _const(1))
+        b.cbranch(tap_rows, contiguous, gathered)
+        b.position_at_end(contiguous)
+        values = ir.Constant(value_vector, [0.0] * width)
+        for mask, (run_offset, run_h, run_w) in runs:
+            inside = b.and_(b.icmp_unsigned("<", b.add(run_h, h), height),
+                            b.icmp_unsigned("<", b.add(run_w, w), image_width))
+            mask = b.and_(mask, b.select(inside, ir.Constant(mask_vector, [1] * width),
+                                         ir.Constant(mask_vector, [0] * width)))
+            # Not inbounds: the second run's start is computed back from its first row, and may
+            # lie before the image where only masked-off lanes would read.
+            pointer = b.gep(image, [b.add(run_offset, offset)], source_etype=scalar)
+            values = b.call(masked_load, [pointer, ir.Constant(ir.IntType(32), dtype.itemsize), mask, values])
+        b.store(values, row_dst, align=dtype.itemsize)
+        contiguous_block = b.block
+        b.branch(latch)
+        b.position_at_end(gathered)
+        inside = b.and_(b.icmp_unsigned("<", b.add(row_h, splat(b, h)), bounds[0]),
+                        b.icmp_unsigned("<", b.add(row_w, splat(b, w)), bounds[1]))
+        element = b.select(inside, b.add(row_offsets, splat(b, offset)), ir.Constant(index_vector, [0] * width))
+        pointers = b.inttoptr(b.add(image_address, b.mul(element, item_bytes)), ir.VectorType(PTR, width))
+        values = b.call(gather, [pointers, ir.Constant(ir.IntType(32), dtype.itemsize), inside,
+                                 ir.Constant(value_vector, [0.0] * width)])
+        if rows_layout:
+            for r in range(width):
+                b.store(b.extract_element(values, ir.Constant(ir.IntType(32), r)),
+                        _gep(b, panel_dst, scalar, b.add(b.mul(_const(r), depth), d)))
+        else:
+            b.store(values, row_dst, align=dtype.itemsize)
+        gathered_block = b.block
+        b.branch(latch)
+
+        b.position_at_end(latch)
+        next_digits = [b.phi(I64) for _ in range(3)]
+        for phi, chunk_value, step_value in zip(next_digits, chunk_digits, step_digits):
+            phi.add_incoming(chunk_value, chunk_block)
+            phi.add_incoming(step_value, contiguous_block)
+            phi.add_incoming(step_value, gathered_block)
+        step = b.phi(I64)
+        step.add_incoming(_const(lanes), chunk_block)
+        step.add_incoming(_const(1), contiguous_block)
+        step.add_incoming(_const(1), gathered_block)
+        d.add_incoming(b.add(d, step), b.block)
+        for phi, value in zip(digits, next_digits):
+            phi.add_incoming(value, b.block)
+        b.branch(header)
+        b.position_at_end(exit_block)
+
+    emit_loop(b, b.udiv(b.add(rows, _const(width - 1)), _const(width)), over_panel, name="panel")
+    b.ret_void()
+    return function
+
+
+def _store_transposed(b: ir.IRBuilder, rows_in: list[ir.Value], dst: ir.Value, width: int, lanes: int,
+                      dtype: np.dtype) -> None:
+    """Store ``width`` vectors of ``lanes`` (row r, depth d) transposed: ``dst[d * width + r]``."""
+    whole = _concatenate(b, rows_in)
+    mask = [r * lanes + d for d in range(lanes) for r in range(width)]
+    transposed = b.shuffle_vector(whole, ir.Constant(whole.type, ir.Undefined),
+                                  ir.Constant(ir.VectorType(ir.IntType(32), len(mask)), mask))
+    b.store(transposed, dst, align=dtype.itemsize)
+
+
+def _vector_suffix(dtype: np.dtype) -> str:
+    return "f32" if dtype == dtypes.float32 else "f64"
+
+
 def _concatenate(b: ir.IRBuilder, parts: list[ir.Value]) -> ir.Value:
     """One vector holding ``parts`` (equal-length vectors) end to end."""
     while len(parts) > 1:
@@ -317,15 +608,21 @@ def _concatenate(b: ir.IRBuilder, parts: list[ir.Value]) -> ir.Value:
     return parts[0]
 
 
-def _emit_micro_kernel(module: ir.Module, dtype: np.dtype, shape: GemmShape) -> ir.Function:
+def _emit_micro_kernel(module: ir.Module, dtype: np.dtype, shape: GemmShape, rows_layout: bool = False) -> ir.Function:
     """``C[0:mr, 0:nr] (+)= Ap_panel^T @ Bp_panel`` with an MR x NR register tile; partial tiles
-    go through the ``tile`` scratch."""
+    go through the ``tile`` scratch. The A panel holds element (r, k) at ``k * MR + r`` (depth
+    steps), or at ``r * kc + k`` with ``rows_layout`` (rows one after another)."""
+    name = f"micro_rows_{dtype.name}" if rows_layout else f"micro_{dtype.name}"
+    existing = module.globals.get(name)
+    if existing is not None:
+        return existing
     scalar = register_type(dtype)
     vector_type = ir.VectorType(scalar, shape.vector)
     lanes = shape.nr // shape.vector
     params = [I64, PTR, PTR, PTR, I64, I64, I64, I64, ir.IntType(1), PTR, scalar]
-    function = ir.Function(module, ir.FunctionType(ir.VoidType(), params), name=f"micro_{dtype.name}")
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), params), name=name)
     function.linkage = "internal"
+    function.attributes.add("noinline")
     kc, a_panel, b_panel, c_tile, rsc, csc, mr, nr, accumulate, tile, alpha = function.args
     for arg in (a_panel, b_panel, c_tile):
         arg.add_attribute("noalias")
@@ -356,10 +653,10 @@ def _emit_micro_kernel(module: ir.Module, dtype: np.dtype, shape: GemmShape) -> 
         b_row = _gep(b, b_panel, scalar, b.mul(kk, _const(shape.nr)))
         b_vectors = [b.load(_gep(b, b_row, scalar, _const(v * shape.vector)), typ=vector_type,
                             align=dtype.itemsize) for v in range(lanes)]
-        a_row = _gep(b, a_panel, scalar, b.mul(kk, _const(shape.mr)))
+        a_row = _gep(b, a_panel, scalar, kk if rows_layout else b.mul(kk, _const(shape.mr)))
         out = []
         for r in range(shape.mr):
-            a_value = b.load(_gep(b, a_row, scalar, _const(r)), typ=scalar)
+            a_value = b.load(_gep(b, a_row, scalar, b.mul(_const(r), kc) if rows_layout else _const(r)), typ=scalar)
             splat = b.insert_element(ir.Constant(vector_type, ir.Undefined), a_value, _const(0))
             splat = b.shuffle_vector(splat, ir.Constant(vector_type, ir.Undefined),
                                      ir.Constant(ir.VectorType(ir.IntType(32), shape.vector), [0] * shape.vector))
@@ -434,6 +731,9 @@ def library_signature() -> ir.FunctionType:
 
 def _workspace_global(module: ir.Module, dtype: np.dtype, elements: int) -> ir.GlobalVariable:
     """The library's own packing workspaces, one block of ``elements`` (module data)."""
+    existing = module.globals.get(f"gemm_{dtype.name}_workspaces")
+    if existing is not None:
+        return existing
     array_type = ir.ArrayType(register_type(dtype), elements)
     variable = ir.GlobalVariable(module, array_type, name=f"gemm_{dtype.name}_workspaces")
     variable.linkage = "internal"
@@ -449,10 +749,12 @@ def _take_workspaces(b: ir.IRBuilder, dtype: np.dtype, elements: int) -> tuple[i
     module = b.module
     scalar = register_type(dtype)
     static = _workspace_global(module, dtype, elements)
-    busy = ir.GlobalVariable(module, ir.IntType(32), name=f"gemm_{dtype.name}_workspaces_busy")
-    busy.linkage = "internal"
-    busy.initializer = ir.Constant(ir.IntType(32), 0)
-    busy.align = 64
+    busy = module.globals.get(f"gemm_{dtype.name}_workspaces_busy")
+    if busy is None:
+        busy = ir.GlobalVariable(module, ir.IntType(32), name=f"gemm_{dtype.name}_workspaces_busy")
+        busy.linkage = "internal"
+        busy.initializer = ir.Constant(ir.IntType(32), 0)
+        busy.align = 64
     aligned_alloc = declare_function(module, "aligned_alloc", PTR, [I64, I64])
     sched_yield = declare_function(module, "sched_yield", ir.IntType(32), [])
 
@@ -608,6 +910,103 @@ def emit_library_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> i
     return function
 
 
+WINDOW_LIBRARY_SYMBOL = "graphgrad_gemm_window_{dtype}"
+# Per part: m_start, m_count, N, K, image, geometry, B, rsb, csb, C, rsc, Ap, Bp, alpha (double bits), beta
+_WINDOW_ARGS = 15
+
+
+def window_product_pays(rows: int, columns: int, depth: int, dtype: np.dtype) -> bool:
+    """Whether a window product beats the loop nest: it packs A to reuse it across columns and
+    keeps a register tile busy, so a product of few columns (an input gradient of one channel),
+    little depth (a first layer's 3x3x1 taps) or fewer rows than a tile loses to the plain loops."""
+    shape = gemm_shape(dtype)
+    return rows >= shape.mr and 2 * columns >= shape.nr and depth >= shape.nr
+
+
+def window_library_signature() -> ir.FunctionType:
+    """``void graphgrad_gemm_window_<dtype>(threads, geometry, M, N, K, image, B, rsb, csb, C, rsc,
+    alpha, accumulate)``: a window product (``kernel_ir.WindowMatmul``; ``geometry`` holds the
+    ``WINDOW_FIELDS``), C = alpha * A @ B, or C += alpha * A @ B when accumulate is 1."""
+    return ir.FunctionType(ir.VoidType(), [I64, PTR, I64, I64, I64, PTR, PTR, I64, I64, PTR, I64,
+                                           ir.DoubleType(), I64])
+
+
+def _emit_window_task(module: ir.Module, dtype: np.dtype, shape: GemmShape, pixel_rows: bool) -> ir.Function:
+    """``void task(ptr slots, i64 part)``: rows ``[m_start, m_start + m_count)`` of a window
+    product (pixels or taps as rows), with the part's own packing workspaces; its 15 arguments are
+    at ``slots[part * 15]``."""
+    scalar = register_type(dtype)
+    left = _window_left(dtype, shape, rows_layout=pixel_rows)
+    macro = _emit_macro(module, dtype, shape, left)
+    pack_b = _emit_pack(module, dtype, "pack_b", shape.nr)
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64]),
+                           name=f"gemm{left.suffix}_task_{dtype.name}")
+    function.linkage = "internal"
+    slots, part = function.args
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    base = b.mul(part, _const(_WINDOW_ARGS))
+    values = [b.load(_gep(b, slots, I64, b.add(base, _const(i))), typ=I64) for i in range(_WINDOW_ARGS)]
+    m_start, m_count, n, k, image, geometry, bm, rsb, csb, c, rsc, ap, bp, alpha_bits, beta = values
+    image, geometry, bm, c, ap, bp = (b.inttoptr(v, PTR) for v in (image, geometry, bm, c, ap, bp))
+    alpha = b.bitcast(alpha_bits, ir.DoubleType())
+    alpha = alpha if scalar == ir.DoubleType() else b.fptrunc(alpha, scalar)
+    work = b.append_basic_block("work")
+    done = b.append_basic_block("done")
+    b.cbranch(b.icmp_signed(">", m_count, _const(0)), work, done)
+    b.position_at_end(work)
+
+    def pack_and_multiply(b: ir.IRBuilder, block: _Block) -> None:
+        b_source = _gep(b, bm, scalar, b.add(b.mul(block.pc, rsb), b.mul(block.jc, csb)))
+        b.call(pack_b, [b_source, csb, rsb, block.nc, block.kc, bp])
+        b.call(macro, [m_start, m_count, block.jc, block.nc, block.pc, block.kc, image, geometry, c, rsc, _const(1),
+                       ap, bp, block.accumulate, alpha])
+    _emit_block_loops(b, shape, n, k, b.icmp_signed("!=", beta, _const(0)), pack_and_multiply)
+    b.branch(done)
+    b.position_at_end(done)
+    b.ret_void()
+    return function
+
+
+def emit_library_window_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> ir.Function:
+    """The exported window product: its rows split evenly (whole MR panels) across ``threads``
+    parts of the worker pool, each packing its own rows of A from the image and its own B."""
+    shape = gemm_shape(dtype)
+    scalar = register_type(dtype)
+    pixel_task = _emit_window_task(module, dtype, shape, pixel_rows=True)
+    tap_task = _emit_window_task(module, dtype, shape, pixel_rows=False)
+    size_a, size_b = packing_sizes(shape)
+    parallel = declare_function(module, PARALLEL_SYMBOL, ir.VoidType(), [PTR, PTR, I64])
+    function = ir.Function(module, window_library_signature(), name=WINDOW_LIBRARY_SYMBOL.format(dtype=dtype.name))
+    threads, geometry, m, n, k, image, bm, rsb, csb, c, rsc, alpha, beta = function.args
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    slots = b.alloca(I64, size=_WINDOW_ARGS * max_threads)
+    workspaces, own_workspaces = _take_workspaces(b, dtype, max_threads * (size_a + size_b))
+    wanted = _min(b, b.select(b.icmp_signed("<", threads, _const(1)), _const(1), threads), _const(max_threads))
+    small = b.icmp_signed("<", b.mul(b.mul(m, n), k), _const(MIN_PARALLEL_WORK))
+    parts = b.select(small, _const(1), wanted)
+    per_part = b.mul(_blocks(b, b.udiv(b.add(m, b.sub(parts, _const(1))), parts), shape.mr), _const(shape.mr))
+
+    def store_part_arguments(b: ir.IRBuilder, t: ir.Value) -> None:
+        start = _min(b, b.mul(per_part, t), m)
+        count = b.sub(_min(b, b.add(start, per_part), m), start)
+        arguments = [start, count, n, k, image, geometry, bm, rsb, csb, c, rsc,
+                     _gep(b, workspaces, scalar, b.mul(t, _const(size_a))),
+                     _gep(b, workspaces, scalar, b.add(b.mul(t, _const(size_b)), _const(max_threads * size_a))),
+                     b.bitcast(alpha, I64), beta]
+        for i, value in enumerate(arguments):
+            b.store(value if value.type == I64 else b.ptrtoint(value, I64),
+                    _gep(b, slots, I64, b.add(b.mul(t, _const(_WINDOW_ARGS)), _const(i))))
+    emit_loop(b, parts, store_part_arguments, name="part")
+    pixel_rows = b.icmp_signed("!=", b.load(geometry, typ=I64), _const(0))   # WINDOW_FIELDS[0]
+    b.call(parallel, [b.select(pixel_rows, pixel_task, tap_task), slots, parts])
+    _give_back_workspaces(b, dtype, workspaces, own_workspaces)
+    b.ret_void()
+    return function
+
+
+# Every symbol the library exports (each formatted with the dtype's name).
+LIBRARY_SYMBOLS = (LIBRARY_SYMBOL, WINDOW_LIBRARY_SYMBOL)
+
 _SHARED_FIELDS = ("a", "rsa", "csa", "b", "rsb", "csb", "c", "rsc", "csc", "m", "jc", "nc", "pc", "kc", "bp",
                   "ap", "accumulate", "alpha", "parts")
 
@@ -671,4 +1070,5 @@ def build_library(dtype_name: str, max_threads: int) -> ir.Module:
     loaded from the compile cache); compiled steps call it by name."""
     module = ir.Module(name=f"graphgrad_gemm_{dtype_name}")
     emit_library_gemm(module, np.dtype(dtype_name), max_threads)
+    emit_library_window_gemm(module, np.dtype(dtype_name), max_threads)
     return module

@@ -72,6 +72,9 @@ class OpDef:
     # Inputs read at computed positions: lowering receives an ``IndexedInput`` for each of them.
     indexed_inputs: tuple[int, ...] = ()
     num_outputs: int = 1
+    # A convolution's loop nest as a matrix product over an implicit im2col, when it is one:
+    # ``window_matmul(input_shapes, attrs, image_strides) -> kernel_ir.WindowMatmul | None``.
+    window_matmul: Callable[[Sequence[tuple], Mapping[str, Any], tuple[int, ...]], Any] | None = None
 
     def __post_init__(self) -> None:
         # The import-time check: every op has every rule its kind needs.

@@ -3,8 +3,9 @@
 ``conv2d``: ``out[n, oh, ow, f] = sum over kh, kw, c of x[n, ih, iw, c] * w[kh, kw, c, f]`` with
 ``ih = oh * stride + kh * dilation - pad_top`` (zero outside the image). Its two gradients are ops of
 the same form (``conv2d_backprop_input``, ``conv2d_backprop_filter``), and each of the three is the
-gradient of the others, so second derivatives need nothing more. For larger convolutions the filter
-gradient is instead one matrix product per filter tap (see ``_filter_gradient``).
+gradient of the others, so second derivatives need nothing more. Each also says how it reads as one
+matrix product over an implicit im2col (``kernel_ir.WindowMatmul``): rows are output pixels and depth
+the filter taps (the filter gradient: the transpose), which the CPU runs through its GEMM library.
 
 Pooling: ``max_pool`` is a max over the window (padding never wins); its gradient goes to the first
 position in the window that holds the max (as TF), found by ``MaxPoolArgmax``. ``avg_pool`` divides
@@ -23,15 +24,11 @@ import numpy as np
 
 from .. import dtypes
 from ..graph import Operation, Tensor, located
-from ..kernel_ir import IndexedInput
+from ..kernel_ir import IndexedInput, WindowMatmul
 from ..shapes import RuleError, format_shape
-from .array import reshape, transpose
+from .array import transpose
 from .base import LoopNest, OpDef
-from .joining import concat
-from .linalg import matmul
-from .padding import pad
 from .rules import clamp_index, first_dtype, floating_dtype, same_shape_as_second, same_shape_as_third
-from .slicing import StridedSlice
 
 I64 = dtypes.int64
 
@@ -193,6 +190,37 @@ def _backprop_filter_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[st
     return LoopNest(space, ((None,) * 4, (4, 5, 6, 3), (None,) * 4), (4, 5, 6), "sum", body)
 
 
+def _conv_window(shapes: Sequence[tuple], attrs: Mapping[str, Any], strides: tuple[int, ...]) -> WindowMatmul:
+    """conv2d as a product: rows are output pixels, depth the filter taps, columns the features."""
+    image, filters = shapes
+    rows, cols = _windows(image, filters, attrs)
+    return WindowMatmul(tuple(image), tuple(strides), (image[0], rows.out, cols.out), tuple(filters[:3]),
+                        (rows.stride, cols.stride), (rows.dilation, cols.dilation), (-rows.pad, -cols.pad), True,
+                        (0, 1, 2), (4, 5, 6), 3)
+
+
+def _backprop_input_window(shapes: Sequence[tuple], attrs: Mapping[str, Any],
+                           strides: tuple[int, ...]) -> WindowMatmul | None:
+    """The input gradient at stride 1 as a product over the output gradient: input pixel (i, j) at
+    tap (u, v) reads the gradient at ``i + pad - u * dilation`` (a stride skips rows: no product)."""
+    grad, swapped, image = shapes
+    rows, cols = _windows(image, swapped, attrs)
+    if rows.stride != 1 or cols.stride != 1:
+        return None
+    return WindowMatmul(tuple(grad), tuple(strides), tuple(image[:3]), tuple(swapped[:3]), (1, 1),
+                        (-rows.dilation, -cols.dilation), (rows.pad, cols.pad), True, (0, 1, 2), (4, 5, 6), 3)
+
+
+def _backprop_filter_window(shapes: Sequence[tuple], attrs: Mapping[str, Any],
+                            strides: tuple[int, ...]) -> WindowMatmul:
+    """The filter gradient as a product: rows are taps, depth the output pixels, columns features."""
+    image, grad, filters = shapes
+    rows, cols = _windows(image, filters, attrs)
+    return WindowMatmul(tuple(image), tuple(strides), (image[0], rows.out, cols.out), tuple(filters[:3]),
+                        (rows.stride, cols.stride), (rows.dilation, cols.dilation), (-rows.pad, -cols.pad), False,
+                        (0, 1, 2), (4, 5, 6), 3)
+
+
 def _reference_windows(image_shape: tuple, filter_shape: tuple, attrs: Mapping[str, Any]) -> tuple[Window, Window]:
     return _windows(tuple(image_shape), tuple(filter_shape), attrs)
 
@@ -251,49 +279,14 @@ def _conv_attrs(op: Operation) -> dict[str, Any]:
     return {k: op.attrs[k] for k in ("strides", "dilations", "padding")}
 
 
-TAP_GEMM_MIN_WORK = 1 << 16   # per image and filter tap: below it the loop nest's single kernel wins
-
-
 def _swap_channels(w: Tensor) -> Tensor:
     return transpose(w, (0, 1, 3, 2))
 
 
 def _conv_grad(op: Operation, g: Tensor) -> list[Tensor]:
     x, w = op.inputs
-    return [Conv2DBackpropInput(g, _swap_channels(w), x, **_conv_attrs(op)), _filter_gradient(x, g, w, op)]
-
-
-def _filter_gradient(x: Tensor, g: Tensor, w: Tensor, op: Operation) -> Tensor:
-    """d loss / d filter. With the spatial sizes known when the graph is built it is one matrix
-    product per filter tap, ``tap[kh, kw] = X(kh, kw)^T @ G`` with ``X(kh, kw)`` the input pixels that
-    tap reads (a strided slice of the padded input, [N*OH*OW, C]) and ``G`` the output gradient
-    [N*OH*OW, F]: the GEMM does the long reduction over N*OH*OW. Small convolutions (under
-    ``TAP_GEMM_MIN_WORK`` multiply-adds per image and tap) and unknown spatial sizes use a loop nest."""
     attrs = _conv_attrs(op)
-    (_, height, width, channels), (kh, kw, _, features) = x.shape, w.shape
-    if None in (height, width, channels, kh, kw, features) or 0 in (height, width, channels, kh, kw, features):
-        return Conv2DBackpropFilter(x, g, w, **attrs)
-    rows, cols = _windows(x.shape, w.shape, attrs)
-    if 0 in (rows.out, cols.out) or rows.out * cols.out * channels * features < TAP_GEMM_MIN_WORK:
-        return Conv2DBackpropFilter(x, g, w, **attrs)
-    padding = [(0, 0)]
-    for window in (rows, cols):
-        reach = (window.out - 1) * window.stride + (window.kernel - 1) * window.dilation + 1
-        padding.append((window.pad, max(reach - window.size - window.pad, 0)))
-    padding.append((0, 0))
-    padded = pad(x, padding) if any(p != (0, 0) for p in padding) else x
-    gradient_rows = reshape(g, (-1, features))
-    taps = []
-    for i in range(kh):
-        for j in range(kw):
-            spec = [(None, None, 1)]
-            for tap, window in ((i, rows), (j, cols)):
-                start = tap * window.dilation
-                spec.append((start, start + (window.out - 1) * window.stride + 1, window.stride))
-            spec.append((None, None, 1))
-            pixels = reshape(StridedSlice(padded, spec=tuple(spec)), (-1, channels))
-            taps.append(matmul(pixels, gradient_rows, transpose_a=True))
-    return reshape(concat(taps, axis=0), (kh, kw, channels, features))
+    return [Conv2DBackpropInput(g, _swap_channels(w), x, **attrs), Conv2DBackpropFilter(x, g, w, **attrs)]
 
 
 def _backprop_input_grad(op: Operation, g: Tensor) -> list[Tensor | None]:
@@ -310,15 +303,17 @@ def _backprop_filter_grad(op: Operation, g: Tensor) -> list[Tensor | None]:
 
 
 Conv2D = OpDef("Conv2D", "reduce", _conv_shape, floating_dtype, reference=_conv_reference,
-               grad_rule=_conv_grad, loop_nest=_conv_nest, indexed_inputs=(0,))
+               grad_rule=_conv_grad, loop_nest=_conv_nest, indexed_inputs=(0,), window_matmul=_conv_window)
 Conv2DBackpropInput = OpDef(
     "Conv2DBackpropInput", "reduce", same_shape_as_third,
     lambda types, attrs: floating_dtype(types[:2], attrs), reference=_backprop_input_reference,
-    grad_rule=_backprop_input_grad, loop_nest=_backprop_input_nest, indexed_inputs=(0,), shape_only_inputs=(2,))
+    grad_rule=_backprop_input_grad, loop_nest=_backprop_input_nest, indexed_inputs=(0,), shape_only_inputs=(2,),
+    window_matmul=_backprop_input_window)
 Conv2DBackpropFilter = OpDef(
     "Conv2DBackpropFilter", "reduce", same_shape_as_third,
     lambda types, attrs: floating_dtype(types[:2], attrs), reference=_backprop_filter_reference,
-    grad_rule=_backprop_filter_grad, loop_nest=_backprop_filter_nest, indexed_inputs=(0,), shape_only_inputs=(2,))
+    grad_rule=_backprop_filter_grad, loop_nest=_backprop_filter_nest, indexed_inputs=(0,), shape_only_inputs=(2,),
+    window_matmul=_backprop_filter_window)
 
 
 def conv2d(input: Any, filter: Any, strides: Any = 1, padding: str = "VALID",  # noqa: A002

@@ -22,8 +22,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import dtypes
-from ..kernel_ir import (Access, Buffer, FetchSpec, IndexedInput, Kernel, MatmulAxes, Program, ScalarBuilder,
-                         ScalarExpr, contiguous_strides)
+from ..kernel_ir import (Access, Buffer, FetchSpec, IndexedInput, Kernel, Load, MatmulAxes, Program,
+                         ScalarBuilder, ScalarExpr, contiguous_strides)
 from ..ops.base import LoopNest
 from ..ops.numerics import describe_failure
 from ..shapes import broadcast_dim_map
@@ -280,8 +280,21 @@ class _KernelBuilder:
             kernel = Kernel(f"k{len(self.kernels)}", nest.space, tuple(operands), body,
                             Access(buffer, tuple(out_strides)), node.dtype,
                             reduce_axes=tuple(nest.reduce_axes), combiner=nest.combiner,
-                            covers=tuple(covers), matmul=matmul, scan=nest.scan)
+                            covers=tuple(covers), matmul=matmul, scan=nest.scan,
+                            window=self._window_matmul(node, args, operands))
         self.kernels.append(kernel)
+
+    @staticmethod
+    def _window_matmul(node: Node, args: list, operands: list[Access]) -> Any:
+        """A convolution whose image is in a buffer and whose other operand is a plain load: the
+        product form of its loop nest (``kernel_ir.WindowMatmul``), else None."""
+        if node.opdef.window_matmul is None or not dtypes.is_floating(node.dtype) or len(operands) != 2:
+            return None
+        image, other = args[0], args[1]
+        if not isinstance(image, IndexedInput) or image.literal is not None or image.operand != 0 \
+                or not isinstance(other, Load) or other.operand != 1:
+            return None
+        return node.opdef.window_matmul([i.shape for i in node.inputs], node.attrs, image.strides)
 
     def _emit_scatter(self, node: Node, buffer: int, nest: LoopNest, sb: ScalarBuilder, args: list,
                       operands: list[Access], covers: list) -> None:

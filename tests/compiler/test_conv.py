@@ -1,78 +1,132 @@
-"""conv2d's filter gradient as one GEMM per filter tap (the path larger convolutions take) equals
-the loop-nest gradient, the reference and finite differences."""
+"""conv2d and its two gradients run as window products (a GEMM whose left matrix the CPU library
+packs straight from the image, ``kernel_ir.WindowMatmul``) equal the loop nests, the reference and
+finite differences, for every packing path: whole channel vectors, single taps, gathers, taps as
+rows in two runs, partial panels, strides, dilations and both paddings, on any thread count."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 import compiler as cc
-from compiler.ops import conv
+from compiler.codegen import cpu
 from runtime import Session
 
-CASES = [  # x shape, filter shape, conv2d arguments
-    ((2, 7, 6, 3), (3, 2, 3, 4), dict(padding="SAME")),
-    ((2, 7, 6, 3), (3, 3, 3, 2), dict(padding="VALID", strides=2)),
-    ((1, 9, 8, 2), (2, 3, 2, 3), dict(padding="SAME", dilations=(2, 1))),
-    ((2, 8, 7, 1), (2, 2, 1, 3), dict(strides=(3, 2))),
+CASES = [  # x shape, filter shape, conv2d arguments: each big enough for the window product
+    ((3, 9, 8, 32), (3, 3, 32, 24), dict(padding="SAME")),                  # whole channel vectors
+    ((2, 7, 9, 20), (3, 2, 20, 16), dict(padding="VALID")),                 # vectors, then single taps
+    ((2, 11, 10, 3), (5, 5, 3, 17), dict(padding="SAME")),                  # gathers (3 channels)
+    ((2, 12, 11, 13), (3, 3, 13, 18), dict(padding="SAME", strides=2)),     # strided (input grad: nest)
+    ((1, 13, 12, 16), (3, 2, 16, 20), dict(padding="SAME", dilations=(2, 3))),
+    ((5, 6, 7, 40), (2, 3, 40, 33), dict(padding="VALID", strides=(1, 2))),
 ]
+IDS = ["channels32", "channels20", "channels3", "stride2", "dilated", "wide"]
 
 
-def _filter_gradient(x_shape, w_shape, kwargs, threshold, monkeypatch, target="cpu"):
-    monkeypatch.setattr(conv, "TAP_GEMM_MIN_WORK", threshold)
+def _step(x_shape, w_shape, kwargs, dtype, window, target="cpu", monkeypatch=None):
+    """(conv2d, input gradient, filter gradient) of sum(conv2d * up), and the step's LLVM IR."""
+    if monkeypatch is not None and not window:
+        monkeypatch.setattr(cpu, "window_product_pays", lambda *args: False)
     rng = np.random.default_rng(0)
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder(dtype, x_shape)
+        w = cc.placeholder(dtype, w_shape)
+        y = cc.nn.conv2d(x, w, **kwargs)
+        up = cc.placeholder(dtype, y.shape)
+        fetches = [y, *cc.gradients(cc.reduce_sum(y * up), [x, w])]
+    feeds = {x: rng.normal(size=x_shape).astype(dtype), w: rng.normal(size=w_shape).astype(dtype),
+             up: rng.normal(size=tuple(y.shape)).astype(dtype)}
+    with Session(graph, target=target) as sess:
+        values = sess.run(fetches, feeds)
+        llvm = sess.compile(fetches, feeds).dump("llvm") if target == "cpu" else ""
+    if monkeypatch is not None:
+        monkeypatch.undo()
+    return values, llvm
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("x_shape, w_shape, kwargs", CASES, ids=IDS)
+def test_window_products_equal_the_loop_nests_and_the_reference(x_shape, w_shape, kwargs, dtype,
+                                                                monkeypatch) -> None:
+    window, llvm = _step(x_shape, w_shape, kwargs, dtype, window=True)
+    assert "graphgrad_gemm_window_" in llvm
+    nest, llvm = _step(x_shape, w_shape, kwargs, dtype, window=False, monkeypatch=monkeypatch)
+    assert "graphgrad_gemm_window_" not in llvm
+    reference, _ = _step(x_shape, w_shape, kwargs, dtype, window=True, target="reference")
+    tolerance = 2e-4 if dtype == "float32" else 1e-11
+    for name, a, b, c in zip(("conv2d", "input gradient", "filter gradient"), window, nest, reference):
+        scale = max(np.abs(c).max(), 1.0)
+        np.testing.assert_allclose(a / scale, c / scale, rtol=0, atol=tolerance, err_msg=name)
+        np.testing.assert_allclose(b / scale, c / scale, rtol=0, atol=tolerance, err_msg=name)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_window_products_equal_the_reference_on_any_thread_count(threads, monkeypatch) -> None:
+    monkeypatch.setattr(cpu, "thread_count", lambda: threads)
+    x_shape, w_shape, kwargs = CASES[0]
+    window, llvm = _step(x_shape, w_shape, kwargs, "float64", window=True)
+    assert "graphgrad_gemm_window_" in llvm
+    reference, _ = _step(x_shape, w_shape, kwargs, "float64", window=True, target="reference")
+    for a, c in zip(window, reference):
+        np.testing.assert_allclose(a, c, rtol=1e-11, atol=1e-11)
+
+
+def test_small_products_keep_the_loop_nest() -> None:
+    # A first layer's 3x3x1 taps are too little depth for the register tile: the nest runs it.
+    _, llvm = _step((2, 8, 8, 1), (3, 3, 1, 32), dict(padding="SAME"), "float32", window=True)
+    assert "graphgrad_gemm_window_" not in llvm
+
+
+def test_window_products_match_finite_differences() -> None:
+    x_shape, w_shape = (1, 6, 5, 12), (3, 3, 12, 16)
+    rng = np.random.default_rng(2)
     graph = cc.Graph()
     with graph.as_default():
         x = cc.placeholder("float64", x_shape)
         w = cc.placeholder("float64", w_shape)
-        loss = cc.reduce_sum(cc.sin(cc.nn.conv2d(x, w, **kwargs)))
-        (gw,) = cc.gradients(loss, [w])
+        loss = cc.reduce_sum(cc.sin(cc.nn.conv2d(x, w, padding="SAME")))
+        gradients = cc.gradients(loss, [x, w])
     feeds = {x: rng.normal(size=x_shape), w: rng.normal(size=w_shape)}
-    kinds = {op.type for op in graph.get_operations()}
-    with Session(graph, target=target) as sess:
-        return sess.run(gw, feeds), kinds, (sess, loss, feeds, w)
+    with Session(graph) as sess:
+        assert "graphgrad_gemm_window_" in sess.compile(gradients, feeds).dump("llvm")
+        analytic = sess.run(gradients, feeds)
+        for tensor, gradient in zip((x, w), analytic):
+            base = feeds[tensor]
+            for index in [tuple(rng.integers(0, n) for n in base.shape) for _ in range(12)]:
+                values = []
+                for step in (1e-6, -1e-6):
+                    moved = base.copy()
+                    moved[index] += step
+                    values.append(sess.run(loss, {**feeds, tensor: moved}))
+                numeric = (values[0] - values[1]) / 2e-6
+                np.testing.assert_allclose(gradient[index], numeric, rtol=1e-6, atol=1e-7)
 
 
-@pytest.mark.parametrize("x_shape, w_shape, kwargs", CASES)
-def test_tap_gemms_equal_the_loop_nest_and_the_reference(x_shape, w_shape, kwargs, monkeypatch) -> None:
-    taps, kinds, _ = _filter_gradient(x_shape, w_shape, kwargs, 0, monkeypatch)
-    assert "MatMul" in kinds and "Conv2DBackpropFilter" not in kinds
-    nest, kinds, _ = _filter_gradient(x_shape, w_shape, kwargs, 1 << 60, monkeypatch)
-    assert "Conv2DBackpropFilter" in kinds
-    reference, _, _ = _filter_gradient(x_shape, w_shape, kwargs, 1 << 60, monkeypatch, target="reference")
-    np.testing.assert_allclose(taps, nest, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(taps, reference, rtol=1e-12, atol=1e-12)
-
-
-def test_tap_gemms_match_finite_differences(monkeypatch) -> None:
-    x_shape, w_shape, kwargs = CASES[1]
-    analytic, _, (sess, loss, feeds, w) = _filter_gradient(x_shape, w_shape, kwargs, 0, monkeypatch)
-    numeric = np.zeros(w_shape)
-    base = feeds[w]
-    with Session(sess.graph) as check:
-        for index in np.ndindex(*w_shape):
-            values = []
-            for step in (1e-6, -1e-6):
-                moved = base.copy()
-                moved[index] += step
-                values.append(check.run(loss, {**feeds, w: moved}))
-            numeric[index] = (values[0] - values[1]) / 2e-6
-    np.testing.assert_allclose(analytic, numeric, rtol=1e-6, atol=1e-7)
-
-
-@pytest.mark.parametrize("x_shape, w_shape, kwargs", CASES[:2])
-def test_second_derivatives_through_the_tap_gemms(x_shape, w_shape, kwargs, monkeypatch) -> None:
+def test_second_derivatives_through_window_products() -> None:
+    x_shape, w_shape = (2, 7, 6, 16), (3, 3, 16, 16)
+    rng = np.random.default_rng(1)
     results = []
-    for threshold in (0, 1 << 60):
-        monkeypatch.setattr(conv, "TAP_GEMM_MIN_WORK", threshold)
-        rng = np.random.default_rng(1)
+    for target in ("cpu", "reference"):
         graph = cc.Graph()
         with graph.as_default():
             x = cc.placeholder("float64", x_shape)
             w = cc.placeholder("float64", w_shape)
-            (gw,) = cc.gradients(cc.reduce_sum(cc.sin(cc.nn.conv2d(x, w, **kwargs))), [w])
-            direction = cc.constant(rng.normal(size=w_shape))
+            (gw,) = cc.gradients(cc.reduce_sum(cc.sin(cc.nn.conv2d(x, w, padding="SAME"))), [w])
+            direction = cc.constant(np.random.default_rng(3).normal(size=w_shape))
             second = cc.gradients(cc.reduce_sum(gw * direction), [x, w])
-        with Session(graph) as sess:
+        with Session(graph, target=target) as sess:
             results.append(sess.run(second, {x: rng.normal(size=x_shape), w: rng.normal(size=w_shape)}))
-    for taps, nest in zip(*results):
-        np.testing.assert_allclose(taps, nest, rtol=1e-11, atol=1e-11)
+        rng = np.random.default_rng(1)
+    for compiled, reference in zip(*results):
+        np.testing.assert_allclose(compiled, reference, rtol=1e-10, atol=1e-10)
+
+
+def test_the_kernel_dump_shows_the_product() -> None:
+    x = cc.placeholder("float32", (4, 9, 9, 16))
+    w = cc.placeholder("float32", (3, 3, 16, 32))
+    y = cc.nn.conv2d(x, w, padding="SAME")
+    with Session() as sess:
+        text = sess.compile(y, {x: np.zeros((4, 9, 9, 16), "float32"),
+                                w: np.zeros((3, 3, 16, 32), "float32")}).dump("kernels")
+    assert ("as a product over in0 (image 4x9x9x16): rows = pixels (n, i, j) 4x9x9, "
+            "depth = taps (u, v, c) 3x3x16, columns = axis 3; h = i*1 + u*1 + -1, w = j*1 + v*1 + -1") in text
