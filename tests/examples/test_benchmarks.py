@@ -1,9 +1,11 @@
 """Smoke test of ``examples/benchmarks/run.py``: it runs, checks results, and writes its JSON.
 
 No assertion is made on speed (DESIGN.md, principle 7): only that every number is there and positive.
+Every run goes through the worker processes (one per library) that run.py starts.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -11,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,6 +59,12 @@ def test_quick_run_writes_json_with_positive_numbers(tmp_path: Path) -> None:
     # An optional library that is missing is named in "skipped", never silently absent.
     for library in ("torch", "jax"):
         assert library in data["results"]["run-overhead"]["libraries"] or library in data["skipped"]
+    # Each library ran in its own process, none of them the script's.
+    processes = data["environment"]["processes"]
+    assert {"graphgrad", "numpy"} <= processes.keys()
+    pids = [p["pid"] for p in processes.values()]
+    assert len(set(pids)) == len(pids) and data["environment"]["pid"] not in pids
+    assert any("openblas" in line for line in processes["numpy"]["threads"]) or not data["environment"]["blas"]
 
 
 def test_unknown_workload_is_an_error() -> None:
@@ -65,26 +74,31 @@ def test_unknown_workload_is_an_error() -> None:
     assert "unknown workload" in completed.stderr
 
 
-def _one_quick_round(workload: str, tmp_path: Path) -> tuple[dict, subprocess.CompletedProcess]:
-    """Run one quick round of ``workload``; its JSON result and the finished process."""
-    output = tmp_path / "results.json"
+def _quick_round(workloads: str, directory: Path) -> tuple[dict, subprocess.CompletedProcess]:
+    """Run one quick round of the comma-separated ``workloads``; the JSON results and the process."""
+    output = directory / "results.json"
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
     env.pop("GRAPHGRAD_DUMP", None)
     completed = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--only", workload, "--rounds", "1", "--sample-ms", "1",
+        [sys.executable, str(SCRIPT), "--quick", "--only", workloads, "--rounds", "1", "--sample-ms", "1",
          "--json", str(output)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert completed.returncode == 0, f"{completed.stdout}\n{completed.stderr}"
-    return json.loads(output.read_text())["results"][workload], completed
+    return json.loads(output.read_text()), completed
+
+
+def _assert_positive(result: dict) -> None:
+    for entry in result["libraries"].values():
+        assert math.isfinite(entry["median_seconds"]) and entry["median_seconds"] > 0
 
 
 def test_mpi_workload_reports_both_sides_and_the_allreduce(tmp_path: Path) -> None:
     if not (Path(sys.executable).parent / "mpiexec").exists():
         pytest.skip(f"no mpiexec beside {sys.executable} (pip install -e '.[mpi]')")
-    result, completed = _one_quick_round("mlp-b1024-mpi2", tmp_path)
+    data, completed = _quick_round("mlp-b1024-mpi2", tmp_path)
+    result = data["results"]["mlp-b1024-mpi2"]
     assert set(result["libraries"]) == {"graphgrad", "one-process"}
-    for entry in result["libraries"].values():
-        assert math.isfinite(entry["median_seconds"]) and entry["median_seconds"] > 0
+    _assert_positive(result)
     details = "\n".join(result["details"])
     # The MLP's parameters in float32, padded to 64-byte lines: at least 669706 * 4 bytes.
     reduced = int(details.split(" bytes per step")[0].rsplit(" ", 1)[1])
@@ -93,11 +107,71 @@ def test_mpi_workload_reports_both_sides_and_the_allreduce(tmp_path: Path) -> No
     assert details in completed.stdout
 
 
-def test_rnn_workload_checks_every_library_against_backpropagation_through_time(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def training_steps(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One quick round of rnn-scan and cnn-b64 (one set of worker processes for both)."""
+    data, _ = _quick_round("rnn-scan,cnn-b64", tmp_path_factory.mktemp("training"))
+    return data
+
+
+def test_rnn_workload_checks_every_library_against_backpropagation_through_time(training_steps: dict) -> None:
     """rnn-scan runs, and before timing it checks each library's parameters after one GRU step
     against numpy's hand-written backpropagation through time (a wrong gradient through cc.scan
     would stop the script with an error)."""
-    result, _ = _one_quick_round("rnn-scan", tmp_path)
+    result = training_steps["results"]["rnn-scan"]
     assert {"graphgrad", "numpy"} <= set(result["libraries"])
-    for entry in result["libraries"].values():
-        assert math.isfinite(entry["median_seconds"]) and entry["median_seconds"] > 0
+    _assert_positive(result)
+
+
+def test_cnn_workload_checks_every_library_against_numpy(training_steps: dict) -> None:
+    """cnn-b64 runs in every library's process after each library's parameter updates matched the
+    float64 numpy reference's (convolutions, pooling and their gradients written by hand)."""
+    result = training_steps["results"]["cnn-b64"]
+    assert {"graphgrad", "numpy"} <= set(result["libraries"])
+    for library in ("torch", "jax"):
+        assert library in result["libraries"] or library in training_steps["skipped"]
+    _assert_positive(result)
+
+
+def _load_workloads_module() -> object:
+    spec = importlib.util.spec_from_file_location("benchmark_workloads", SCRIPT.with_name("workloads.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module          # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cnn_check_catches_a_wrong_gradient() -> None:
+    """The CNN's check compares each parameter's update with the float64 reference's: numpy's own
+    float32 step passes, and an update 2% off in any one parameter fails."""
+    bench = _load_workloads_module()
+    params, x, y = bench.cnn_data()
+    expected = [p.astype(np.float64) for p in params]
+    bench.numpy_cnn_step(expected, x.astype(np.float64), y)
+    float32 = [p.copy() for p in params]
+    bench.numpy_cnn_step(float32, x, y)
+    bench.check_updates("numpy", "cnn-b64", params, float32, expected, bench.CNN_NAMES)
+    for index, name in enumerate(bench.CNN_NAMES):
+        wrong = list(float32)
+        wrong[index] = params[index] + 1.02 * (expected[index] - params[index])
+        with pytest.raises(bench.BenchmarkError, match=name):
+            bench.check_updates("numpy", "cnn-b64", params, wrong, expected, bench.CNN_NAMES)
+
+
+def test_robustness_and_fresh_process_workloads_report_their_comparisons(tmp_path: Path) -> None:
+    """The graphgrad-only workloads run in graphgrad's process and print their ratios under the table;
+    the first-step workloads time new processes (graphgrad's check runs in each one)."""
+    names = ["mlp-b128-blas-alive", "mlp-b128-2sessions", "first-step-fresh", "first-step-lib-cached"]
+    data, completed = _quick_round(",".join(names), tmp_path)
+    results = data["results"]
+    assert set(results) == set(names)
+    for name in names:
+        _assert_positive(results[name])
+        assert "graphgrad" in results[name]["libraries"]
+    assert "quiet" in results["mlp-b128-blas-alive"]["libraries"]["graphgrad"]["extras"]
+    assert "sequential" in results["mlp-b128-2sessions"]["libraries"]["graphgrad"]["extras"]
+    for name in ("mlp-b128-blas-alive", "mlp-b128-2sessions", "first-step-lib-cached"):
+        line = results[name]["details"][0]
+        assert line.startswith(name) and line in completed.stdout
+    assert "jax" in results["first-step-fresh"]["libraries"] or "jax" in data["skipped"]
