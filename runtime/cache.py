@@ -1,10 +1,13 @@
-"""The persistent compile cache: machine code of compiled steps (and of the GEMM library) on disk.
+"""The persistent compile cache: machine code on disk, one entry per piece that the JIT compiles
+(a kernel, a step's entry point, a routine of the GEMM library: see ``runtime.jit``).
 
 An entry is keyed by a hash of everything that determines the machine code: the unoptimised LLVM
-IR of the module, the host CPU name and features, the target triple, LLVM's and llvmlite's
-versions and graphgrad's cache format. Each file carries a header (magic, format, key) and a
-checksum of its payload; a file that is unreadable, truncated, foreign or stale is ignored and
-rebuilt, never loaded blindly. Files are written atomically (temporary file, then rename).
+IR of the piece (for the GEMM library, the source of the code that writes its IR and that code's
+arguments), how hard LLVM works on it (``compiler.codegen.tiers``), the host CPU name and
+features, the target triple, LLVM's and llvmlite's versions and graphgrad's cache format. Each
+file carries a header (magic, format, key) and a checksum of its payload; a file that is
+unreadable, truncated, foreign or stale is ignored and rebuilt, never loaded blindly. Files are
+written atomically (temporary file, then rename).
 
 The directory is ``$GRAPHGRAD_CACHE_DIR``, else ``$XDG_CACHE_HOME/graphgrad``, else
 ``~/.cache/graphgrad``. ``GRAPHGRAD_CACHE=0`` turns the cache off.
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import logging
 import os
@@ -46,7 +50,7 @@ import llvmlite
 import llvmlite.binding as llvm
 
 MAGIC = b"GRAPHGRAD-OBJ\0"
-FORMAT = 1
+FORMAT = 2
 _HEADER = struct.Struct("<14sI32sQ32s")  # magic, format, key, payload length, payload sha256
 
 _logger = logging.getLogger("graphgrad.cache")
@@ -72,15 +76,21 @@ def directory() -> Path | None:
     return Path(base) / "graphgrad"
 
 
-def key_for(module_text: str) -> bytes:
-    """The key of a module's machine code on this host."""
+def key_for(module_text: str, settings: str = "") -> bytes:
+    """The key of a module's machine code on this host, compiled with ``settings`` (how hard LLVM
+    works on it: ``compiler.codegen.tiers``)."""
     digest = hashlib.sha256()
     for part in (f"format={FORMAT}", f"llvmlite={llvmlite.__version__}",
                  "llvm=" + ".".join(map(str, llvm.llvm_version_info)), llvm.get_default_triple(),
-                 llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten(), module_text):
+                 _host_cpu(), settings, module_text):
         digest.update(part.encode())
         digest.update(b"\0")
     return digest.digest()
+
+
+@functools.lru_cache(maxsize=1)
+def _host_cpu() -> str:
+    return llvm.get_host_cpu_name() + " " + llvm.get_host_cpu_features().flatten()
 
 
 def _entry_name(key: bytes) -> str:

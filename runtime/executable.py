@@ -19,6 +19,7 @@ from compiler.kernel_ir import FetchSpec, contiguous_strides
 from compiler.pipeline import CompiledStep, render_html_report, render_report
 
 from .jit import NativeStep
+from .link import kernel_work
 
 
 def read_fetch(arrays: Sequence[np.ndarray], spec: FetchSpec) -> np.ndarray:
@@ -231,7 +232,7 @@ class Executable:
         self.step = step
         self.fetches = list(fetches)
         program = step.program
-        self._native = NativeStep(step.texts["llvm"])
+        self._native = NativeStep(step.texts["llvm"], kernel_work(program))
         self._profiled: NativeStep | None = None
         self._profiled_parts: list[tuple[int, bool]] = []   # per kernel: (parts, runs as a GEMM)
         self.last_profile: list[dict[str, Any]] | None = None
@@ -245,6 +246,13 @@ class Executable:
         variable_buffers = set(program.variables.values())
         self._lock = variable_lock if variable_buffers else None
         self._exclusive = any(kernel.out.buffer in variable_buffers for kernel in program.kernels)
+
+    @property
+    def pieces(self) -> dict[str, int]:
+        """How the step's machine code was had: how many pieces (kernels compiled on their own,
+        and the entry point with the small kernels) were compiled, loaded from the on-disk
+        compile cache, or reused from this process (``runtime.jit``)."""
+        return dict(self._native.pieces)
 
     @property
     def native_calls(self) -> int:
@@ -303,7 +311,8 @@ class Executable:
             threads = thread_count()
             self._profiled_parts = [(plan.parts, plan.gemm) for plan in
                                     (plan_kernel(kernel, threads) for kernel in kernels)]
-            self._profiled = NativeStep(str(build_module(self.step.program, profile=True)))
+            self._profiled = NativeStep(str(build_module(self.step.program, profile=True)),
+                                        kernel_work(self.step.program))
         counters = (ctypes.c_uint64 * (len(kernels) + 1)).from_address(
             self._profiled.global_address(PROFILE_SYMBOL))
         part_count = sum(parts for parts, _ in self._profiled_parts if parts > 1)

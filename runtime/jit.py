@@ -1,49 +1,65 @@
 """The CPU JIT engine: LLVM IR in, a callable native entry point out, through the compile cache.
 
-On a cache hit the module is only parsed and its stored machine code is linked; on a miss it is
-optimised (O3 for this CPU), compiled, and its machine code stored for the next process.
+A step's module is compiled in pieces (``runtime.link``) that one MCJIT engine links by symbol:
+each kernel of at least ``HOT_WORK`` points on its own, at the ``HOT`` tier, and the entry point
+with the smaller kernels at ``LIGHT`` (``compiler.codegen.tiers``: LLVM's vectoriser pays for a
+kernel that walks many points and costs more than it saves on one that walks a few hundred).
+Each piece is cached under its own text, so a kernel that another step, model or process
+compiled is loaded (from this process's memory or the on-disk cache) instead of compiled, and a
+changed model recompiles only its new kernels. Modules that are not steps (the worker pool) are
+compiled whole at ``FULL``.
+
+The GEMM library is compiled once per process, at ``LIBRARY``, each routine it exports (the plain
+GEMM, the window GEMM of convolutions) when a step first calls it. Its cache entries are keyed
+by the source of the code that writes its IR and the arguments it is written with, rather than
+by the IR itself, so that a hit skips writing the IR too.
 """
 from __future__ import annotations
 
 import atexit
 import ctypes
+import hashlib
 import os
 import threading
 import time
-from typing import Any, Callable
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Callable, Mapping
 
 import llvmlite.binding as llvm
+import numpy as np
 
-from compiler.codegen.common import LLVM_LOCK
-from compiler.codegen.cpu import STEP_SYMBOL, new_host_target_machine, optimize, thread_count
 from compiler.codegen import threads
+from compiler.codegen.common import LLVM_LOCK
+from compiler.codegen.cpu import STEP_SYMBOL, host_target_machine, new_host_target_machine, optimize, thread_count
 from compiler.codegen.gemm import LIBRARY_SYMBOLS, build_library
+from compiler.codegen.tiers import FULL, HOT, HOT_WORK, LIBRARY, LIGHT, Tier
 
-from . import cache
+from . import cache, link
 
 StepFunction = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-_libraries: dict[str, Any] = {}   # dtype name -> the GEMM library's engine, kept for the process
+_libraries: dict[str, Any] = {}   # library symbol -> the engine holding it, kept for the process
 
 
-def compile_module(module_text: str) -> tuple[Any, dict[str, float]]:
-    """An MCJIT engine holding the machine code of ``module_text``; timings by phase."""
+def compile_module(module_text: str, tier: Tier = FULL) -> tuple[Any, dict[str, float]]:
+    """An MCJIT engine holding the machine code of ``module_text``, compiled whole; timings by phase."""
     with LLVM_LOCK:
-        return _compile_module(module_text)
+        return _compile_module(module_text, tier)
 
 
-def _compile_module(module_text: str) -> tuple[Any, dict[str, float]]:
+def _compile_module(module_text: str, tier: Tier) -> tuple[Any, dict[str, float]]:
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    key = cache.key_for(module_text)
+    key = cache.key_for(module_text, tier.describe())
     cached = cache.load(key)
     if cached is not None:
         module = llvm.parse_assembly(module_text)
         timings["cache-hit"] = time.perf_counter() - start
     else:
-        module = optimize(module_text)
+        module = optimize(module_text, tier)
         timings["llvm-opt"] = time.perf_counter() - start
     start = time.perf_counter()
-    engine = llvm.create_mcjit_compiler(module, new_host_target_machine())
+    engine = llvm.create_mcjit_compiler(module, new_host_target_machine(tier.codegen))
 
     def notify(_: Any, buffer: bytes) -> None:
         cache.store(key, buffer)
@@ -57,12 +73,129 @@ def _compile_module(module_text: str) -> tuple[Any, dict[str, float]]:
     return engine, timings
 
 
+class _Objects:
+    """Object code this process compiled or loaded, by cache directory and key, so that a kernel
+    shared by several steps is compiled (or read) once, with the on-disk cache turned off too.
+    Holds at most ``limit`` bytes; the least recently used go first."""
+
+    def __init__(self, limit: int = 64 << 20) -> None:
+        self.limit = limit
+        self.size = 0
+        self.entries: OrderedDict[tuple[str, bytes], bytes] = OrderedDict()
+
+    @staticmethod
+    def _where(key: bytes) -> tuple[str, bytes]:
+        # By cache directory too: what this process holds mirrors what it put in or read from
+        # that directory, so a fresh directory is a cold start (as the benchmarks expect).
+        return str(cache.directory()), key
+
+    def get(self, key: bytes) -> bytes | None:
+        data = self.entries.get(self._where(key))
+        if data is not None:
+            self.entries.move_to_end(self._where(key))
+        return data
+
+    def put(self, key: bytes, data: bytes) -> None:
+        key = self._where(key)
+        if key in self.entries:
+            return
+        self.entries[key] = data
+        self.size += len(data)
+        while self.size > self.limit and len(self.entries) > 1:
+            _, dropped = self.entries.popitem(last=False)
+            self.size -= len(dropped)
+
+
+_objects = _Objects()
+
+
+class _Linker:
+    """Gathers the object code of a module's pieces, compiled or cached, then links it into one
+    engine. ``counts`` says how many pieces were compiled, read from the on-disk cache, or reused
+    from this process's memory."""
+
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+        self.counts = {"compiled": 0, "loaded": 0, "reused": 0}
+        self.objects: list[bytes] = []
+
+    def _took(self, phase: str, start: float) -> None:
+        self.timings[phase] = self.timings.get(phase, 0.0) + time.perf_counter() - start
+
+    def add(self, text: str | Callable[[], str], tier: Tier, key: bytes | None = None) -> None:
+        """Add the machine code of module ``text`` at ``tier``: from memory, the cache, or LLVM.
+        A ``key`` other than the text's own makes ``text`` a function that writes it, called
+        only when the code is compiled."""
+        start = time.perf_counter()
+        if key is None:
+            assert isinstance(text, str)
+            key = cache.key_for(text, tier.describe())
+        data = _objects.get(key)
+        if data is not None:
+            self.counts["reused"] += 1
+        else:
+            data = cache.load(key)
+            if data is not None:
+                self.counts["loaded"] += 1
+        if data is not None:
+            self._took("cache-hit", start)
+        else:
+            start = time.perf_counter()
+            module = optimize(text if isinstance(text, str) else text(), tier)
+            self._took("llvm-opt", start)
+            start = time.perf_counter()
+            data = host_target_machine(tier.codegen).emit_object(module)
+            cache.store(key, data)
+            self.counts["compiled"] += 1
+            self._took("machine-code", start)
+        _objects.put(key, data)
+        self.objects.append(data)
+
+    def link(self) -> Any:
+        """One engine holding every object added, their symbols resolved."""
+        start = time.perf_counter()
+        machine = host_target_machine()
+        empty = llvm.parse_assembly(f'target triple = "{machine.triple}"\n'
+                                    f'target datalayout = "{machine.target_data}"\n')
+        engine = llvm.create_mcjit_compiler(empty, new_host_target_machine())
+        for data in self.objects:
+            engine.add_object_file(llvm.ObjectFileRef.from_data(data))
+        engine.finalize_object()
+        self._took("machine-code", start)
+        return engine
+
+
+def _is_hot(functions: tuple[str, ...], work: Mapping[str, int] | None) -> bool:
+    """Whether these functions belong to a kernel of at least HOT_WORK points (or of unknown size)."""
+    if work is None:
+        return True
+    return any(size is None or size >= HOT_WORK for size in (link.work_of(name, work) for name in functions))
+
+
+def compile_step(module_text: str, work: Mapping[str, int] | None = None
+                 ) -> tuple[Any, dict[str, float], dict[str, int]]:
+    """An engine holding a step module's machine code: each kernel of at least HOT_WORK points
+    (``work``: ``link.kernel_work``; without it, every kernel) compiled on its own at HOT, the
+    others with the entry point at LIGHT. Also returns the timings by phase and how many pieces
+    were compiled, loaded from the on-disk cache and reused from this process."""
+    with LLVM_LOCK:
+        pieces = link.split_module(module_text, STEP_SYMBOL, lambda functions: _is_hot(functions, work))
+        if pieces is None:
+            engine, timings = _compile_module(module_text, FULL)
+            missed = "llvm-opt" in timings
+            return engine, timings, {"compiled": int(missed), "loaded": int(not missed), "reused": 0}
+        linker = _Linker()
+        for unit in pieces.units:
+            linker.add(unit.text, HOT)
+        linker.add(pieces.entry, LIGHT)
+        return linker.link(), linker.timings, linker.counts
+
+
 class _Pool:
     """The process's worker threads, each running ``graphgrad_pool_worker`` in native code (ctypes
     releases the GIL for the call). Stopped at exit; a forked child runs kernels serially."""
 
     def __init__(self) -> None:
-        from compiler.codegen.cpu import host_target_machine
         self.engine, _ = compile_module(str(threads.build_pool_module(host_target_machine().triple)))
         for name in (threads.PARALLEL_SYMBOL,):
             llvm.add_symbol(name, self.engine.get_function_address(name))
@@ -99,28 +232,86 @@ def ensure_pool() -> None:
             _pool.append(_Pool())
 
 
+# The files whose code writes the GEMM library's IR.
+_GENERATOR = ("codegen/*.py", "dtypes.py", "kernel_ir.py")
+
+
+def _generator_digest() -> str | None:
+    """A hash of the source of the code that writes the library's IR, or None when it cannot be
+    read. Taken when this module is imported, right after that code was."""
+    import compiler
+    root = Path(compiler.__file__).parent
+    digest = hashlib.sha256()
+    try:
+        for pattern in _GENERATOR:
+            for path in sorted(root.glob(pattern)):
+                digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+_GENERATOR_DIGEST = _generator_digest()
+_library_texts: dict[tuple[str, int], dict[str, str]] = {}
+
+
+def _library_pieces(dtype: str, max_threads: int) -> dict[str, str]:
+    """The library's module split by exported routine (the whole module under each name when it
+    cannot be split)."""
+    found = _library_texts.get((dtype, max_threads))
+    if found is None:
+        text = str(build_library(dtype, max_threads))
+        found = link.split_exports(text) or {name: text for name in _library_names(dtype)}
+        _library_texts[(dtype, max_threads)] = found
+    return found
+
+
+def _library_names(dtype: str) -> list[str]:
+    return [symbol.format(dtype=dtype) for symbol in LIBRARY_SYMBOLS]
+
+
 def ensure_libraries(module_text: str) -> None:
     """Compile (or load from the cache) the GEMM routines the module calls, once per process, and
     make their symbols visible to compiled steps."""
     for dtype in ("float32", "float64"):
-        names = [symbol.format(dtype=dtype) for symbol in LIBRARY_SYMBOLS]
-        if dtype in _libraries or not any(name in module_text for name in names):
-            continue
-        with LLVM_LOCK:
-            if dtype not in _libraries:
-                engine, _ = compile_module(str(build_library(dtype, max(thread_count(), 2))))
-                for name in names:
-                    llvm.add_symbol(name, engine.get_function_address(name))
-                _libraries[dtype] = engine
+        for name in _library_names(dtype):
+            if name in _libraries or name not in module_text:
+                continue
+            with LLVM_LOCK:
+                if name not in _libraries:
+                    _load_library(dtype, name)
+
+
+def _load_library(dtype: str, name: str) -> None:
+    max_threads = max(thread_count(), 2)
+    source = _GENERATOR_DIGEST
+    linker = _Linker()
+    if source is None:
+        linker.add(_library_pieces(dtype, max_threads)[name], LIBRARY)
+    else:
+        recipe = (f"library {name} dtype={dtype} threads={max_threads} numpy={np.__version__} "
+                  f"source={source}")
+        linker.add(lambda: _library_pieces(dtype, max_threads)[name], LIBRARY,
+                   key=cache.key_for(recipe, LIBRARY.describe()))
+    engine = linker.link()
+    address = engine.get_function_address(name)
+    if not address:
+        raise RuntimeError(f"the GEMM library has no routine {name}")
+    llvm.add_symbol(name, address)
+    _libraries[name] = engine
 
 
 class NativeStep:
-    """Owns the machine code of one compiled step; ``__call__(table)`` runs it once."""
+    """Owns the machine code of one compiled step; ``__call__(table)`` runs it once.
 
-    def __init__(self, module_text: str) -> None:
+    ``work`` (``runtime.link.kernel_work``) sizes the kernels, which picks their tiers; without
+    it every kernel is compiled at ``HOT``. ``pieces`` counts the pieces compiled, loaded from the
+    on-disk cache and reused from this process (see ``compile_step``)."""
+
+    def __init__(self, module_text: str, work: Mapping[str, int] | None = None) -> None:
         ensure_pool()
         ensure_libraries(module_text)
-        self._engine, self.timings = compile_module(module_text)
+        self._engine, self.timings, self.pieces = compile_step(module_text, work)
         with LLVM_LOCK:
             address = self._engine.get_function_address(STEP_SYMBOL)
         if not address:

@@ -28,6 +28,7 @@ from .gemm import (LIBRARY_SYMBOL, WINDOW_FIELDS, WINDOW_LIBRARY_SYMBOL, library
                    window_library_signature, window_product_pays)
 from .kernel_body import BodyRules, KernelBody, ReducedLoop, kernel_buffers
 from .threads import PARALLEL_SYMBOL
+from .tiers import FULL, Tier
 
 STEP_SYMBOL = "graphgrad_step"
 # Kernels with at least this many loop iterations are split across the worker pool.
@@ -48,20 +49,21 @@ def thread_count() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
-@functools.lru_cache(maxsize=1)
-def host_target_machine() -> llvm.TargetMachine:
-    """The shared target machine for optimising and printing (never handed to a JIT engine)."""
-    return new_host_target_machine()
+@functools.lru_cache(maxsize=None)
+def host_target_machine(codegen: int = 3) -> llvm.TargetMachine:
+    """The shared target machine for optimising, printing and compiling to object code at this
+    code generator level (never handed to a JIT engine)."""
+    return new_host_target_machine(codegen)
 
 
-def new_host_target_machine() -> llvm.TargetMachine:
+def new_host_target_machine(codegen: int = 3) -> llvm.TargetMachine:
     """A fresh target machine for the host CPU (a JIT engine takes ownership of the one it gets)."""
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     target = llvm.Target.from_default_triple()
     return target.create_target_machine(cpu=llvm.get_host_cpu_name(),
                                         features=llvm.get_host_cpu_features().flatten(),
-                                        opt=3, codemodel="jitdefault", jit=True)
+                                        opt=codegen, codemodel="jitdefault", jit=True)
 
 
 def _loop_order(axes: Sequence[LoopAxis]) -> list[int]:
@@ -500,16 +502,20 @@ def emit_numerics_check(module: ir.Module, kernel: Kernel) -> ir.Function:
     return function
 
 
-def optimize(module_text: str) -> llvm.ModuleRef:
-    """Parse, verify and optimise (O3, for the host CPU) an LLVM module."""
+def optimize(module_text: str, tier: Tier = FULL) -> llvm.ModuleRef:
+    """Parse, verify and optimise an LLVM module for the host CPU with ``tier``'s IR passes (O3
+    unless told otherwise; see ``tiers``)."""
     with LLVM_LOCK:
-        machine = host_target_machine()
         parsed = llvm.parse_assembly(module_text)
         parsed.verify()
-        tuning = llvm.create_pipeline_tuning_options(speed_level=3)
-        tuning.loop_vectorization = True
-        tuning.slp_vectorization = True
-        builder = llvm.create_pass_builder(machine, tuning)
+        if tier.passes is None:
+            return parsed
+        tuning = llvm.create_pipeline_tuning_options(speed_level=tier.passes)
+        tuning.loop_vectorization = tier.vectorize
+        tuning.slp_vectorization = tier.vectorize
+        tuning.loop_unrolling = tier.unroll
+        tuning.loop_interleaving = tier.interleave
+        builder = llvm.create_pass_builder(host_target_machine(), tuning)
         builder.getModulePassManager().run(parsed, builder)
         return parsed
 
