@@ -797,6 +797,47 @@ def _give_back_workspaces(b: ir.IRBuilder, dtype: np.dtype, base: ir.Value, own:
             b.call(free, [base])
 
 
+# Parts per thread of a product split by rows: a thread that is descheduled (another pool spinning
+# on its core) holds up only a small share, since the others claim the parts it does not get to.
+ROW_PARTS_PER_THREAD = 4
+
+
+@dataclass(frozen=True)
+class _Workspaces:
+    """One call's packing memory: an A block per row part, then a B block per thread."""
+
+    base: ir.Value
+    own: ir.Value          # i1: the module's own block (else a heap block to free)
+    dtype: np.dtype
+    max_threads: int
+
+    @classmethod
+    def take(cls, b: ir.IRBuilder, dtype: np.dtype, max_threads: int) -> "_Workspaces":
+        size_a, size_b = packing_sizes(gemm_shape(dtype))
+        base, own = _take_workspaces(b, dtype, max_threads * (ROW_PARTS_PER_THREAD * size_a + size_b))
+        return cls(base, own, dtype, max_threads)
+
+    def a(self, b: ir.IRBuilder, part: ir.Value) -> ir.Value:
+        size_a = packing_sizes(gemm_shape(self.dtype))[0]
+        return _gep(b, self.base, register_type(self.dtype), b.mul(part, _const(size_a)))
+
+    def b(self, b: ir.IRBuilder, thread: ir.Value) -> ir.Value:
+        size_a, size_b = packing_sizes(gemm_shape(self.dtype))
+        first = self.max_threads * ROW_PARTS_PER_THREAD * size_a
+        return _gep(b, self.base, register_type(self.dtype), b.add(b.mul(thread, _const(size_b)), _const(first)))
+
+    def give_back(self, b: ir.IRBuilder) -> None:
+        _give_back_workspaces(b, self.dtype, self.base, self.own)
+
+
+def _row_parts(b: ir.IRBuilder, parts: ir.Value, m: ir.Value, shape: GemmShape) -> ir.Value:
+    """How many parts a product of ``m`` rows is split into for ``parts`` threads: a few per
+    thread, each at least one MR panel (1 when it runs on one thread)."""
+    wanted = b.mul(parts, _const(ROW_PARTS_PER_THREAD))
+    panels = _maximum(b, _blocks(b, m, shape.mr), _const(1))
+    return b.select(b.icmp_signed("<=", parts, _const(1)), _const(1), _min(b, wanted, panels))
+
+
 def _emit_task(module: ir.Module, dtype: np.dtype, gemm: ir.Function) -> ir.Function:
     """``void task(ptr slots, i64 part)``: run the GEMM whose 16 arguments (as i64) are at
     ``slots[part * 16]`` — one part of a split GEMM, run by the worker pool."""
@@ -820,21 +861,13 @@ def emit_library_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> i
     shape = gemm_shape(dtype)
     scalar = register_type(dtype)
     task = _emit_task(module, dtype, gemm)
-    size_a, size_b = packing_sizes(shape)
     parallel = declare_function(module, PARALLEL_SYMBOL, ir.VoidType(), [PTR, PTR, I64])
     function = ir.Function(module, library_signature(), name=LIBRARY_SYMBOL.format(dtype=dtype.name))
     threads, m, n, k, a, rsa, csa, bm, rsb, csb, c, rsc, alpha, beta = function.args
     b = ir.IRBuilder(function.append_basic_block("entry"))
     slots = b.alloca(I64, size=_GEMM_ARGS * max_threads)
-    context = b.alloca(I64, size=len(_SHARED_FIELDS))
-    # Part t packs into A block t and B block t of this call's workspaces.
-    workspaces, own_workspaces = _take_workspaces(b, dtype, max_threads * (size_a + size_b))
-
-    def workspace_a(b: ir.IRBuilder, t: ir.Value) -> ir.Value:
-        return _gep(b, workspaces, scalar, b.mul(t, _const(size_a)))
-
-    def workspace_b(b: ir.IRBuilder, t: ir.Value) -> ir.Value:
-        return _gep(b, workspaces, scalar, b.add(b.mul(t, _const(size_b)), _const(max_threads * size_a)))
+    # Part t of a split packs into A block t and B block t of this call's workspaces.
+    workspaces = _Workspaces.take(b, dtype, max_threads)
 
     # A product narrower than the register tile (e.g. N = 10 classes) is computed transposed,
     # C^T = B^T A^T, so that its long side runs along the tile's wide NR columns.
@@ -862,7 +895,7 @@ def emit_library_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> i
                      _gep(b, a, scalar, b.select(by_rows, b.mul(start, rsa), _const(0))), rsa, csa,
                      _gep(b, bm, scalar, b.select(by_rows, _const(0), b.mul(start, csb))), rsb, csb,
                      _gep(b, c, scalar, b.mul(start, b.select(by_rows, rsc, csc))), rsc, csc,
-                     workspace_a(b, t), workspace_b(b, t), b.bitcast(alpha, I64), beta]
+                     workspaces.a(b, t), workspaces.b(b, t), b.bitcast(alpha, I64), beta]
         base = b.mul(t, _const(_GEMM_ARGS))
         for i, value in enumerate(arguments):
             b.store(value if value.type == I64 else b.ptrtoint(value, I64),
@@ -878,25 +911,8 @@ def emit_library_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> i
     b.cbranch(shared, shared_block, split_block)
 
     b.position_at_end(shared_block)
-    pack_task, macro_task = _emit_shared_tasks(module, dtype, shape)
-
-    def put(b: ir.IRBuilder, field: str, value: ir.Value) -> None:
-        value = value if value.type == I64 else (b.ptrtoint(value, I64) if value.type == PTR else b.zext(value, I64))
-        b.store(value, _gep(b, context, I64, _const(_SHARED_FIELDS.index(field))))
-
-    for field, value in (("a", a), ("rsa", rsa), ("csa", csa), ("b", bm), ("rsb", rsb), ("csb", csb), ("c", c),
-                         ("rsc", rsc), ("csc", csc), ("m", m), ("bp", workspace_b(b, _const(0))),
-                         ("ap", workspace_a(b, _const(0))),
-                         ("alpha", b.bitcast(alpha, I64)), ("parts", parts)):
-        put(b, field, value)
-
-    def multiply_together(b: ir.IRBuilder, block: _Block) -> None:
-        for field, value in (("jc", block.jc), ("nc", block.nc), ("pc", block.pc), ("kc", block.kc),
-                             ("accumulate", block.accumulate)):
-            put(b, field, value)
-        b.call(parallel, [pack_task, context, parts])     # returns when every slice is packed
-        b.call(parallel, [macro_task, context, parts])
-    _emit_block_loops(b, shape, n, k, b.icmp_signed("!=", beta, _const(0)), multiply_together)
+    _emit_shared_product(b, dtype, shape, _strided_left(dtype, shape), (a, rsa, csa), bm, rsb, csb, c, rsc, csc, m, n,
+                         k, alpha, beta, parts, workspaces)
     b.branch(finish)
 
     b.position_at_end(split_block)
@@ -905,14 +921,12 @@ def emit_library_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> i
     b.branch(finish)
 
     b.position_at_end(finish)
-    _give_back_workspaces(b, dtype, workspaces, own_workspaces)
+    workspaces.give_back(b)
     b.ret_void()
     return function
 
 
 WINDOW_LIBRARY_SYMBOL = "graphgrad_gemm_window_{dtype}"
-# Per part: m_start, m_count, N, K, image, geometry, B, rsb, csb, C, rsc, Ap, Bp, alpha (double bits), beta
-_WINDOW_ARGS = 15
 
 
 def window_product_pays(rows: int, columns: int, depth: int, dtype: np.dtype) -> bool:
@@ -931,75 +945,24 @@ def window_library_signature() -> ir.FunctionType:
                                            ir.DoubleType(), I64])
 
 
-def _emit_window_task(module: ir.Module, dtype: np.dtype, shape: GemmShape, pixel_rows: bool) -> ir.Function:
-    """``void task(ptr slots, i64 part)``: rows ``[m_start, m_start + m_count)`` of a window
-    product (pixels or taps as rows), with the part's own packing workspaces; its 15 arguments are
-    at ``slots[part * 15]``."""
-    scalar = register_type(dtype)
-    left = _window_left(dtype, shape, rows_layout=pixel_rows)
-    macro = _emit_macro(module, dtype, shape, left)
-    pack_b = _emit_pack(module, dtype, "pack_b", shape.nr)
-    function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64]),
-                           name=f"gemm{left.suffix}_task_{dtype.name}")
-    function.linkage = "internal"
-    slots, part = function.args
-    b = ir.IRBuilder(function.append_basic_block("entry"))
-    base = b.mul(part, _const(_WINDOW_ARGS))
-    values = [b.load(_gep(b, slots, I64, b.add(base, _const(i))), typ=I64) for i in range(_WINDOW_ARGS)]
-    m_start, m_count, n, k, image, geometry, bm, rsb, csb, c, rsc, ap, bp, alpha_bits, beta = values
-    image, geometry, bm, c, ap, bp = (b.inttoptr(v, PTR) for v in (image, geometry, bm, c, ap, bp))
-    alpha = b.bitcast(alpha_bits, ir.DoubleType())
-    alpha = alpha if scalar == ir.DoubleType() else b.fptrunc(alpha, scalar)
-    work = b.append_basic_block("work")
-    done = b.append_basic_block("done")
-    b.cbranch(b.icmp_signed(">", m_count, _const(0)), work, done)
-    b.position_at_end(work)
-
-    def pack_and_multiply(b: ir.IRBuilder, block: _Block) -> None:
-        b_source = _gep(b, bm, scalar, b.add(b.mul(block.pc, rsb), b.mul(block.jc, csb)))
-        b.call(pack_b, [b_source, csb, rsb, block.nc, block.kc, bp])
-        b.call(macro, [m_start, m_count, block.jc, block.nc, block.pc, block.kc, image, geometry, c, rsc, _const(1),
-                       ap, bp, block.accumulate, alpha])
-    _emit_block_loops(b, shape, n, k, b.icmp_signed("!=", beta, _const(0)), pack_and_multiply)
-    b.branch(done)
-    b.position_at_end(done)
-    b.ret_void()
-    return function
-
-
 def emit_library_window_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> ir.Function:
-    """The exported window product: its rows split evenly (whole MR panels) across ``threads``
-    parts of the worker pool, each packing its own rows of A from the image and its own B."""
+    """The exported window product: the threads pack each B block together, then multiply the
+    rows in a few parts per thread, each packing its own rows of A from the image."""
     shape = gemm_shape(dtype)
-    scalar = register_type(dtype)
-    pixel_task = _emit_window_task(module, dtype, shape, pixel_rows=True)
-    tap_task = _emit_window_task(module, dtype, shape, pixel_rows=False)
-    size_a, size_b = packing_sizes(shape)
-    parallel = declare_function(module, PARALLEL_SYMBOL, ir.VoidType(), [PTR, PTR, I64])
+    pixel_task = _emit_shared_macro_task(module, dtype, shape, _window_left(dtype, shape, rows_layout=True))
+    tap_task = _emit_shared_macro_task(module, dtype, shape, _window_left(dtype, shape, rows_layout=False))
     function = ir.Function(module, window_library_signature(), name=WINDOW_LIBRARY_SYMBOL.format(dtype=dtype.name))
     threads, geometry, m, n, k, image, bm, rsb, csb, c, rsc, alpha, beta = function.args
     b = ir.IRBuilder(function.append_basic_block("entry"))
-    slots = b.alloca(I64, size=_WINDOW_ARGS * max_threads)
-    workspaces, own_workspaces = _take_workspaces(b, dtype, max_threads * (size_a + size_b))
+    workspaces = _Workspaces.take(b, dtype, max_threads)
     wanted = _min(b, b.select(b.icmp_signed("<", threads, _const(1)), _const(1), threads), _const(max_threads))
     small = b.icmp_signed("<", b.mul(b.mul(m, n), k), _const(MIN_PARALLEL_WORK))
     parts = b.select(small, _const(1), wanted)
-    per_part = b.mul(_blocks(b, b.udiv(b.add(m, b.sub(parts, _const(1))), parts), shape.mr), _const(shape.mr))
-
-    def store_part_arguments(b: ir.IRBuilder, t: ir.Value) -> None:
-        start = _min(b, b.mul(per_part, t), m)
-        count = b.sub(_min(b, b.add(start, per_part), m), start)
-        arguments = [start, count, n, k, image, geometry, bm, rsb, csb, c, rsc,
-                     _gep(b, workspaces, scalar, b.mul(t, _const(size_a))),
-                     _gep(b, workspaces, scalar, b.add(b.mul(t, _const(size_b)), _const(max_threads * size_a))),
-                     b.bitcast(alpha, I64), beta]
-        for i, value in enumerate(arguments):
-            b.store(value if value.type == I64 else b.ptrtoint(value, I64),
-                    _gep(b, slots, I64, b.add(b.mul(t, _const(_WINDOW_ARGS)), _const(i))))
-    emit_loop(b, parts, store_part_arguments, name="part")
     pixel_rows = b.icmp_signed("!=", b.load(geometry, typ=I64), _const(0))   # WINDOW_FIELDS[0]
-    b.call(parallel, [b.select(pixel_rows, pixel_task, tap_task), slots, parts])
-    _give_back_workspaces(b, dtype, workspaces, own_workspaces)
+    _emit_shared_product(b, dtype, shape, _window_left(dtype, shape, rows_layout=True), (image, geometry), bm, rsb,
+                         csb, c, rsc, _const(1), m, n, k, alpha, beta, parts, workspaces,
+                         macro_task=b.select(pixel_rows, pixel_task, tap_task))
+    workspaces.give_back(b)
     b.ret_void()
     return function
 
@@ -1008,61 +971,115 @@ def emit_library_window_gemm(module: ir.Module, dtype: np.dtype, max_threads: in
 LIBRARY_SYMBOLS = (LIBRARY_SYMBOL, WINDOW_LIBRARY_SYMBOL)
 
 _SHARED_FIELDS = ("a", "rsa", "csa", "b", "rsb", "csb", "c", "rsc", "csc", "m", "jc", "nc", "pc", "kc", "bp",
-                  "ap", "accumulate", "alpha", "parts")
+                  "ap", "accumulate", "alpha", "row_parts")
 
 
-def _emit_shared_tasks(module: ir.Module, dtype: np.dtype, shape: GemmShape) -> tuple[ir.Function, ir.Function]:
-    """The two pool tasks of a GEMM whose parts share one packed B block: ``pack(context, part)``
-    packs part's slice of the block's panels; ``macro(context, part)`` multiplies part's rows."""
+def _emit_shared_product(b: ir.IRBuilder, dtype: np.dtype, shape: GemmShape, left: _LeftOperand,
+                         left_params: Sequence[ir.Value], bm: ir.Value, rsb: ir.Value, csb: ir.Value, c: ir.Value,
+                         rsc: ir.Value, csc: ir.Value, m: ir.Value, n: ir.Value, k: ir.Value, alpha: ir.Value,
+                         beta: ir.Value, parts: ir.Value, workspaces: _Workspaces,
+                         macro_task: ir.Value | None = None) -> None:
+    """A product whose threads share each packed B block: per K and N block, the ``parts`` threads
+    pack its slices together, then multiply the rows, each step in ``_row_parts`` parts claimed as
+    they come (two pool calls). ``macro_task`` replaces the row task (for a choice made at run time)."""
+    module = b.module
+    parallel = declare_function(module, PARALLEL_SYMBOL, ir.VoidType(), [PTR, PTR, I64])
+    pack_task = _emit_shared_pack_task(module, dtype, shape)
+    macro_task = macro_task if macro_task is not None else _emit_shared_macro_task(module, dtype, shape, left)
+    context = b.alloca(I64, size=len(_SHARED_FIELDS))
+    row_parts = _row_parts(b, parts, m, shape)
+
+    def put(b: ir.IRBuilder, field: str, value: ir.Value) -> None:
+        value = value if value.type == I64 else (b.ptrtoint(value, I64) if value.type == PTR else b.zext(value, I64))
+        b.store(value, _gep(b, context, I64, _const(_SHARED_FIELDS.index(field))))
+
+    for field, value in zip(("a", "rsa", "csa"), left_params):
+        put(b, field, value)
+    for field, value in (("b", bm), ("rsb", rsb), ("csb", csb), ("c", c), ("rsc", rsc), ("csc", csc), ("m", m),
+                         ("bp", workspaces.b(b, _const(0))), ("ap", workspaces.a(b, _const(0))),
+                         ("alpha", b.bitcast(alpha, I64)), ("row_parts", row_parts)):
+        put(b, field, value)
+
+    def multiply_together(b: ir.IRBuilder, block: _Block) -> None:
+        for field, value in (("jc", block.jc), ("nc", block.nc), ("pc", block.pc), ("kc", block.kc),
+                             ("accumulate", block.accumulate)):
+            put(b, field, value)
+        b.call(parallel, [pack_task, context, row_parts])     # returns when every slice is packed
+        b.call(parallel, [macro_task, context, row_parts])
+    _emit_block_loops(b, shape, n, k, b.icmp_signed("!=", beta, _const(0)), multiply_together)
+
+
+def _new_task(module: ir.Module, name: str) -> tuple[ir.Function, ir.IRBuilder, Callable[..., ir.Value]]:
+    """A pool task ``void name(ptr context, i64 part)``, its builder, and a reader of its context."""
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64]), name=name)
+    function.linkage = "internal"
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    context = function.args[0]
+
+    def get(field: str, as_pointer: bool = False) -> ir.Value:
+        value = b.load(_gep(b, context, I64, _const(_SHARED_FIELDS.index(field))), typ=I64)
+        return b.inttoptr(value, PTR) if as_pointer else value
+    return function, b, get
+
+
+def _emit_shared_pack_task(module: ir.Module, dtype: np.dtype, shape: GemmShape) -> ir.Function:
+    """``pack(context, part)``: part's slice of the panels of the shared B block (of ``row_parts``)."""
+    name = f"gemm_shared_pack_{dtype.name}"
+    if name in module.globals:
+        return module.globals[name]
     scalar = register_type(dtype)
-    macro = _emit_macro(module, dtype, shape)
-    pack_b = module.globals[f"pack_b_{dtype.name}"]
-    functions = []
-    for role in ("pack", "macro"):
-        function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64]),
-                               name=f"gemm_shared_{role}_{dtype.name}")
-        function.linkage = "internal"
-        context, part = function.args
-        b = ir.IRBuilder(function.append_basic_block("entry"))
+    pack_b = _emit_pack(module, dtype, "pack_b", shape.nr)
+    function, b, get = _new_task(module, name)
+    part = function.args[1]
+    parts, nc, kc, bp = get("row_parts"), get("nc"), get("kc"), get("bp", True)
+    work = b.append_basic_block("work")
+    done = b.append_basic_block("done")
+    panels = _blocks(b, nc, shape.nr)
+    per_part = b.udiv(b.add(panels, b.sub(parts, _const(1))), parts)
+    first = b.mul(part, per_part)
+    b.cbranch(b.icmp_signed("<", first, panels), work, done)
+    b.position_at_end(work)
+    column = b.mul(first, _const(shape.nr))
+    columns = _min(b, b.mul(per_part, _const(shape.nr)), b.sub(nc, column))
+    rsb, csb = get("rsb"), get("csb")
+    source = _gep(b, get("b", True), scalar, b.add(b.mul(get("pc"), rsb), b.mul(b.add(get("jc"), column), csb)))
+    b.call(pack_b, [source, csb, rsb, columns, kc, _gep(b, bp, scalar, b.mul(column, kc))])
+    b.branch(done)
+    b.position_at_end(done)
+    b.ret_void()
+    return function
 
-        def get(field: str, as_pointer: bool = False) -> ir.Value:
-            value = b.load(_gep(b, context, I64, _const(_SHARED_FIELDS.index(field))), typ=I64)
-            return b.inttoptr(value, PTR) if as_pointer else value
 
-        parts, nc, kc, bp = get("parts"), get("nc"), get("kc"), get("bp", True)
-        work = b.append_basic_block("work")
-        done = b.append_basic_block("done")
-        if role == "pack":
-            panels = _blocks(b, nc, shape.nr)
-            per_part = b.udiv(b.add(panels, b.sub(parts, _const(1))), parts)
-            first = b.mul(part, per_part)
-            b.cbranch(b.icmp_signed("<", first, panels), work, done)
-            b.position_at_end(work)
-            column = b.mul(first, _const(shape.nr))
-            columns = _min(b, b.mul(per_part, _const(shape.nr)), b.sub(nc, column))
-            rsb, csb = get("rsb"), get("csb")
-            source = _gep(b, get("b", True), scalar,
-                          b.add(b.mul(get("pc"), rsb), b.mul(b.add(get("jc"), column), csb)))
-            b.call(pack_b, [source, csb, rsb, columns, kc, _gep(b, bp, scalar, b.mul(column, kc))])
-        else:
-            m = get("m")
-            per_part = b.udiv(b.add(m, b.sub(parts, _const(1))), parts)
-            per_part = b.mul(_blocks(b, per_part, shape.mr), _const(shape.mr))
-            start = b.mul(part, per_part)
-            b.cbranch(b.icmp_signed("<", start, m), work, done)
-            b.position_at_end(work)
-            count = _min(b, per_part, b.sub(m, start))
-            alpha = b.bitcast(get("alpha"), ir.DoubleType())
-            alpha = alpha if scalar == ir.DoubleType() else b.fptrunc(alpha, scalar)
-            ap = _gep(b, get("ap", True), scalar, b.mul(part, _const(packing_sizes(shape)[0])))
-            accumulate = b.icmp_signed("!=", get("accumulate"), _const(0))
-            b.call(macro, [start, count, get("jc"), nc, get("pc"), kc, get("a", True), get("rsa"), get("csa"),
-                           get("c", True), get("rsc"), get("csc"), ap, bp, accumulate, alpha])
-        b.branch(done)
-        b.position_at_end(done)
-        b.ret_void()
-        functions.append(function)
-    return functions[0], functions[1]
+def _emit_shared_macro_task(module: ir.Module, dtype: np.dtype, shape: GemmShape, left: _LeftOperand) -> ir.Function:
+    """``macro(context, part)``: part's rows of the product with the packed B block, packing its
+    own A blocks (``left`` says how A is read)."""
+    name = f"gemm_shared_macro{left.suffix}_{dtype.name}"
+    if name in module.globals:
+        return module.globals[name]
+    scalar = register_type(dtype)
+    macro = _emit_macro(module, dtype, shape, left)
+    function, b, get = _new_task(module, name)
+    part = function.args[1]
+    work = b.append_basic_block("work")
+    done = b.append_basic_block("done")
+    m, parts = get("m"), get("row_parts")
+    per_part = b.udiv(b.add(m, b.sub(parts, _const(1))), parts)
+    per_part = b.mul(_blocks(b, per_part, shape.mr), _const(shape.mr))
+    start = b.mul(part, per_part)
+    b.cbranch(b.icmp_signed("<", start, m), work, done)
+    b.position_at_end(work)
+    count = _min(b, per_part, b.sub(m, start))
+    alpha = b.bitcast(get("alpha"), ir.DoubleType())
+    alpha = alpha if scalar == ir.DoubleType() else b.fptrunc(alpha, scalar)
+    ap = _gep(b, get("ap", True), scalar, b.mul(part, _const(packing_sizes(shape)[0])))
+    accumulate = b.icmp_signed("!=", get("accumulate"), _const(0))
+    left_params = [get(field, as_pointer=(kind == PTR)) for field, kind in zip(("a", "rsa", "csa"), left.params)]
+    b.call(macro, [start, count, get("jc"), get("nc"), get("pc"), get("kc"), *left_params,
+                   get("c", True), get("rsc"), get("csc"), ap, get("bp", True), accumulate, alpha])
+    b.branch(done)
+    b.position_at_end(done)
+    b.ret_void()
+    return function
 
 
 def build_library(dtype_name: str, max_threads: int) -> ir.Module:
