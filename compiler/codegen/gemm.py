@@ -247,8 +247,9 @@ def _emit_pack(module: ir.Module, dtype: np.dtype, name: str, width: int) -> ir.
     """Pack a ``rows x depth`` block (element ``[r, d]`` at ``src[r*rs + d*ds]``) into panels of
     ``width`` rows: ``dst[(r // width) * depth * width + d * width + r % width]``, zero-padded.
 
-    Full panels take the loop order that reads the source contiguously (``ds == 1``: along depth;
-    otherwise along rows), so the copy vectorises; the last, partial panel is padded with zeros.
+    Full panels take the loop order that reads the source contiguously (``ds == 1``: along depth,
+    transposed in registers; ``rs == 1``: a vector per depth step); the last, partial panel is
+    padded with zeros.
     """
     existing = module.globals.get(f"{name}_{dtype.name}")
     if existing is not None:
@@ -297,6 +298,20 @@ def _emit_pack(module: ir.Module, dtype: np.dtype, name: str, width: int) -> ir.
         emit_loop(b, b.sub(depth, done_depth), tail_column, name="tail_d")
         b.branch(joined)
         b.position_at_end(row_major)
+        rows_contiguous = b.append_basic_block("rows_contiguous")
+        strided = b.append_basic_block("strided")
+        b.cbranch(b.icmp_signed("==", rs, _const(1)), rows_contiguous, strided)
+        b.position_at_end(rows_contiguous)
+        # A panel's rows are contiguous at every depth (a transposed A, a row-major B): one
+        # ``width``-element vector copy per depth step.
+        panel_vector = ir.VectorType(scalar, width)
+
+        def copy_step(b: ir.IRBuilder, d: ir.Value) -> None:
+            value = b.load(_gep(b, panel_src, scalar, b.mul(d, ds)), typ=panel_vector, align=dtype.itemsize)
+            b.store(value, _gep(b, panel_dst, scalar, b.mul(d, _const(width))), align=dtype.itemsize)
+        emit_loop(b, depth, copy_step, name="step")
+        b.branch(joined)
+        b.position_at_end(strided)
 
         def copy_column(b: ir.IRBuilder, d: ir.Value) -> None:
             def copy_element(b: ir.IRBuilder, r: ir.Value) -> None:
