@@ -812,6 +812,8 @@ def _give_back_workspaces(b: ir.IRBuilder, dtype: np.dtype, base: ir.Value, own:
             b.call(free, [base])
 
 
+# A blocks (of MC rows) per thread from which a product shares its packed B blocks between threads.
+SHARED_MIN_BLOCKS = 4
 # Parts per thread of a product split by rows: a thread that is descheduled (another pool spinning
 # on its core) holds up only a small share, since the others claim the parts it does not get to.
 ROW_PARTS_PER_THREAD = 4
@@ -916,10 +918,12 @@ def emit_library_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> i
             b.store(value if value.type == I64 else b.ptrtoint(value, I64),
                     _gep(b, slots, I64, b.add(base, _const(i))))
 
-    # Tall enough for every part to own whole A blocks: the parts share one packed B block
-    # (each packs a slice of it) and split the rows, so nothing is packed twice.
+    # Tall enough for every thread to own a few A blocks: the threads share one packed B block
+    # (each packs a slice of it) and split the rows, so nothing is packed twice. Below that (up to
+    # n = 512 or so) the second pool call and the finer parts cost more than packing A twice.
     shared = b.and_(b.icmp_signed(">", parts, _const(1)),
-                    b.and_(b.icmp_signed(">=", m, b.mul(parts, _const(shape.mc))), b.icmp_signed(">", k, _const(0))))
+                    b.and_(b.icmp_signed(">=", m, b.mul(parts, _const(SHARED_MIN_BLOCKS * shape.mc))),
+                           b.icmp_signed(">", k, _const(0))))
     shared_block = b.append_basic_block("shared_b")
     split_block = b.append_basic_block("split")
     finish = b.append_basic_block("finish")

@@ -7,7 +7,7 @@ import pytest
 
 import compiler as cc
 from compiler.codegen import cpu
-from compiler.codegen.gemm import gemm_shape
+from compiler.codegen.gemm import SHARED_MIN_BLOCKS, gemm_shape
 from runtime import Session
 
 _TILE = gemm_shape(np.dtype("float32"))
@@ -19,8 +19,12 @@ SHAPES = [  # (batch, m, n, k)
     (None, 1000, 10, 300), (None, 200, 7, 2 * _TILE.kc + 5), (None, 9, 5, 700),
     # depth just over a block: split into equal blocks
     (None, 50, 64, _TILE.kc * 3 + 16),
-    # tall enough for two threads to share one packed B block (partial panels and A blocks)
-    (None, 2 * _TILE.mc + 17, 300, 2 * _TILE.kc + 9), (None, 4 * _TILE.mc + 3, 33, 200),
+    # tall enough for two threads to share one packed B block (partial panels and A blocks), its
+    # rows in several parts per thread
+    (None, 2 * SHARED_MIN_BLOCKS * _TILE.mc + 17, 300, 2 * _TILE.kc + 9),
+    (None, 2 * SHARED_MIN_BLOCKS * _TILE.mc + 3, 33, 200),
+    # split by columns, each part packing all of A
+    (None, 2 * _TILE.mc + 17, 300, 2 * _TILE.kc + 9),
 ]
 
 
@@ -70,7 +74,7 @@ def test_fused_update_through_the_shared_panel_path(threads, monkeypatch) -> Non
     # var -= 0.5 * (a @ b) with a GEMM big enough to be split across threads (accumulating into C).
     monkeypatch.setenv("GRAPHGRAD_THREADS", threads)
     rng = np.random.default_rng(5)
-    m, n, k = 3 * _TILE.mc + 7, 2 * _TILE.nr + 5, _TILE.kc + 40
+    m, n, k = 2 * SHARED_MIN_BLOCKS * _TILE.mc + 7, 2 * _TILE.nr + 5, _TILE.kc + 40
     a_value, b_value = rng.normal(size=(m, k)), rng.normal(size=(k, n))
     start = rng.normal(size=(m, n))
     graph = cc.Graph()
