@@ -221,7 +221,8 @@ def split_exports(text: str) -> dict[str, str] | None:
 
 def kernel_work(program: Program) -> dict[str, int]:
     """How many points each kernel of ``program`` computes in a run, by kernel name (what its
-    tier is chosen by): 0 for a kernel that is one call of the GEMM library; a kernel inside a
+    tier is chosen by): 0 for a kernel that is one call of the GEMM library (its output's size
+    when it is checked for NaN and Inf, a loop over the output); a kernel inside a
     loop of the schedule may run any number of times, so it counts as large."""
     looped: set[int] = set()
 
@@ -237,7 +238,8 @@ def kernel_work(program: Program) -> dict[str, int]:
     work: dict[str, int] = {}
     for position, kernel in enumerate(program.kernels):
         if plan_kernel(kernel, threads).gemm:
-            work[kernel.name] = 0
+            # The call itself is cheap to compile; its numerics check walks the whole output.
+            work[kernel.name] = math.prod(kernel.out_space) if kernel.check else 0
         else:
             work[kernel.name] = 1 << 62 if position in looped else math.prod(kernel.space)
     return work

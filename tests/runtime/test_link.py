@@ -154,6 +154,20 @@ def test_kernels_in_a_loop_count_as_large() -> None:
     assert any(size >= HOT_WORK for size in work.values())
 
 
+def test_a_checked_product_counts_its_output() -> None:
+    # The GEMM call is cheap to compile, but its NaN/Inf check loops over the whole output.
+    works = []
+    for checked in (False, True):
+        graph = cc.Graph()
+        with graph.as_default():
+            a = cc.placeholder("float32", (128, 256), name="a")
+            b = cc.placeholder("float32", (256, 64), name="b")
+            program = compile_step([a @ b], {a: (128, 256), b: (256, 64)}, check_numerics=checked).program
+        assert program.kernels[0].kind == "matmul"
+        works.append(link.kernel_work(program)[program.kernels[0].name])
+    assert works == [0, 128 * 64]
+
+
 def test_text_the_reader_does_not_know_is_compiled_whole() -> None:
     text = ('define void @"graphgrad_step"(ptr %t) {\n  ret void\n}\n'
             '!0 = !{i32 1}\n')
