@@ -104,6 +104,9 @@ def _not_numbers(value: Any, array: np.ndarray) -> str | None:
 
 def convert_feed(placeholder: Tensor, value: Any) -> np.ndarray:
     """The fed value as an array of the placeholder's dtype, or a FeedError naming it."""
+    if (type(value) is np.ndarray and value.dtype == placeholder.dtype and value.ndim == len(placeholder.shape)
+            and all(d is None or d == n for d, n in zip(placeholder.shape, value.shape))):
+        return value   # the common case, as the checks below would return it
     try:
         given = np.asarray(value)
     except (ValueError, TypeError) as exc:  # ragged nested lists, mostly
