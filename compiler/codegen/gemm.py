@@ -9,6 +9,12 @@ block in L3. Any strides work (transposes are just strides); C's rows are contig
 ``emit_gemm(module, dtype)`` adds ``void gemm(M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, csc, Ap, Bp,
 alpha, beta)``
 (``Ap``/``Bp`` are packing workspaces of ``packing_sizes`` elements) and returns it.
+
+The process-wide library (``build_library``) exports two routines run by the worker pool:
+``graphgrad_gemm_<dtype>`` for strided matrices, and ``graphgrad_gemm_window_<dtype>`` for a
+convolution read as a product (``kernel_ir.WindowMatmul``), whose left matrix is packed straight
+from the image through the window (``pack_window``): an implicit im2col. Large products share each
+packed B block between the threads and split their rows into a few parts per thread.
 """
 from __future__ import annotations
 
