@@ -599,34 +599,41 @@ def _emit_pack_window(module: ir.Module, dtype: np.dtype, width: int, rows_layou
 
 def _store_transposed(b: ir.IRBuilder, rows_in: list[ir.Value], dst: ir.Value, width: int, lanes: int,
                       dtype: np.dtype) -> None:
-    """Store ``width`` vectors of ``lanes`` (row r, depth d) transposed: ``dst[d * width + r]``."""
-    whole = _concatenate(b, rows_in)
-    mask = [r * lanes + d for d in range(lanes) for r in range(width)]
-    transposed = b.shuffle_vector(whole, ir.Constant(whole.type, ir.Undefined),
-                                  ir.Constant(ir.VectorType(ir.IntType(32), len(mask)), mask))
-    b.store(transposed, dst, align=dtype.itemsize)
+    """Store ``width`` vectors of ``lanes`` (row r, depth d) transposed: ``dst[d * width + r]``.
+
+    The rows go in square blocks of ``lanes`` (the last padded), each transposed by ``log2(lanes)``
+    rounds of two-input shuffles that swap its off-diagonal sub-blocks; a shuffle of two vectors
+    is one instruction, where one shuffle of the whole block would make instruction selection
+    slow."""
+    scalar = register_type(dtype)
+    vector_type = ir.VectorType(scalar, lanes)
+    i32 = ir.IntType(32)
+    for first in range(0, width, lanes):
+        block = rows_in[first:first + lanes]
+        block = block + [ir.Constant(vector_type, ir.Undefined)] * (lanes - len(block))
+        size = lanes // 2
+        while size:
+            swapped = list(block)
+            for i in range(lanes):
+                if i & size:
+                    continue
+                j = i | size
+                low = [lane if not lane & size else lanes + (lane ^ size) for lane in range(lanes)]
+                high = [lane ^ size if not lane & size else lanes + lane for lane in range(lanes)]
+                swapped[i] = b.shuffle_vector(block[i], block[j], ir.Constant(ir.VectorType(i32, lanes), low))
+                swapped[j] = b.shuffle_vector(block[i], block[j], ir.Constant(ir.VectorType(i32, lanes), high))
+            block = swapped
+            size //= 2
+        count = min(lanes, width - first)   # rows of this block that exist
+        for d, column in enumerate(block):
+            if count < lanes:
+                column = b.shuffle_vector(column, ir.Constant(vector_type, ir.Undefined),
+                                          ir.Constant(ir.VectorType(i32, count), list(range(count))))
+            b.store(column, _gep(b, dst, scalar, _const(d * width + first)), align=dtype.itemsize)
 
 
 def _vector_suffix(dtype: np.dtype) -> str:
     return "f32" if dtype == dtypes.float32 else "f64"
-
-
-def _concatenate(b: ir.IRBuilder, parts: list[ir.Value]) -> ir.Value:
-    """One vector holding ``parts`` (equal-length vectors) end to end."""
-    while len(parts) > 1:
-        joined = []
-        for i in range(0, len(parts) - 1, 2):
-            size = parts[i].type.count
-            joined.append(b.shuffle_vector(parts[i], parts[i + 1],
-                                           ir.Constant(ir.VectorType(ir.IntType(32), 2 * size), list(range(2 * size)))))
-        if len(parts) % 2:  # widen the odd one out with undefined lanes so the sizes stay equal
-            last = parts[-1]
-            size = last.type.count
-            joined.append(b.shuffle_vector(last, ir.Constant(last.type, ir.Undefined),
-                                           ir.Constant(ir.VectorType(ir.IntType(32), 2 * size),
-                                                       list(range(size)) + [size] * size)))
-        parts = joined
-    return parts[0]
 
 
 def _emit_micro_kernel(module: ir.Module, dtype: np.dtype, shape: GemmShape, rows_layout: bool = False) -> ir.Function:
