@@ -185,15 +185,15 @@ def _strided_left(dtype: np.dtype, shape: GemmShape) -> _LeftOperand:
     return _LeftOperand("", (PTR, I64, I64), pack)
 
 
-def _window_left(dtype: np.dtype, shape: GemmShape, rows_layout: bool) -> _LeftOperand:
+def _window_left(dtype: np.dtype, shape: GemmShape, pixel_rows: bool) -> _LeftOperand:
     """A read from an image through a window (``kernel_ir.WindowMatmul``): (image, geometry). With
-    pixels as rows, each row's channels are contiguous in the image, so panels keep rows whole
-    (copied, not transposed); with taps as rows, panels keep depth steps (one load per pixel)."""
+    pixels as rows the panels keep rows whole (see ``_emit_pack_window``), so the micro-kernel
+    reads them in that layout."""
     def pack(b: ir.IRBuilder, params: Sequence[ir.Value], ic: ir.Value, mc: ir.Value, pc: ir.Value, kc: ir.Value,
              ap: ir.Value) -> None:
-        pack_window = _emit_pack_window(b.module, dtype, shape.mr, rows_layout)
+        pack_window = _emit_pack_window(b.module, dtype, shape.mr, pixel_rows)
         b.call(pack_window, [params[0], params[1], ic, mc, pc, kc, ap])
-    return _LeftOperand("_window_rows" if rows_layout else "_window", (PTR, PTR), pack, rows_layout)
+    return _LeftOperand("_window_pixels" if pixel_rows else "_window_taps", (PTR, PTR), pack, rows_layout=pixel_rows)
 
 
 def _emit_macro(module: ir.Module, dtype: np.dtype, shape: GemmShape, left: _LeftOperand | None = None) -> ir.Function:
@@ -392,38 +392,38 @@ class _Counter:
                 b.select(wrap_last, b.sub(last, self.extents[2]), last)]
 
 
-def _window_counters(b: ir.IRBuilder, geometry: ir.Value) -> tuple[_Counter, _Counter, ir.Value, ir.Value]:
-    """(row counter, depth counter, height, width) of a window product."""
+def _window_counters(b: ir.IRBuilder, geometry: ir.Value, pixel_rows: bool) -> tuple[_Counter, _Counter, dict]:
+    """(row counter, depth counter, the geometry's fields) of a window product whose rows are
+    pixels (``pixel_rows``) or taps."""
     field = {name: b.load(_gep(b, geometry, I64, _const(i)), typ=I64) for i, name in enumerate(WINDOW_FIELDS)}
     zero = _const(0)
     stride_h, stride_w = field["stride_h"], field["stride_w"]
     pixel_h, pixel_w = field["pixel_step_h"], field["pixel_step_w"]
     tap_h, tap_w = field["tap_step_h"], field["tap_step_w"]
     shift_h, shift_w = field["shift_h"], field["shift_w"]
-    pixels = ((field["pixels0"], field["pixels1"], field["pixels2"]),
-              ((field["stride_n"], zero, zero), (b.mul(pixel_h, stride_h), pixel_h, zero),
-               (b.mul(pixel_w, stride_w), zero, pixel_w)),
-              (b.add(b.mul(shift_h, stride_h), b.mul(shift_w, stride_w)), shift_h, shift_w))
-    taps = ((field["taps0"], field["taps1"], field["taps2"]),
-            ((b.mul(tap_h, stride_h), tap_h, zero), (b.mul(tap_w, stride_w), zero, tap_w), (field["stride_c"], zero, zero)),
-            (zero, zero, zero))
-    pixel_rows = b.icmp_signed("!=", field["pixel_rows"], zero)
-
-    def pick(first: object, second: object) -> object:
-        if isinstance(first, tuple):
-            return tuple(pick(x, y) for x, y in zip(first, second))
-        return b.select(pixel_rows, first, second)
-    rows = _Counter(*pick(pixels, taps))
-    depth = _Counter(*pick(taps, pixels))
-    return rows, depth, field["height"], field["width"]
+    pixels = _Counter((field["pixels0"], field["pixels1"], field["pixels2"]),
+                      ((field["stride_n"], zero, zero), (b.mul(pixel_h, stride_h), pixel_h, zero),
+                       (b.mul(pixel_w, stride_w), zero, pixel_w)),
+                      (b.add(b.mul(shift_h, stride_h), b.mul(shift_w, stride_w)), shift_h, shift_w))
+    taps = _Counter((field["taps0"], field["taps1"], field["taps2"]),
+                    ((b.mul(tap_h, stride_h), tap_h, zero), (b.mul(tap_w, stride_w), zero, tap_w),
+                     (field["stride_c"], zero, zero)),
+                    (zero, zero, zero))
+    return (pixels, taps, field) if pixel_rows else (taps, pixels, field)
 
 
-def _emit_pack_window(module: ir.Module, dtype: np.dtype, width: int, rows_layout: bool) -> ir.Function:
+def _emit_pack_window(module: ir.Module, dtype: np.dtype, width: int, pixel_rows: bool) -> ir.Function:
     """``pack_window(image, geometry, row_start, rows, depth_start, depth, dst)``: like ``pack_a``
     for the implicit matrix of a window product: element [r, d] is the image element that row item
-    r and depth item d read together, 0 outside the image (or past the last row). Panels of
-    ``width`` rows hold (r, d) at ``d * width + r``, or at ``r * depth + d`` with ``rows_layout``."""
-    name = f"pack_window_rows_{dtype.name}" if rows_layout else f"pack_window_{dtype.name}"
+    r and depth item d read together, 0 outside the image (or past the last row).
+
+    With pixels as rows, each pixel's channels are contiguous in the image, so panels of ``width``
+    rows keep rows whole (``dst[r * depth + d]``): ``lanes`` channels of a tap are one vector load
+    per row. With taps as rows (the filter gradient), panels keep depth steps (``dst[d * width +
+    r]``): a panel's rows are the end of one tap's channels and the start of the next, two masked
+    contiguous loads per pixel. Elsewhere (channels not contiguous, or fewer than the vector) one
+    masked gather reads a panel's rows at a depth step."""
+    name = f"pack_window_{'pixels' if pixel_rows else 'taps'}_{dtype.name}"
     existing = module.globals.get(name)
     if existing is not None:
         return existing
@@ -435,166 +435,160 @@ def _emit_pack_window(module: ir.Module, dtype: np.dtype, width: int, rows_layou
     for arg in (image, dst):
         arg.add_attribute("noalias")
     b = ir.IRBuilder(function.append_basic_block("entry"))
-    row_counter, depth_counter, height, image_width = _window_counters(b, geometry)
+    row_counter, depth_counter, field = _window_counters(b, geometry, pixel_rows)
+    height, image_width, channels = field["height"], field["width"], field["taps2"]
+    contiguous_channels = b.icmp_signed("==", field["stride_c"], _const(1))
     outside = _const(-(1 << 40))   # an h no image has: marks rows past the last
     first_depth = depth_counter.digits(b, depth_start)
-    # A panel's rows are read together: one masked gather of ``width`` elements per depth step.
+    i32 = ir.IntType(32)
     index_vector = ir.VectorType(I64, width)
     value_vector = ir.VectorType(scalar, width)
     mask_vector = ir.VectorType(ir.IntType(1), width)
+    zeros = ir.Constant(value_vector, [0.0] * width)
+    lanes = gemm_shape(dtype).vector
+    lane_vector = ir.VectorType(scalar, lanes)
     gather = declare_function(module, f"llvm.masked.gather.v{width}{_vector_suffix(dtype)}.v{width}p0", value_vector,
-                              [ir.VectorType(PTR, width), ir.IntType(32), mask_vector, value_vector])
+                              [ir.VectorType(PTR, width), i32, mask_vector, value_vector])
     masked_load = declare_function(module, f"llvm.masked.load.v{width}{_vector_suffix(dtype)}.p0", value_vector,
-                                   [PTR, ir.IntType(32), mask_vector, value_vector])
+                                   [PTR, i32, mask_vector, value_vector])
 
     def splat(b: ir.IRBuilder, value: ir.Value) -> ir.Value:
-        single = b.insert_element(ir.Constant(index_vector, ir.Undefined), value, ir.Constant(ir.IntType(32), 0))
+        single = b.insert_element(ir.Constant(index_vector, ir.Undefined), value, ir.Constant(i32, 0))
         return b.shuffle_vector(single, ir.Constant(index_vector, ir.Undefined),
-                                ir.Constant(ir.VectorType(ir.IntType(32), width), [0] * width))
+                                ir.Constant(ir.VectorType(i32, width), [0] * width))
     image_address = splat(b, b.ptrtoint(image, I64))
     item_bytes = splat(b, _const(dtype.itemsize))
     bounds = splat(b, height), splat(b, image_width)
-    lanes = gemm_shape(dtype).vector
-    lane_vector = ir.VectorType(scalar, lanes)
-    geometry_field = {name: b.load(_gep(b, geometry, I64, _const(i)), typ=I64) for i, name in enumerate(WINDOW_FIELDS)}
-    pixel_rows = geometry_field["pixel_rows"]
-    channels = geometry_field["taps2"]
-    contiguous_channels = b.icmp_signed("==", geometry_field["stride_c"], _const(1))
-    chunks_possible = b.and_(contiguous_channels, b.icmp_signed("!=", pixel_rows, _const(0)))
+
+    def inside_image(b: ir.IRBuilder, h: ir.Value, w: ir.Value) -> ir.Value:
+        return b.and_(b.icmp_unsigned("<", h, height), b.icmp_unsigned("<", w, image_width))
 
     def over_panel(b: ir.IRBuilder, panel: ir.Value) -> None:
         first = b.mul(panel, _const(width))
         valid = b.sub(rows, first)
         digits = row_counter.digits(b, b.add(row_start, first))
-        row_items = [ir.Constant(index_vector, ir.Undefined)] * 3
+        first_channel = digits[2]
+        items = []
         for r in range(width):
             offset, h, w = row_counter.item(b, digits)
-            h = b.select(b.icmp_signed(">", valid, _const(r)), h, outside)
-            row_items = [b.insert_element(vector, value, ir.Constant(ir.IntType(32), r))
-                         for vector, value in zip(row_items, (offset, h, w))]
+            items.append((offset, b.select(b.icmp_signed(">", valid, _const(r)), h, outside), w))
             if r + 1 < width:
                 digits = row_counter.advance(b, digits, _const(1))
-        row_offsets, row_h, row_w = row_items
+        vectors = [ir.Constant(index_vector, ir.Undefined)] * 3
+        for r, item in enumerate(items):
+            vectors = [b.insert_element(vector, value, ir.Constant(i32, r)) for vector, value in zip(vectors, item)]
+        row_offsets, row_h, row_w = vectors
         panel_dst = _gep(b, dst, scalar, b.mul(first, depth))
-        # Taps as rows (the filter gradient) with contiguous channels, at least a panel of them per
-        # tap: a panel's rows are two runs of consecutive channels (the end of one tap, the start of
-        # the next), each read per pixel with one masked contiguous load.
-        first_channel = row_counter.digits(b, b.add(row_start, first))[2]
-        tap_rows = b.and_(b.and_(contiguous_channels, b.icmp_signed("==", pixel_rows, _const(0))),
-                          b.icmp_signed(">=", channels, _const(width)))
-        if rows_layout:  # pixels as rows: never taps
-            tap_rows = ir.Constant(ir.IntType(1), 0)
-        split = _min(b, b.sub(channels, first_channel), _const(width))       # rows in the first run
-        second = _min(b, split, _const(width - 1))
-        lane = ir.Constant(index_vector, list(range(width)))
-        in_panel = b.icmp_signed("<", lane, splat(b, valid))
-        first_run = b.and_(in_panel, b.icmp_signed("<", lane, splat(b, split)))
-        second_run = b.and_(in_panel, b.icmp_signed(">=", lane, splat(b, split)))
-        runs = [(first_run, [b.extract_element(v, ir.Constant(ir.IntType(32), 0)) for v in (row_offsets, row_h, row_w)]),
-                (second_run, [b.sub(b.extract_element(row_offsets, second), split)]
-                 + [b.extract_element(v, second) for v in (row_h, row_w)])]
-        walk_depth(b, panel_dst, tap_rows, row_offsets, row_h, row_w, runs)
 
-    def walk_depth(b: ir.IRBuilder, panel_dst: ir.Value, tap_rows: ir.Value, row_offsets: ir.Value, row_h: ir.Value,
-                   row_w: ir.Value, runs: list[tuple[ir.Value, list[ir.Value]]]) -> None:
-        """The depth loop of one panel: ``lanes`` taps at a time where the rows are pixels and the
-        taps' channels are contiguous (a load per row, transposed in registers), one depth item
-        at a time elsewhere (a contiguous load for a one-tap panel, else a masked gather)."""
-        entry = b.block
-        header = b.append_basic_block("d.header")
-        body = b.append_basic_block("d.body")
-        chunk = b.append_basic_block("d.chunk")
-        single = b.append_basic_block("d.single")
-        contiguous = b.append_basic_block("d.contiguous")
-        gathered = b.append_basic_block("d.gathered")
-        latch = b.append_basic_block("d.latch")
-        exit_block = b.append_basic_block("d.exit")
-        b.branch(header)
-        b.position_at_end(header)
-        d = b.phi(I64)
-        d.add_incoming(_const(0), entry)
-        digits = [b.phi(I64) for _ in range(3)]
-        for phi, value in zip(digits, first_depth):
-            phi.add_incoming(value, entry)
-        b.cbranch(b.icmp_signed("<", d, depth), body, exit_block)
-        b.position_at_end(body)
-        offset, h, w = depth_counter.item(b, digits)
-        row_dst = _gep(b, panel_dst, scalar, b.mul(d, _const(width)))
-        whole_chunk = b.and_(b.and_(chunks_possible, b.icmp_signed("<=", b.add(d, _const(lanes)), depth)),
-                             b.icmp_unsigned("<=", b.add(digits[2], _const(lanes)), channels))
-        b.cbranch(whole_chunk, chunk, single)
+        def store_element(b: ir.IRBuilder, value: ir.Value, r: int, d: ir.Value) -> None:
+            b.store(value, _gep(b, panel_dst, scalar, b.add(b.mul(_const(r), depth), d)))
 
-        b.position_at_end(chunk)
-        rows_in = []
-        for r in range(width):
-            index = ir.Constant(ir.IntType(32), r)
-            inside = b.and_(
-                b.icmp_unsigned("<", b.add(b.extract_element(row_h, index), h), height),
-                b.icmp_unsigned("<", b.add(b.extract_element(row_w, index), w), image_width))
-            element = b.select(inside, b.add(b.extract_element(row_offsets, index), offset), _const(0))
-            loaded = b.load(_gep(b, image, scalar, element), typ=lane_vector, align=dtype.itemsize)
-            rows_in.append(b.select(inside, loaded, ir.Constant(lane_vector, [0.0] * lanes)))
-        if rows_layout:
-            for r, row in enumerate(rows_in):
-                b.store(row, _gep(b, panel_dst, scalar, b.add(b.mul(_const(r), depth), d)), align=dtype.itemsize)
+        def gathered(b: ir.IRBuilder, d: ir.Value, offset: ir.Value, h: ir.Value, w: ir.Value) -> None:
+            inside = b.and_(b.icmp_unsigned("<", b.add(row_h, splat(b, h)), bounds[0]),
+                            b.icmp_unsigned("<", b.add(row_w, splat(b, w)), bounds[1]))
+            element = b.select(inside, b.add(row_offsets, splat(b, offset)), ir.Constant(index_vector, [0] * width))
+            pointers = b.inttoptr(b.add(image_address, b.mul(element, item_bytes)), ir.VectorType(PTR, width))
+            values = b.call(gather, [pointers, ir.Constant(i32, dtype.itemsize), inside, zeros])
+            if pixel_rows:
+                for r in range(width):
+                    store_element(b, b.extract_element(values, ir.Constant(i32, r)), r, d)
+            else:
+                b.store(values, _gep(b, panel_dst, scalar, b.mul(d, _const(width))), align=dtype.itemsize)
+
+        if pixel_rows:
+            def fast_step(b: ir.IRBuilder, d: ir.Value, digits: list[ir.Value], offset: ir.Value, h: ir.Value,
+                          w: ir.Value) -> None:
+                # ``lanes`` channels of one tap: a vector per row, stored into the row.
+                for r, (row_offset, item_h, item_w) in enumerate(items):
+                    inside = inside_image(b, b.add(item_h, h), b.add(item_w, w))
+                    element = b.select(inside, b.add(row_offset, offset), _const(0))
+                    loaded = b.load(_gep(b, image, scalar, element), typ=lane_vector, align=dtype.itemsize)
+                    row = b.select(inside, loaded, ir.Constant(lane_vector, [0.0] * lanes))
+                    b.store(row, _gep(b, panel_dst, scalar, b.add(b.mul(_const(r), depth), d)), align=dtype.itemsize)
+            step = lanes
+
+            def fast_here(b: ir.IRBuilder, d: ir.Value, digits: list[ir.Value]) -> ir.Value:
+                return b.and_(b.and_(contiguous_channels, b.icmp_signed("<=", b.add(d, _const(lanes)), depth)),
+                              b.icmp_unsigned("<=", b.add(digits[2], _const(lanes)), channels))
         else:
-            _store_transposed(b, rows_in, row_dst, width, lanes, dtype)
-        chunk_digits = depth_counter.advance(b, digits, _const(lanes))
-        chunk_block = b.block
-        b.branch(latch)
+            # The panel's two runs of channels: rows [0, split) of the first tap, the rest of the next.
+            split = _min(b, b.sub(channels, first_channel), _const(width))
+            second = _min(b, split, _const(width - 1))
+            lane = ir.Constant(index_vector, list(range(width)))
+            in_panel = b.icmp_signed("<", lane, splat(b, valid))
+            runs = [(b.and_(in_panel, b.icmp_signed("<", lane, splat(b, split))), items[0]),
+                    (b.and_(in_panel, b.icmp_signed(">=", lane, splat(b, split))),
+                     (b.sub(b.extract_element(row_offsets, second), split), b.extract_element(row_h, second),
+                      b.extract_element(row_w, second)))]
+            panel_runs = b.and_(contiguous_channels, b.icmp_signed(">=", channels, _const(width)))
 
-        b.position_at_end(single)
-        step_digits = depth_counter.advance(b, digits, _const(1))
-        b.cbranch(tap_rows, contiguous, gathered)
-        b.position_at_end(contiguous)
-        values = ir.Constant(value_vector, [0.0] * width)
-        for mask, (run_offset, run_h, run_w) in runs:
-            inside = b.and_(b.icmp_unsigned("<", b.add(run_h, h), height),
-                            b.icmp_unsigned("<", b.add(run_w, w), image_width))
-            mask = b.and_(mask, b.select(inside, ir.Constant(mask_vector, [1] * width),
-                                         ir.Constant(mask_vector, [0] * width)))
-            # Not inbounds: the second run's start is computed back from its first row, and may
-            # lie before the image where only masked-off lanes would read.
-            pointer = b.gep(image, [b.add(run_offset, offset)], source_etype=scalar)
-            values = b.call(masked_load, [pointer, ir.Constant(ir.IntType(32), dtype.itemsize), mask, values])
-        b.store(values, row_dst, align=dtype.itemsize)
-        contiguous_block = b.block
-        b.branch(latch)
-        b.position_at_end(gathered)
-        inside = b.and_(b.icmp_unsigned("<", b.add(row_h, splat(b, h)), bounds[0]),
-                        b.icmp_unsigned("<", b.add(row_w, splat(b, w)), bounds[1]))
-        element = b.select(inside, b.add(row_offsets, splat(b, offset)), ir.Constant(index_vector, [0] * width))
-        pointers = b.inttoptr(b.add(image_address, b.mul(element, item_bytes)), ir.VectorType(PTR, width))
-        values = b.call(gather, [pointers, ir.Constant(ir.IntType(32), dtype.itemsize), inside,
-                                 ir.Constant(value_vector, [0.0] * width)])
-        if rows_layout:
-            for r in range(width):
-                b.store(b.extract_element(values, ir.Constant(ir.IntType(32), r)),
-                        _gep(b, panel_dst, scalar, b.add(b.mul(_const(r), depth), d)))
-        else:
-            b.store(values, row_dst, align=dtype.itemsize)
-        gathered_block = b.block
-        b.branch(latch)
+            def fast_step(b: ir.IRBuilder, d: ir.Value, digits: list[ir.Value], offset: ir.Value, h: ir.Value,
+                          w: ir.Value) -> None:
+                values = zeros
+                for mask, (run_offset, run_h, run_w) in runs:
+                    inside = inside_image(b, b.add(run_h, h), b.add(run_w, w))
+                    mask = b.and_(mask, b.select(inside, ir.Constant(mask_vector, [1] * width),
+                                                 ir.Constant(mask_vector, [0] * width)))
+                    # Not inbounds: the second run's start is computed back from its first row,
+                    # and may lie before the image where only masked-off lanes would read.
+                    pointer = b.gep(image, [b.add(run_offset, offset)], source_etype=scalar)
+                    values = b.call(masked_load, [pointer, ir.Constant(i32, dtype.itemsize), mask, values])
+                b.store(values, _gep(b, panel_dst, scalar, b.mul(d, _const(width))), align=dtype.itemsize)
+            step = 1
 
-        b.position_at_end(latch)
-        next_digits = [b.phi(I64) for _ in range(3)]
-        for phi, chunk_value, step_value in zip(next_digits, chunk_digits, step_digits):
-            phi.add_incoming(chunk_value, chunk_block)
-            phi.add_incoming(step_value, contiguous_block)
-            phi.add_incoming(step_value, gathered_block)
-        step = b.phi(I64)
-        step.add_incoming(_const(lanes), chunk_block)
-        step.add_incoming(_const(1), contiguous_block)
-        step.add_incoming(_const(1), gathered_block)
-        d.add_incoming(b.add(d, step), b.block)
-        for phi, value in zip(digits, next_digits):
-            phi.add_incoming(value, b.block)
-        b.branch(header)
-        b.position_at_end(exit_block)
+            def fast_here(b: ir.IRBuilder, d: ir.Value, digits: list[ir.Value]) -> ir.Value:
+                return panel_runs
+        _walk_depth(b, depth, first_depth, depth_counter, step, fast_here, fast_step, gathered)
 
     emit_loop(b, b.udiv(b.add(rows, _const(width - 1)), _const(width)), over_panel, name="panel")
     b.ret_void()
     return function
+
+
+def _walk_depth(b: ir.IRBuilder, depth: ir.Value, first_digits: list[ir.Value], counter: _Counter, fast_size: int,
+                fast_here: Callable[..., ir.Value], fast_step: Callable[..., None],
+                slow_step: Callable[..., None]) -> None:
+    """``for d in range(depth)``, with the depth item's digits carried along: where ``fast_here``
+    holds, ``fast_step`` packs ``fast_size`` depth steps at once, else ``slow_step`` one."""
+    entry = b.block
+    header = b.append_basic_block("d.header")
+    body = b.append_basic_block("d.body")
+    fast = b.append_basic_block("d.fast")
+    slow = b.append_basic_block("d.slow")
+    latch = b.append_basic_block("d.latch")
+    exit_block = b.append_basic_block("d.exit")
+    b.branch(header)
+    b.position_at_end(header)
+    d = b.phi(I64)
+    d.add_incoming(_const(0), entry)
+    digits = [b.phi(I64) for _ in range(3)]
+    for phi, value in zip(digits, first_digits):
+        phi.add_incoming(value, entry)
+    b.cbranch(b.icmp_signed("<", d, depth), body, exit_block)
+    b.position_at_end(body)
+    offset, h, w = counter.item(b, digits)
+    b.cbranch(fast_here(b, d, digits), fast, slow)
+    steps = []
+    for block, size, emit in ((fast, fast_size, fast_step), (slow, 1, slow_step)):
+        b.position_at_end(block)
+        if emit is fast_step:
+            emit(b, d, digits, offset, h, w)
+        else:
+            emit(b, d, offset, h, w)
+        steps.append((b.block, size, counter.advance(b, digits, _const(size))))
+        b.branch(latch)
+    b.position_at_end(latch)
+    next_digits = [b.phi(I64) for _ in range(3)]
+    step = b.phi(I64)
+    for source, size, advanced in steps:
+        for phi, value in zip(next_digits, advanced):
+            phi.add_incoming(value, source)
+        step.add_incoming(_const(size), source)
+    d.add_incoming(b.add(d, step), latch)
+    for phi, value in zip(digits, next_digits):
+        phi.add_incoming(value, latch)
+    b.branch(header)
+    b.position_at_end(exit_block)
 
 
 def _store_transposed(b: ir.IRBuilder, rows_in: list[ir.Value], dst: ir.Value, width: int, lanes: int,
@@ -981,8 +975,8 @@ def emit_library_window_gemm(module: ir.Module, dtype: np.dtype, max_threads: in
     """The exported window product: the threads pack each B block together, then multiply the
     rows in a few parts per thread, each packing its own rows of A from the image."""
     shape = gemm_shape(dtype)
-    pixel_task = _emit_shared_macro_task(module, dtype, shape, _window_left(dtype, shape, rows_layout=True))
-    tap_task = _emit_shared_macro_task(module, dtype, shape, _window_left(dtype, shape, rows_layout=False))
+    pixel_task = _emit_shared_macro_task(module, dtype, shape, _window_left(dtype, shape, pixel_rows=True))
+    tap_task = _emit_shared_macro_task(module, dtype, shape, _window_left(dtype, shape, pixel_rows=False))
     function = ir.Function(module, window_library_signature(), name=WINDOW_LIBRARY_SYMBOL.format(dtype=dtype.name))
     threads, geometry, m, n, k, image, bm, rsb, csb, c, rsc, alpha, beta = function.args
     b = ir.IRBuilder(function.append_basic_block("entry"))
@@ -991,7 +985,7 @@ def emit_library_window_gemm(module: ir.Module, dtype: np.dtype, max_threads: in
     small = b.icmp_signed("<", b.mul(b.mul(m, n), k), _const(MIN_PARALLEL_WORK))
     parts = b.select(small, _const(1), wanted)
     pixel_rows = b.icmp_signed("!=", b.load(geometry, typ=I64), _const(0))   # WINDOW_FIELDS[0]
-    _emit_shared_product(b, dtype, shape, _window_left(dtype, shape, rows_layout=True), (image, geometry), bm, rsb,
+    _emit_shared_product(b, dtype, shape, _window_left(dtype, shape, pixel_rows=True), (image, geometry), bm, rsb,
                          csb, c, rsc, _const(1), m, n, k, alpha, beta, parts, workspaces,
                          macro_task=b.select(pixel_rows, pixel_task, tap_task))
     workspaces.give_back(b)
