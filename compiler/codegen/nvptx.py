@@ -44,11 +44,14 @@ BLOCK_SIZE = 256
 GPU_RULES = BodyRules(output_holds_partial=False, reassociate=False, atomic_scatter=True)
 
 
-@functools.lru_cache(maxsize=4)
-def target_machine(arch: str = DEFAULT_ARCH) -> llvm.TargetMachine:
+@functools.lru_cache(maxsize=8)
+def target_machine(arch: str = DEFAULT_ARCH, ptx_isa: int | None = None) -> llvm.TargetMachine:
+    """``ptx_isa`` (78 for PTX ISA 7.8) must be at least the oldest ``arch`` accepts: LLVM stops
+    the process otherwise. None: that oldest one."""
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()
-    return llvm.Target.from_triple(TRIPLE).create_target_machine(cpu=arch, opt=3)
+    features = f"+ptx{ptx_isa}" if ptx_isa is not None else ""
+    return llvm.Target.from_triple(TRIPLE).create_target_machine(cpu=arch, features=features, opt=3)
 
 
 @dataclass(frozen=True)
@@ -511,12 +514,14 @@ def build_module(program: Program, limits: GpuLimits = DEFAULT_LIMITS, arch: str
     return module
 
 
-def emit_ptx(program: Program, arch: str = DEFAULT_ARCH, limits: GpuLimits = DEFAULT_LIMITS) -> str:
-    """PTX text with one ``.entry`` per kernel, launched as ``schedule_program`` says."""
+def emit_ptx(program: Program, arch: str = DEFAULT_ARCH, limits: GpuLimits = DEFAULT_LIMITS,
+             ptx_isa: int | None = None) -> str:
+    """PTX text with one ``.entry`` per kernel, launched as ``schedule_program`` says; its
+    ``.version`` is ``ptx_isa`` (see ``target_machine``)."""
     with LLVM_LOCK:
         parsed = llvm.parse_assembly(str(build_module(program, limits, arch)))
         parsed.verify()
-        machine = target_machine(arch)
+        machine = target_machine(arch, ptx_isa)
         tuning = llvm.create_pipeline_tuning_options(speed_level=3)
         builder = llvm.create_pass_builder(machine, tuning)
         builder.getModulePassManager().run(parsed, builder)
