@@ -8,7 +8,9 @@ matrix product over an implicit im2col (``kernel_ir.WindowMatmul``): rows are ou
 the filter taps (the filter gradient: the transpose), which the CPU runs through its GEMM library.
 
 Pooling: ``max_pool`` is a max over the window (padding never wins); its gradient goes to the first
-position in the window that holds the max (as TF), found by ``MaxPoolArgmax``. ``avg_pool`` divides
+position in the window that holds the max (as TF), found by ``MaxPoolArgmax``; where windows do not
+overlap, ``MaxPoolGradFromPeak`` instead lets each input element compare its window's taps with the
+pooled max, an elementwise op that fuses with what follows. ``avg_pool`` divides
 by the number of image elements in the window (SAME padding is not counted, as TF).
 
 Window geometry (TF's rules): VALID: ``out = ceil((size - span + 1) / stride)``; SAME: ``out =
@@ -421,10 +423,17 @@ def _argmax_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) ->
     x = np.asarray(values[0])
     rows, cols = _pool_windows(x.shape, attrs)
     taps, _, _ = _pool_taps_reference(x, attrs, -np.inf)
-    # The window's taps spelled out (not -1): reshape cannot infer a size next to a size-0 axis.
-    flat = taps.transpose(0, 1, 2, 5, 3, 4).reshape(x.shape[0], rows.out, cols.out, x.shape[3],
-                                                     rows.kernel * cols.kernel)
-    return flat.argmax(axis=-1).astype(np.int64)
+    inside, _, _ = _pool_taps_reference(np.ones(x.shape, bool), attrs, False)
+
+    def flat(per_tap: np.ndarray) -> np.ndarray:
+        # The window's taps spelled out (not -1): reshape cannot infer a size next to a size-0 axis.
+        return per_tap.transpose(0, 1, 2, 5, 3, 4).reshape(x.shape[0], rows.out, cols.out, x.shape[3],
+                                                           rows.kernel * cols.kernel)
+    values, inside = flat(taps), flat(inside)
+    # Padding never wins, even where every tap inside the image is -inf.
+    peak = np.where(inside, values, -np.inf).max(axis=-1, keepdims=True, initial=-np.inf)
+    hits = inside & ((values == peak) | np.isnan(values))
+    return np.where(hits.any(axis=-1), hits.argmax(axis=-1), rows.kernel * cols.kernel).astype(np.int64)
 
 
 def _pool_attrs(op: Operation) -> dict[str, Any]:
@@ -432,9 +441,58 @@ def _pool_attrs(op: Operation) -> dict[str, Any]:
 
 
 def _max_pool_grad(op: Operation, g: Tensor) -> list[Tensor]:
-    x = op.inputs[0]
-    taps = MaxPoolArgmax(x, op.outputs[0], **_pool_attrs(op))
-    return [MaxPoolGrad(g, taps, x, **_pool_attrs(op))]
+    x, attrs = op.inputs[0], _pool_attrs(op)
+    if all(attrs["strides"][d] >= attrs["ksize"][d] for d in range(2)):
+        # Windows that do not overlap: each input element finds its one window's max itself.
+        return [MaxPoolGradFromPeak(g, op.outputs[0], x, **attrs)]
+    taps = MaxPoolArgmax(x, op.outputs[0], **attrs)
+    return [MaxPoolGrad(g, taps, x, **attrs)]
+
+
+def _max_pool_grad_from_peak_lower(sb: Any, args: Sequence[Any], attrs: Mapping[str, Any]) -> Any:
+    # dx[n, ih, iw, c] = g at the one window (oh, ow) holding (ih, iw) if (ih, iw) is that window's
+    # first tap (row-major) equal to its max or NaN (MaxPoolArgmax's choice), else 0. Each window
+    # tap is read again (at most kh * kw loads, all near the element) instead of storing an argmax.
+    g, peak, x = args
+    zero = sb.literal(0, g.dtype)
+    if 0 in g.shape or 0 in x.shape:
+        return zero
+    rows, cols = _pool_windows(x.shape, attrs)
+    n, c = sb.index(0), sb.index(3)
+    (oh, row), (ow, col) = (_window_holding(sb, window, sb.index(1 + d)) for d, window in enumerate((rows, cols)))
+    inside_window = sb.logical_and(sb.logical_and(sb.lt(row, rows.kernel), sb.lt(oh, rows.out)),
+                                   sb.logical_and(sb.lt(col, cols.kernel), sb.lt(ow, cols.out)))
+    oh, ow = clamp_index(sb, oh, rows.out), clamp_index(sb, ow, cols.out)
+    top = peak.at(sb, [n, oh, ow, c])
+    first = sb.literal(rows.kernel * cols.kernel, I64)
+    for tap in reversed(range(rows.kernel * cols.kernel)):
+        inside, pixel = _tap(sb, x, rows, cols, n, oh, tap // cols.kernel, ow, tap % cols.kernel, c)
+        hit = sb.logical_and(inside, sb.logical_or(sb.eq(pixel, top), sb.isnan(pixel)))
+        first = sb.select(hit, sb.literal(tap, I64), first)
+    own = sb.add(sb.mul(row, cols.kernel), col)
+    chosen = sb.logical_and(inside_window, sb.eq(first, own))
+    return sb.select(chosen, g.at(sb, [n, oh, ow, c]), zero)
+
+
+def _window_holding(sb: Any, window: Window, in_index: Any) -> tuple[Any, Any]:
+    """(output position, tap) of the window that reads ``in_index`` when windows do not overlap (the
+    tap may reach past the kernel: a gap between windows)."""
+    offset = sb.add(in_index, window.pad) if window.pad else in_index
+    if window.stride == 1:
+        return offset, sb.literal(0, I64)
+    out = sb.index_div(offset, window.stride)
+    return out, sb.sub(offset, sb.mul(out, window.stride))
+
+
+def _max_pool_grad_from_peak_grad(op: Operation, g: Tensor) -> list[Tensor | None]:
+    _, peak, x = op.inputs
+    taps = MaxPoolArgmax(x, peak, **_pool_attrs(op))
+    return [MaxPoolGather(g, taps, **_pool_attrs(op)), None, None]
+
+
+def _max_pool_grad_from_peak_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    g, peak, x = (np.asarray(v) for v in values)
+    return _max_pool_grad_reference([g, _argmax_reference([x, peak], attrs), x], attrs)
 
 
 def _max_pool_grad_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any]) -> LoopNest:
@@ -535,6 +593,10 @@ MaxPoolGrad = OpDef("MaxPoolGrad", "reduce", same_shape_as_third,
                     first_dtype, reference=_max_pool_grad_reference,
                     grad_rule=_max_pool_grad_grad, loop_nest=_max_pool_grad_nest,
                     indexed_inputs=(0, 1), shape_only_inputs=(2,))
+MaxPoolGradFromPeak = OpDef("MaxPoolGradFromPeak", "elementwise", same_shape_as_third, first_dtype,
+                            reference=_max_pool_grad_from_peak_reference, grad_rule=_max_pool_grad_from_peak_grad,
+                            lower_scalar=_max_pool_grad_from_peak_lower,
+                            dim_map=lambda shapes, out, attrs: [(None,) * 4] * 3, indexed_inputs=(0, 1, 2))
 MaxPoolGather = OpDef("MaxPoolGather", "elementwise", same_shape_as_second,
                       first_dtype, reference=_max_pool_gather_reference,
                       grad_rule=lambda op, g: [MaxPoolGrad(g, op.inputs[1], op.inputs[0], **_pool_attrs(op)), None],

@@ -315,6 +315,14 @@ ROWS: list[Row] = [
     Row("max_pool-uneven", lambda x: cc.nn.max_pool(x, ksize=(2, 3), strides=(1, 2)),
         (Input((1, 4, 7, 1), "distinct"),)),
     Row("max_pool-size0", lambda x: cc.nn.max_pool(x, 2, 2), (Input((0, 4, 4, 2)),)),
+    # Windows that do not overlap take their gradient elementwise from the pooled max:
+    # ties (relu's zeros) go to the first tap, gaps between windows get none, SAME pads the last.
+    Row("max_pool-relu-ties", lambda x: cc.nn.max_pool(cc.nn.relu(x), 2, 2), (Input((2, 4, 6, 3)),)),
+    Row("max_pool-gaps", lambda x: cc.nn.max_pool(x * x, ksize=2, strides=3), (Input((1, 7, 8, 2), "distinct"),),
+        second_order=True),
+    Row("max_pool-same-disjoint", lambda x: cc.nn.max_pool(x, ksize=(2, 3), strides=(2, 3), padding="SAME"),
+        (Input((2, 5, 7, 2), "distinct"),)),
+    Row("max_pool-size1", lambda x: cc.nn.max_pool(x, 1, 1), (Input((1, 1, 1, 1)),)),
     Row("avg_pool", lambda x: cc.nn.avg_pool(x, 2, 2), (Input((2, 4, 6, 3)),)),
     Row("avg_pool-same", lambda x: cc.sin(cc.nn.avg_pool(x, ksize=3, strides=2, padding="SAME")),
         (Input((2, 5, 6, 2)),), second_order=True),

@@ -256,3 +256,31 @@ def test_clip_by_value_integers():
     got = _run(cc.clip_by_value(cc.constant(x), 0, 4))
     np.testing.assert_array_equal(got, [0, 0, 3, 4])
     assert got.dtype == np.int32
+
+
+@pytest.mark.parametrize("pool", [dict(ksize=2, strides=2), dict(ksize=(2, 3), strides=(3, 3), padding="SAME"),
+                                  dict(ksize=3, strides=3, padding="SAME")], ids=["2x2", "gaps-same", "3x3-same"])
+@pytest.mark.parametrize("target", ["cpu", "reference", "cuda-emulated"])
+def test_max_pool_gradient_without_overlap_matches_the_argmax_form_on_ties_and_nan(pool, target) -> None:
+    # Windows that do not overlap take their gradient from the pooled max (MaxPoolGradFromPeak);
+    # it must choose the very tap MaxPoolArgmax does: the first max, row-major, or the first NaN.
+    from compiler.ops.conv import MaxPoolArgmax, MaxPoolGrad
+    rng = np.random.default_rng(3)
+    x_value = rng.integers(0, 2, size=(2, 7, 8, 3)).astype("float32")  # half the taps tie
+    x_value[0, 1, 1, 0] = x_value[1, 4, 5, 2] = np.nan
+    x_value[1, :2, :3, 1] = -np.inf
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", x_value.shape)
+        pooled = cc.nn.max_pool(x, padding=pool.get("padding", "VALID"), ksize=pool["ksize"], strides=pool["strides"])
+        up = cc.placeholder("float32", pooled.shape)
+        (by_peak,) = cc.gradients(cc.reduce_sum(pooled * up), [x])
+        attrs = dict(ksize=cc.nn.max_pool(x, **pool).op.attrs["ksize"], strides=pooled.op.attrs["strides"],
+                     padding=pooled.op.attrs["padding"])
+        by_argmax = MaxPoolGrad(up, MaxPoolArgmax(x, pooled, **attrs), x, **attrs)
+    assert by_peak.op.type == "MaxPoolGradFromPeak"
+    feeds = {x: x_value, up: rng.normal(size=pooled.shape).astype("float32")}
+    with Session(graph, target=target) as sess:
+        got, want = sess.run([by_peak, by_argmax], feeds)
+    np.testing.assert_array_equal(got, want)
+    assert np.count_nonzero(got) == np.count_nonzero(feeds[up])  # each window's gradient went to one tap
