@@ -6,9 +6,9 @@ registers and streams both panels from cache with one broadcast and ``NR / VL`` 
 multiply-add step. Blocking sizes keep a B panel in L1, the packed A block in L2 and the packed B
 block in L3. Any strides work (transposes are just strides); C's rows are contiguous.
 
-``emit_gemm(module, dtype)`` adds ``void gemm(M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, csc, Ap, Bp,
-alpha, beta)``
-(``Ap``/``Bp`` are packing workspaces of ``packing_sizes`` elements) and returns it.
+``emit_gemm(module, dtype)`` adds ``void gemm(M, N, K, K0, A, rsa, csa, B, rsb, csb, C, rsc, csc, Ap,
+Bp, alpha, beta)`` over depth ``K0..K0+K`` (``Ap``/``Bp`` are packing workspaces of ``packing_sizes``
+elements) and returns it.
 
 The process-wide library (``build_library``) exports two routines run by the worker pool:
 ``graphgrad_gemm_<dtype>`` for strided matrices, and ``graphgrad_gemm_window_<dtype>`` for a
@@ -72,20 +72,25 @@ def _gep(b: ir.IRBuilder, base: ir.Value, element: ir.Type, index: ir.Value) -> 
     return b.gep(base, [index], inbounds=True, source_etype=element)
 
 
-def emit_gemm(module: ir.Module, dtype: np.dtype) -> ir.Function:
-    name = f"gemm_{dtype.name}"
+def emit_gemm(module: ir.Module, dtype: np.dtype, left: "_LeftOperand | None" = None) -> ir.Function:
+    """The serial product ``gemm<left>(M, N, K, K0, <A's parameters>, B, rsb, csb, C, rsc, csc, Ap, Bp,
+    alpha, beta)`` over depth ``K0..K0+K`` of A and B (B given from depth 0)."""
+    shape = gemm_shape(dtype)
+    left = left or _strided_left(dtype, shape)
+    name = f"gemm{left.suffix}_{dtype.name}"
     existing = module.globals.get(name)
     if existing is not None:
         return existing
-    shape = gemm_shape(dtype)
     scalar = register_type(dtype)
-    macro = _emit_macro(module, dtype, shape)
+    macro = _emit_macro(module, dtype, shape, left)
     pack_b = _emit_pack(module, dtype, "pack_b", shape.nr)
 
-    params = [I64, I64, I64, PTR, I64, I64, PTR, I64, I64, PTR, I64, I64, PTR, PTR, I64, I64]
+    params = [I64] * 4 + list(left.params) + [PTR, I64, I64, PTR, I64, I64, PTR, PTR, I64, I64]
     function = ir.Function(module, ir.FunctionType(ir.VoidType(), params), name=name)
     function.linkage = "internal"
-    m, n, k, a, rsa, csa, bm, rsb, csb, c, rsc, csc, ap, bp, alpha_bits, beta = function.args
+    m, n, k, depth_offset = function.args[:4]
+    left_params = function.args[4:4 + len(left.params)]
+    bm, rsb, csb, c, rsc, csc, ap, bp, alpha_bits, beta = function.args[4 + len(left.params):]
     b = ir.IRBuilder(function.append_basic_block("entry"))
     # C = alpha * A @ B, or C += alpha * A @ B when beta is 1. alpha travels as a double's bits.
     alpha = b.bitcast(alpha_bits, ir.DoubleType())
@@ -114,10 +119,11 @@ def emit_gemm(module: ir.Module, dtype: np.dtype) -> ir.Function:
     b.position_at_end(main_block)
 
     def pack_and_multiply(b: ir.IRBuilder, block: _Block) -> None:
-        b_source = _gep(b, bm, scalar, b.add(b.mul(block.pc, rsb), b.mul(block.jc, csb)))
+        pc = b.add(block.pc, depth_offset)
+        b_source = _gep(b, bm, scalar, b.add(b.mul(pc, rsb), b.mul(block.jc, csb)))
         # B block (kc x nc): rows walk k (stride rsb), columns walk n (stride csb).
         b.call(pack_b, [b_source, csb, rsb, block.nc, block.kc, bp])
-        b.call(macro, [_const(0), m, block.jc, block.nc, block.pc, block.kc, a, rsa, csa, c, rsc, csc, ap, bp,
+        b.call(macro, [_const(0), m, block.jc, block.nc, pc, block.kc, *left_params, c, rsc, csc, ap, bp,
                        block.accumulate, alpha])
     _emit_block_loops(b, shape, n, k, keep_c, pack_and_multiply)
     b.ret_void()
@@ -738,7 +744,7 @@ def _emit_micro_kernel(module: ir.Module, dtype: np.dtype, shape: GemmShape, row
 
 # -- the process-wide GEMM library ---------------------------------------------------------------
 
-_GEMM_ARGS = 16  # M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, csc, Ap, Bp, alpha (double bits), beta
+_GEMM_ARGS = 17  # M, N, K, K0, A, rsa, csa, B, rsb, csb, C, rsc, csc, Ap, Bp, alpha (double bits), beta
 LIBRARY_SYMBOL = "graphgrad_gemm_{dtype}"
 # Multiply-adds below which one GEMM is not split across threads (thread start-up would dominate).
 MIN_PARALLEL_WORK = 1 << 21
@@ -863,8 +869,8 @@ def _row_parts(b: ir.IRBuilder, parts: ir.Value, m: ir.Value, shape: GemmShape) 
 
 
 def _emit_task(module: ir.Module, dtype: np.dtype, gemm: ir.Function) -> ir.Function:
-    """``void task(ptr slots, i64 part)``: run the GEMM whose 16 arguments (as i64) are at
-    ``slots[part * 16]`` — one part of a split GEMM, run by the worker pool."""
+    """``void task(ptr slots, i64 part)``: run the GEMM whose ``_GEMM_ARGS`` arguments (as i64) are at
+    ``slots[part * _GEMM_ARGS]`` — one part of a split GEMM, run by the worker pool."""
     function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64]), name=f"gemm_task_{dtype.name}")
     function.linkage = "internal"
     slots, part = function.args
@@ -915,7 +921,7 @@ def emit_library_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> i
     def store_part_arguments(b: ir.IRBuilder, t: ir.Value) -> None:
         start = _min(b, b.mul(per_part, t), extent)
         count = b.sub(_min(b, b.add(start, per_part), extent), start)
-        arguments = [b.select(by_rows, count, m), b.select(by_rows, n, count), k,
+        arguments = [b.select(by_rows, count, m), b.select(by_rows, n, count), k, _const(0),
                      _gep(b, a, scalar, b.select(by_rows, b.mul(start, rsa), _const(0))), rsa, csa,
                      _gep(b, bm, scalar, b.select(by_rows, _const(0), b.mul(start, csb))), rsb, csb,
                      _gep(b, c, scalar, b.mul(start, b.select(by_rows, rsc, csc))), rsc, csc,
@@ -972,11 +978,12 @@ def window_library_signature() -> ir.FunctionType:
 
 
 def emit_library_window_gemm(module: ir.Module, dtype: np.dtype, max_threads: int) -> ir.Function:
-    """The exported window product: the threads pack each B block together, then multiply the
-    rows in a few parts per thread, each packing its own rows of A from the image."""
+    """The exported window product. Tall products: the threads pack each B block together, then
+    multiply the rows in a few parts per thread, each packing its own rows of A from the image.
+    Short and deep ones (a filter gradient: taps x channels, summed over every pixel) are split
+    along the depth instead (``_emit_depth_split``): no synchronisation per block."""
     shape = gemm_shape(dtype)
-    pixel_task = _emit_shared_macro_task(module, dtype, shape, _window_left(dtype, shape, pixel_rows=True))
-    tap_task = _emit_shared_macro_task(module, dtype, shape, _window_left(dtype, shape, pixel_rows=False))
+    lefts = [_window_left(dtype, shape, pixel_rows=rows) for rows in (True, False)]
     function = ir.Function(module, window_library_signature(), name=WINDOW_LIBRARY_SYMBOL.format(dtype=dtype.name))
     threads, geometry, m, n, k, image, bm, rsb, csb, c, rsc, alpha, beta = function.args
     b = ir.IRBuilder(function.append_basic_block("entry"))
@@ -985,10 +992,139 @@ def emit_library_window_gemm(module: ir.Module, dtype: np.dtype, max_threads: in
     small = b.icmp_signed("<", b.mul(b.mul(m, n), k), _const(MIN_PARALLEL_WORK))
     parts = b.select(small, _const(1), wanted)
     pixel_rows = b.icmp_signed("!=", b.load(geometry, typ=I64), _const(0))   # WINDOW_FIELDS[0]
-    _emit_shared_product(b, dtype, shape, _window_left(dtype, shape, pixel_rows=True), (image, geometry), bm, rsb,
-                         csb, c, rsc, _const(1), m, n, k, alpha, beta, parts, workspaces,
-                         macro_task=b.select(pixel_rows, pixel_task, tap_task))
+
+    def choose(functions: Sequence[ir.Function]) -> ir.Value:
+        return b.select(pixel_rows, functions[0], functions[1])
+
+    def shared(b: ir.IRBuilder) -> None:
+        _emit_shared_product(b, dtype, shape, lefts[0], (image, geometry), bm, rsb, csb, c, rsc, _const(1), m, n,
+                             k, alpha, beta, parts, workspaces,
+                             macro_task=choose([_emit_shared_macro_task(module, dtype, shape, left) for left in lefts]))
+    deep = b.and_(b.icmp_signed("<", m, b.mul(parts, _const(SHARED_MIN_BLOCKS * shape.mc))),
+                  b.icmp_signed(">=", k, b.mul(parts, _const(DEPTH_SPLIT_MIN_BLOCKS * shape.kc))))
+    _emit_depth_split(b, dtype, shape, b.and_(deep, b.icmp_signed(">", parts, _const(1))),
+                      choose([_emit_depth_task(module, dtype, shape, left) for left in lefts]), (image, geometry),
+                      bm, rsb, csb, c, rsc, m, n, k, alpha, beta, parts, workspaces, otherwise=shared)
     workspaces.give_back(b)
+    b.ret_void()
+    return function
+
+
+# Depth blocks per thread from which a product too short to share B blocks is split along K.
+DEPTH_SPLIT_MIN_BLOCKS = 4
+_DEPTH_FIELDS = ("a", "rsa", "b", "rsb", "csb", "c", "rsc", "m", "n", "k", "parts", "alpha", "beta", "ap", "bp",
+                 "partial")
+
+
+def _emit_depth_split(b: ir.IRBuilder, dtype: np.dtype, shape: GemmShape, wanted: ir.Value, task: ir.Value,
+                      left_params: Sequence[ir.Value], bm: ir.Value, rsb: ir.Value, csb: ir.Value, c: ir.Value,
+                      rsc: ir.Value, m: ir.Value, n: ir.Value, k: ir.Value, alpha: ir.Value, beta: ir.Value,
+                      parts: ir.Value, workspaces: _Workspaces,
+                      otherwise: Callable[[ir.IRBuilder], None]) -> None:
+    """Where ``wanted``: each of ``parts`` threads multiplies one range of the depth with its own
+    packing blocks, the first into C, the others into their own zeroed M x N sums, which are then
+    added to C (one pool call). ``otherwise`` (or when those sums cannot be allocated) emits the
+    other way to run the product."""
+    module = b.module
+    scalar = register_type(dtype)
+    aligned_alloc = declare_function(module, "aligned_alloc", PTR, [I64, I64])
+    free = declare_function(module, "free", ir.VoidType(), [PTR])
+    parallel = declare_function(module, PARALLEL_SYMBOL, ir.VoidType(), [PTR, PTR, I64])
+    split_block = b.append_basic_block("depth_split")
+    other_block = b.append_basic_block("depth_split.not")
+    done = b.append_basic_block("depth_split.done")
+    entry_block = b.block
+    with b.if_then(wanted):
+        size = b.mul(b.mul(b.mul(b.sub(parts, _const(1)), m), n), _const(dtype.itemsize))
+        allocated = b.call(aligned_alloc, [_const(64), b.mul(_blocks(b, size, 64), _const(64))])
+        allocated_block = b.block
+    partial = b.phi(PTR)
+    partial.add_incoming(allocated, allocated_block)
+    partial.add_incoming(ir.Constant(PTR, None), entry_block)
+    b.cbranch(b.icmp_unsigned("!=", b.ptrtoint(partial, I64), _const(0)), split_block, other_block)
+
+    b.position_at_end(other_block)
+    otherwise(b)
+    b.branch(done)
+
+    b.position_at_end(split_block)
+    context = b.alloca(I64, size=len(_DEPTH_FIELDS))
+
+    def put(field: str, value: ir.Value) -> None:
+        value = value if value.type == I64 else b.ptrtoint(value, I64) if value.type == PTR else b.bitcast(value, I64)
+        b.store(value, _gep(b, context, I64, _const(_DEPTH_FIELDS.index(field))))
+    for field, value in zip(("a", "rsa"), left_params):
+        put(field, value)
+    for field, value in (("b", bm), ("rsb", rsb), ("csb", csb), ("c", c), ("rsc", rsc), ("m", m), ("n", n),
+                         ("k", k), ("parts", parts), ("alpha", alpha), ("beta", beta),
+                         ("ap", workspaces.a(b, _const(0))), ("bp", workspaces.b(b, _const(0))),
+                         ("partial", partial)):
+        put(field, value)
+    b.call(parallel, [task, context, parts])
+
+    def add_part(b: ir.IRBuilder, extra: ir.Value) -> None:
+        source = _gep(b, partial, scalar, b.mul(b.mul(extra, m), n))
+
+        def add_row(b: ir.IRBuilder, i: ir.Value) -> None:
+            _emit_add_to(b, dtype, shape, _gep(b, c, scalar, b.mul(i, rsc)), _gep(b, source, scalar, b.mul(i, n)), n)
+        emit_loop(b, m, add_row, name="sum_row")
+    emit_loop(b, b.sub(parts, _const(1)), add_part, name="sum_part")
+    b.call(free, [partial])
+    b.branch(done)
+    b.position_at_end(done)
+def _emit_add_to(b: ir.IRBuilder, dtype: np.dtype, shape: GemmShape, target: ir.Value, source: ir.Value,
+                 count: ir.Value) -> None:
+    """``target[j] += source[j]`` for ``j < count``, a vector at a time (the library is built
+    without IR passes, so nothing vectorises it later)."""
+    scalar = register_type(dtype)
+    vector_type = ir.VectorType(scalar, shape.vector)
+    chunks = b.udiv(count, _const(shape.vector))
+
+    def add_chunk(b: ir.IRBuilder, chunk: ir.Value) -> None:
+        at = b.mul(chunk, _const(shape.vector))
+        pointers = [_gep(b, base, scalar, at) for base in (target, source)]
+        total = b.fadd(*(b.load(pointer, typ=vector_type, align=dtype.itemsize) for pointer in pointers))
+        b.store(total, pointers[0], align=dtype.itemsize)
+    emit_loop(b, chunks, add_chunk, name="add_chunk")
+
+    def add_one(b: ir.IRBuilder, index: ir.Value) -> None:
+        at = b.add(b.mul(chunks, _const(shape.vector)), index)
+        pointers = [_gep(b, base, scalar, at) for base in (target, source)]
+        b.store(b.fadd(*(b.load(pointer, typ=scalar) for pointer in pointers)), pointers[0])
+    emit_loop(b, b.sub(count, b.mul(chunks, _const(shape.vector))), add_one, name="add_one")
+
+
+def _emit_depth_task(module: ir.Module, dtype: np.dtype, shape: GemmShape, left: _LeftOperand) -> ir.Function:
+    """``task(context, part)`` of ``_emit_depth_split``: the product over part's range of the depth,
+    with part's own packing blocks, into C (part 0) or into part's zeroed sum."""
+    name = f"gemm_depth{left.suffix}_{dtype.name}"
+    if name in module.globals:
+        return module.globals[name]
+    scalar = register_type(dtype)
+    gemm = emit_gemm(module, dtype, left)
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64]), name=name)
+    function.linkage = "internal"
+    context, part = function.args
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+
+    def get(field: str, as_pointer: bool = False) -> ir.Value:
+        value = b.load(_gep(b, context, I64, _const(_DEPTH_FIELDS.index(field))), typ=I64)
+        return b.inttoptr(value, PTR) if as_pointer else value
+    m, n, k, parts = get("m"), get("n"), get("k"), get("parts")
+    per_part = b.udiv(b.add(k, b.sub(parts, _const(1))), parts)
+    start = _min(b, b.mul(part, per_part), k)
+    count = b.sub(_min(b, b.add(start, per_part), k), start)
+    first = b.icmp_signed("==", part, _const(0))
+    own_sum = _gep(b, get("partial", True), scalar, b.mul(b.mul(b.sub(part, _const(1)), m), n))
+    c = b.select(first, get("c", True), own_sum)
+    rsc = b.select(first, get("rsc"), n)
+    beta = b.select(first, get("beta"), _const(0))
+    size_a, size_b = packing_sizes(shape)
+    ap = _gep(b, get("ap", True), scalar, b.mul(part, _const(size_a)))
+    bp = _gep(b, get("bp", True), scalar, b.mul(part, _const(size_b)))
+    left_params = [get(field, as_pointer=(kind == PTR)) for field, kind in zip(("a", "rsa"), left.params)]
+    b.call(gemm, [m, n, count, start, *left_params, get("b", True), get("rsb"), get("csb"), c, rsc, _const(1),
+                  ap, bp, get("alpha"), beta])
     b.ret_void()
     return function
 

@@ -7,7 +7,7 @@ import pytest
 
 import compiler as cc
 from compiler.codegen import cpu
-from compiler.codegen.gemm import SHARED_MIN_BLOCKS, gemm_shape
+from compiler.codegen.gemm import DEPTH_SPLIT_MIN_BLOCKS, SHARED_MIN_BLOCKS, gemm_shape
 from runtime import Session
 
 _TILE = gemm_shape(np.dtype("float32"))
@@ -89,3 +89,33 @@ def test_fused_update_through_the_shared_panel_path(threads, monkeypatch) -> Non
         sess.run(update.op, {a: a_value, b: b_value})
         got = sess.run(var)
     np.testing.assert_allclose(got, start - 0.5 * (a_value @ b_value), rtol=1e-11, atol=1e-11)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("x_shape, w_shape, padding", [((16, 16, 16, 8), (3, 3, 8, 16), "SAME"),
+                                                       ((20, 17, 15, 13), (3, 2, 13, 20), "VALID")],
+                         ids=["channels8", "channels13"])
+def test_filter_gradients_split_along_the_depth_equal_the_reference(x_shape, w_shape, padding, dtype, threads,
+                                                                    monkeypatch) -> None:
+    # A filter gradient is a short, deep window product (taps x features, summed over every pixel):
+    # on several threads each sums its own range of pixels, and the sums are added at the end.
+    monkeypatch.setattr(cpu, "thread_count", lambda: threads)
+    pixels = x_shape[0] * (x_shape[1] - (w_shape[0] - 1 if padding == "VALID" else 0)) * \
+        (x_shape[2] - (w_shape[1] - 1 if padding == "VALID" else 0))
+    assert pixels >= 3 * DEPTH_SPLIT_MIN_BLOCKS * _TILE.kc
+    rng = np.random.default_rng(1)
+    start = rng.normal(size=w_shape)
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder(dtype, x_shape)
+        w = cc.Variable(start.astype(dtype))
+        y = cc.nn.conv2d(x, w, padding=padding)
+        up = cc.placeholder(dtype, y.shape)
+        (dw,) = cc.gradients(cc.reduce_sum(y * up), [w])
+    feeds = {x: rng.normal(size=x_shape).astype(dtype), up: rng.normal(size=tuple(y.shape)).astype(dtype)}
+    with Session(graph) as sess, Session(graph, target="reference") as reference:
+        assert "graphgrad_gemm_window_" in sess.compile(dw, feeds).dump("llvm")
+        got, want = sess.run(dw, feeds), reference.run(dw, feeds)
+    scale = np.abs(want).max()
+    np.testing.assert_allclose(got / scale, want / scale, rtol=0, atol=2e-5 if dtype == "float32" else 1e-13)
