@@ -60,6 +60,28 @@ environments set, so run it with them unset::
 
 PyTorch (``torch``) and JAX (``jax``) are optional: a library that cannot be imported is left out
 of the table, and the script says so.
+
+On a GPU (``--target cuda``) the workers are graphgrad (``Session(target="cuda")``), torch (CUDA)
+and jax (GPU), all on device 0, and the workloads are:
+
+    mlp-b128, mlp-b4096   the MLP step above at batch 128 and 4096 (any mlp-b<N> may be asked for)
+    cnn-b64               the CNN step above (any cnn-b<N>)
+    sgemm-1024, -4096     C = A @ B in float32 (torch: TF32 off; jax: precision HIGHEST), GFLOP/s
+    elementwise-256M      the elementwise chain on 2**28 floats, GB/s = 8 bytes per element / time
+    copy-256M             the device's copy bandwidth on the same bytes (torch: Tensor.copy_, the
+                          driver's device-to-device copy; graphgrad: its own copy kernel)
+
+Every library's batch, parameters and operands live on the device; torch synchronizes after every
+call and jax blocks until its result is ready. graphgrad's runs fetch only an operation (the batch,
+the operands and the results are variables), so nothing is downloaded, and a small fetch ends each
+sample so that every run's kernels are counted to their end. Lines under the table give the goals:
+mlp-b128 at most 0.5x torch eager, mlp-b4096 and sgemm-4096 at most 1.3x torch, elementwise-256M at
+least 80% of the copy bandwidth. Without a GPU ``--target cuda`` stops with the reason;
+``--target cuda-emulated`` runs the same comparison at small sizes with graphgrad's GPU kernels
+(``Session(target="cuda-emulated")``), torch and jax all on the CPU, to test it::
+
+    python examples/benchmarks/run.py --target cuda --json gpu.json
+    python examples/benchmarks/run.py --target cuda-emulated --quick
 """
 from __future__ import annotations
 
@@ -95,10 +117,61 @@ ETHERNET_BYTES_PER_S: float = 25e9 / 8     # 25 Gb/s
 ETHERNET_LATENCY_S: float = 25e-6          # per message of the ring, TCP over a switch (assumed)
 ALIVE_GOAL: float = 1.10                   # *-alive: at most 10% slower than back to back
 TWO_SESSIONS_GOAL: float = 2.0             # two Sessions at once: at most 2x the sequential pair
+GPU_DEVICE_ORDER: str = "PCI_BUS_ID"       # CUDA numbers the GPUs as nvidia-smi does
+
+
+@dataclass(frozen=True)
+class RatioGoal:
+    """A goal of the GPU comparison: graphgrad's time on ``workload`` over ``other``'s time is at most ``limit``."""
+
+    workload: str
+    other: str
+    limit: float
+    why: str
+
+
+GPU_RATIO_GOALS: tuple[RatioGoal, ...] = (
+    RatioGoal("mlp-b128", "torch", 0.5, "a replayed CUDA graph against torch eager's launch per op"),
+    RatioGoal("mlp-b4096", "torch", 1.3, "against cuBLAS in float32"),
+    RatioGoal("sgemm-4096", "torch", 1.3, "against cuBLAS in float32, TF32 off"),
+)
+COPY_FRACTION_GOAL: float = 0.80           # elementwise-256M: at least 80% of the copy bandwidth
+
+
+@dataclass(frozen=True)
+class GoalResult:
+    """One goal as measured: ``value`` against ``limit`` (at most, or at least when ``at_least``);
+    ``value`` is NaN when the library compared with did not run. ``text`` says what was compared."""
+
+    workload: str
+    measure: str
+    value: float
+    limit: float
+    at_least: bool
+    text: str
+
+    @property
+    def checked(self) -> bool:
+        return not math.isnan(self.value)
+
+    @property
+    def met(self) -> bool:
+        return self.value >= self.limit if self.at_least else self.value <= self.limit
+
+    def line(self, target: str) -> str:
+        """The line under the table: the comparison and whether the goal is met."""
+        if not self.checked:
+            return self.text
+        emulated = " [cuda-emulated: CPU figures, not a GPU measurement]" if target == "cuda-emulated" else ""
+        return f"{self.text}: {'met' if self.met else 'NOT met'}{emulated}"
 
 
 class WorkerError(RuntimeError):
     """A worker process crashed or raised something other than a wrong result."""
+
+
+class GpuUnavailable(RuntimeError):
+    """``--target cuda`` on a machine where graphgrad cannot use a GPU."""
 
 
 def ring_allreduce_seconds(nbytes: float, ranks: int, bytes_per_s: float = ETHERNET_BYTES_PER_S,
@@ -116,13 +189,17 @@ class WorkerProcess(bench.ChildProcess):
 
     GOODBYE = json.dumps({"cmd": "quit"})
 
-    def __init__(self, name: str, torch_compile: bool) -> None:
+    def __init__(self, name: str, torch_compile: bool, target: str = "cpu") -> None:
         self.name = name
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
         command = [sys.executable, str(Path(__file__).resolve()), "--worker", name]
         if not torch_compile:
             command.append("--no-torch-compile")
+        if target != "cpu":
+            command += ["--target", target]
+        if target == "cuda":
+            env["CUDA_DEVICE_ORDER"] = GPU_DEVICE_ORDER
         super().__init__(command, env)
 
     def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -160,6 +237,7 @@ class WorkloadRecord:
     description: str
     flops: float = 0.0
     once: bool = False
+    bytes: float = 0.0
     facts: dict[str, Any] = field(default_factory=dict)
     cases: dict[str, CaseRecord] = field(default_factory=dict)
 
@@ -178,14 +256,21 @@ def start_workers(args: argparse.Namespace, workers: dict[str, WorkerProcess]) -
     records: dict[str, WorkloadRecord] = {}
     missing: dict[str, str] = {}
     reports: dict[str, dict[str, Any]] = {}
-    wanted = {name: [w for w in args.workloads if name in bench.PROCESSES[w]] for name in PROCESS_ORDER}
-    print(f"starting the processes of {', '.join(name for name in PROCESS_ORDER if wanted[name])} ...",
-          file=sys.stderr)
-    for name in PROCESS_ORDER:
+    order = bench.GPU_PROCESS_ORDER if args.target in bench.GPU_TARGETS else PROCESS_ORDER
+    wanted = {name: [w for w in args.workloads if name in bench.processes_of(w, args.target)] for name in order}
+    print(f"starting the processes of {', '.join(name for name in order if wanted[name])} ...", file=sys.stderr)
+    imports: dict[str, dict[str, Any]] = {}
+    for name in order:
         if wanted[name]:
-            workers[name] = WorkerProcess(name, args.torch_compile)
+            workers[name] = WorkerProcess(name, args.torch_compile, args.target)
+            if args.target == "cuda" and name == "graphgrad":
+                # Without a GPU graphgrad can use there is nothing to compare: say so before
+                # starting torch and jax.
+                imports[name] = workers[name].receive(SETUP_LIMIT_S)
+                if name in imports[name]["missing"]:
+                    raise GpuUnavailable(imports[name]["missing"][name])
     for name, worker in list(workers.items()):
-        imported = worker.receive(SETUP_LIMIT_S)
+        imported = imports.get(name) or worker.receive(SETUP_LIMIT_S)
         missing.update(imported["missing"])
         if name in imported["missing"]:         # torch or jax could not be imported
             worker.close()
@@ -201,7 +286,7 @@ def start_workers(args: argparse.Namespace, workers: dict[str, WorkerProcess]) -
             del workers[name]
         for workload_name, info in answer["workloads"].items():
             record = records.setdefault(workload_name, WorkloadRecord(
-                workload_name, info["unit"], info["description"], info["flops"], info["once"]))
+                workload_name, info["unit"], info["description"], info["flops"], info["once"], info["bytes"]))
             record.facts.update(info["facts"])
             for library, case in info["cases"].items():
                 record.cases[library] = CaseRecord(library, worker if case["timed"] else None, case["calls"],
@@ -335,6 +420,8 @@ def extra_medians(case: CaseRecord) -> dict[str, float]:
 def display_value(workload: WorkloadRecord, seconds: float) -> float:
     if workload.unit == "GFLOP/s":
         return workload.flops / seconds / 1e9
+    if workload.unit == "GB/s":
+        return workload.bytes / seconds / 1e9
     if workload.unit == "us":
         return seconds * 1e6
     return seconds * 1e3
@@ -345,7 +432,9 @@ def format_number(value: float) -> str:
         return f"{value:.0f}"
     if value >= 10:
         return f"{value:.1f}"
-    return f"{value:.2f}"
+    if value >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3f}"        # a GPU step's milliseconds
 
 
 def render_table(workloads: list[WorkloadRecord]) -> str:
@@ -376,8 +465,10 @@ def render_table(workloads: list[WorkloadRecord]) -> str:
 # ------------------------------------------------------------------------------------------------
 # Lines under the table
 # ------------------------------------------------------------------------------------------------
-def details(workload: WorkloadRecord, by_name: dict[str, WorkloadRecord]) -> list[str]:
+def details(workload: WorkloadRecord, by_name: dict[str, WorkloadRecord], target: str = "cpu") -> list[str]:
     """The comparisons a workload's row alone does not show (also written to the JSON)."""
+    if target in bench.GPU_TARGETS:
+        return gpu_details(workload, by_name, target)
     name = workload.name
     case = workload.cases.get("graphgrad")
     if case is None or not case.samples:
@@ -406,6 +497,54 @@ def details(workload: WorkloadRecord, by_name: dict[str, WorkloadRecord]) -> lis
                 f"{step * 1e3:.0f} ms with the GEMM library cached: the cached library saves "
                 f"{(nothing - step) * 1e3:.0f} ms"]
     return []
+
+
+def gpu_goals(workload: WorkloadRecord, by_name: dict[str, WorkloadRecord], target: str) -> list[GoalResult]:
+    """The goals of the GPU comparison that ``workload`` measures (none when graphgrad did not run;
+    one that is not checked when the library it is compared with did not)."""
+    case = workload.cases.get("graphgrad")
+    if case is None or not case.samples:
+        return []
+    step = median_seconds(case)
+    results = []
+    for goal in GPU_RATIO_GOALS:
+        if goal.workload == workload.name and goal.other not in workload.cases:
+            text = f"{workload.name}: {goal.other} did not run, so the goal (at most {goal.limit:.2f}x) is not checked"
+            results.append(GoalResult(workload.name, f"graphgrad time / {goal.other} time", math.nan, goal.limit,
+                                      False, text))
+        elif goal.workload == workload.name:
+            ratio = step / median_seconds(workload.cases[goal.other])
+            measure = f"graphgrad time / {goal.other} time"
+            text = f"{workload.name}: {measure} = {ratio:.2f} (goal: at most {goal.limit:.2f}, {goal.why})"
+            results.append(GoalResult(workload.name, measure, ratio, goal.limit, False, text))
+    copy = by_name.get("copy-256M")
+    if workload.name == "elementwise-256M" and copy is not None and copy.cases:
+        # The device's copy: the driver's (torch), or graphgrad's own kernel when torch did not run.
+        source = "torch" if "torch" in copy.cases else "graphgrad"
+        which = {"torch": "torch's Tensor.copy_" + (", a device-to-device cudaMemcpyAsync" if target == "cuda" else ""),
+                 "graphgrad": "graphgrad's own copy kernel: torch did not run"}[source]
+        chain_rate = workload.bytes / step / 1e9             # GB/s
+        copy_rate = copy.bytes / median_seconds(copy.cases[source]) / 1e9
+        fraction = chain_rate / copy_rate
+        text = (f"{workload.name}: graphgrad {chain_rate:.1f} GB/s, the device's copy {copy_rate:.1f} GB/s ({which}): "
+                f"{100 * fraction:.0f}% of the copy bandwidth (goal: at least {100 * COPY_FRACTION_GOAL:.0f}%)")
+        results.append(GoalResult(workload.name, f"fraction of the copy bandwidth ({source})", fraction,
+                                  COPY_FRACTION_GOAL, True, text))
+    return results
+
+
+def gpu_details(workload: WorkloadRecord, by_name: dict[str, WorkloadRecord], target: str) -> list[str]:
+    """Under the GPU table: graphgrad's step with its batch fed, and the goals."""
+    lines = []
+    case = workload.cases.get("graphgrad")
+    if case is not None and case.samples and "fed" in extra_medians(case):
+        lines.append(f"{workload.name}: graphgrad with the batch fed (uploaded by every run) "
+                     f"{extra_medians(case)['fed'] * 1e3:.3f} ms per step, with it in variables on the device "
+                     f"{median_seconds(case) * 1e3:.3f} ms (the table)")
+    if workload.name == "elementwise-256M" and "copy-256M" not in by_name:
+        lines.append(f"{workload.name}: copy-256M did not run, so there is no copy bandwidth to compare with "
+                     "(--only elementwise-256M,copy-256M)")
+    return lines + [goal.line(target) for goal in gpu_goals(workload, by_name, target)]
 
 
 def mpi_details(workload: WorkloadRecord, step: float, extras: dict[str, float]) -> list[str]:
@@ -452,12 +591,47 @@ def git_revision() -> str:
     return commit + ("+dirty" if dirty else "")
 
 
-def environment(reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def nvidia_smi_gpus() -> list[str]:
+    """nvidia-smi's description of the GPU the workers use (CUDA device 0: with CUDA_DEVICE_ORDER=
+    PCI_BUS_ID the first of CUDA_VISIBLE_DEVICES, or nvidia-smi's GPU 0), or of every GPU when that
+    one cannot be named."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() or "0"
+    # compute_mode: the three workers need the GPU in the Default mode (not Exclusive_Process).
+    query = ["nvidia-smi", "--query-gpu=index,name,driver_version,memory.total,pci.bus_id,compute_mode",
+             "--format=csv,noheader"]
+    for command in (query + ["-i", visible], query):
+        try:
+            completed = subprocess.run(command, capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError) as error:
+            return [f"nvidia-smi did not run ({type(error).__name__}: {error})"]
+        if completed.returncode == 0 and completed.stdout.strip():
+            return [f"index, name, driver, memory, PCI bus, compute mode: {line.strip()}"
+                    for line in completed.stdout.splitlines()]
+    return [f"nvidia-smi failed: {completed.stderr.strip() or completed.returncode}"]
+
+
+def kernel_driver() -> list[str]:
+    """The NVIDIA kernel module's version line (Linux), which names the driver without nvidia-smi."""
+    try:
+        return [Path("/proc/driver/nvidia/version").read_text().splitlines()[0].strip()]
+    except (OSError, IndexError):
+        return []
+
+
+def gpu_environment(target: str) -> dict[str, Any]:
+    if target == "cuda-emulated":
+        return {"target": target, "gpu": ["none: graphgrad's GPU kernels ran on the CPU (Session(target="
+                                          "'cuda-emulated')), torch and jax on the CPU; no GPU figures"]}
+    return {"target": target, "gpu": nvidia_smi_gpus() + kernel_driver(),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "cuda_device_order": GPU_DEVICE_ORDER}
+
+
+def environment(reports: dict[str, dict[str, Any]], target: str = "cpu") -> dict[str, Any]:
     versions = {"python": platform.python_version()}
     for report in reports.values():
         versions.update(report["versions"])
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {
+    described = {
         "git": git_revision(),
         "pid": os.getpid(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -472,6 +646,11 @@ def environment(reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
                       for name, r in reports.items()},
         "openblas_variables": {name: os.environ[name] for name in OPENBLAS_VARIABLES if name in os.environ},
     }
+    if target in bench.GPU_TARGETS:
+        described.update(gpu_environment(target))
+        for name, report in reports.items():
+            described["processes"][name]["devices"] = report.get("devices", [])
+    return described
 
 
 def print_environment(env: dict[str, Any], missing: dict[str, str]) -> None:
@@ -480,6 +659,16 @@ def print_environment(env: dict[str, Any], missing: dict[str, str]) -> None:
     print(f"machine:  {env['cpu']}, {env['cores']} cores ({env['usable_cores']} usable), {env['platform']}")
     print(f"graphgrad: {ROOT} at {env['git']}")
     print("versions: " + ", ".join(f"{k} {v}" for k, v in env["versions"].items()))
+    if "target" in env:
+        print(f"target:   {env['target']}" + (f" (every library on CUDA device 0, CUDA_DEVICE_ORDER="
+                                                 f"{env['cuda_device_order']}, CUDA_VISIBLE_DEVICES="
+                                                 f"{env['cuda_visible_devices'] or 'unset'})"
+                                                 if env["target"] == "cuda" else ""))
+        for line in env["gpu"]:
+            print(f"gpu:      {line}")
+        for name, process in env["processes"].items():
+            for line in process["devices"]:
+                print(f"device:   {name}: {line}")
     processes = env["processes"]
     print("processes: one per library, " + ", ".join(f"{name} (pid {p['pid']})" for name, p in processes.items())
           + "; one computes at a time, the others wait on a pipe")
@@ -531,12 +720,18 @@ def to_json(workloads: list[WorkloadRecord], env: dict[str, Any], missing: dict[
                       if library != "graphgrad"}
         results[workload.name] = {"unit": workload.unit, "description": workload.description,
                                   "libraries": libraries, "ratios_graphgrad_over_other": ratios}
-        lines = details(workload, by_name)
+        lines = details(workload, by_name, args.target)
         if lines:
             results[workload.name]["details"] = lines
+        goals = gpu_goals(workload, by_name, args.target) if args.target in bench.GPU_TARGETS else []
+        if goals:
+            results[workload.name]["goals"] = [
+                {"measure": goal.measure, "value": goal.value if goal.checked else None,
+                 "goal": "at least" if goal.at_least else "at most", "limit": goal.limit,
+                 "met": goal.met if goal.checked else None} for goal in goals]
     return {"environment": env, "skipped": dict(missing),
-            "settings": {"rounds": args.rounds, "sample_ms": args.sample_ms, "elements": args.elements,
-                         "quick": args.quick,
+            "settings": {"target": args.target, "rounds": args.rounds, "sample_ms": args.sample_ms,
+                         "elements": args.elements, "quick": args.quick,
                          "max_other_load": None if math.isinf(args.max_other_load) else args.max_other_load},
             "results": results}
 
@@ -549,17 +744,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description="Benchmark graphgrad against numpy, PyTorch and JAX (one process per library, "
                     "interleaved rounds, medians).",
         epilog="Run as: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python examples/benchmarks/run.py")
+    parser.add_argument("--target", choices=bench.TARGETS, default="cpu",
+                        help="cpu (default): graphgrad against numpy, torch and jax on the CPU; cuda: "
+                             "graphgrad's Session(target='cuda') against torch (CUDA) and jax (GPU) on one GPU; "
+                             "cuda-emulated: that comparison at small sizes with graphgrad's GPU kernels, torch "
+                             "and jax all on the CPU (a test without a GPU)")
     parser.add_argument("--quick", action="store_true",
                         help="a smoke run: 3 rounds, short samples, 2**22 elements, no sgemm-2048, "
-                             "no torch.compile")
+                             "no torch.compile (GPU targets: 3 rounds, short samples)")
     parser.add_argument("--only", type=str, default=None,
-                        help=f"comma-separated workloads to run (default: all): {','.join(WORKLOADS)}")
+                        help=f"comma-separated workloads to run (default: all): {','.join(WORKLOADS)}; "
+                             f"with --target cuda: {','.join(bench.GPU_WORKLOADS)} (any mlp-b<N>, cnn-b<N>, "
+                             f"sgemm-<N>); cuda-emulated's default: {','.join(bench.EMULATED_WORKLOADS)}")
     parser.add_argument("--json", type=Path, default=None, help="also write the results to this JSON file")
     parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 7; 3 with --quick)")
     parser.add_argument("--sample-ms", type=float, default=None,
                         help="time one sample takes at least, per library and workload (default 40; 4 with --quick)")
     parser.add_argument("--elements", type=int, default=None,
-                        help="size of elementwise-16M (default 2**24; 2**22 with --quick)")
+                        help="size of elementwise-16M (default 2**24; 2**22 with --quick); with a GPU target "
+                             f"of elementwise-256M and copy-256M (default 2**28; cuda-emulated "
+                             f"2**{bench.EMULATED_ELEMENTS.bit_length() - 1})")
     parser.add_argument("--max-other-load", type=float, default=None,
                         help="a round during which other processes kept more cores busy than this is "
                              "run again, at most --rounds times (default 0.15; no re-runs with --quick)")
@@ -576,14 +780,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.sample_ms = 4.0 if args.quick else 40.0
     if args.max_other_load is None:
         args.max_other_load = math.inf if args.quick else 0.15
+    gpu = args.target in bench.GPU_TARGETS
     if args.elements is None:
-        args.elements = 2 ** 22 if args.quick else 2 ** 24
-    args.torch_compile = not (args.no_torch_compile or args.quick)
+        if gpu:
+            args.elements = bench.GPU_ELEMENTS if args.target == "cuda" else bench.EMULATED_ELEMENTS
+        else:
+            args.elements = 2 ** 22 if args.quick else 2 ** 24
+    args.torch_compile = not (args.no_torch_compile or args.quick or gpu)   # not part of the GPU comparison
     if args.only:
         args.workloads = [w.strip() for w in args.only.split(",") if w.strip()]
-        unknown = [w for w in args.workloads if w not in WORKLOADS]
+        if gpu:
+            unknown = [w for w in args.workloads if not bench.GPU_WORKLOAD_PATTERN.fullmatch(w)]
+            known = f"{', '.join(bench.GPU_WORKLOADS)} (any mlp-b<N>, cnn-b<N>, sgemm-<N>) with --target {args.target}"
+        else:
+            unknown = [w for w in args.workloads if w not in WORKLOADS]
+            known = ", ".join(WORKLOADS)
         if unknown:
-            parser.error(f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(WORKLOADS)}")
+            parser.error(f"unknown workload(s) {', '.join(unknown)}; choose from {known}")
+    elif gpu:
+        args.workloads = list(bench.GPU_WORKLOADS if args.target == "cuda" else bench.EMULATED_WORKLOADS)
     else:
         args.workloads = [w for w in WORKLOADS if not (args.quick and w == "sgemm-2048")]
     if args.rounds < 1 or args.elements < 1 or args.sample_ms <= 0:
@@ -591,10 +806,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def print_gpu_legend(workloads: list[WorkloadRecord], args: argparse.Namespace) -> None:
+    """What the GPU table's numbers are, and how each library's calls were timed."""
+    print("Medians over rounds, per call: ms for the training steps (lower is better), GFLOP/s = 2n^3/t for "
+          "sgemm and GB/s = 8 bytes per element / t for elementwise and copy (higher is better).")
+    print("gg/X = graphgrad time / X time for every row: below 1, graphgrad is faster.")
+    print("Every call ends on the device before the next: torch.cuda.synchronize() after each torch call, "
+          "block_until_ready for jax; graphgrad's runs fetch only an operation (batch, parameters, operands "
+          "and results are variables, so nothing is downloaded) and a fetch of a few values a run wrote ends "
+          "each sample.")
+    if args.target == "cuda-emulated":
+        print("--target cuda-emulated: graphgrad's GPU kernels ran on the CPU, and torch and jax on the CPU: "
+              "a test of the comparison, not GPU figures.")
+    if any(w in args.workloads for w in ("elementwise-256M", "copy-256M")) and args.elements != bench.GPU_ELEMENTS:
+        print(f"elementwise-256M and copy-256M ran on {args.elements} elements (--elements), not 2**28.")
+    for workload in workloads:
+        for case in workload.cases.values():
+            if case.note:
+                print(f"{workload.name} {case.library}: {case.note}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.worker is not None:
-        return bench.worker(args.worker, args.torch_compile)
+        return bench.worker(args.worker, args.torch_compile, args.target)
     if args.fresh_step is not None:
         bench.fresh_step(args.fresh_step)
         return 0
@@ -613,7 +848,7 @@ def main(argv: list[str] | None = None) -> int:
         close_workers(workers)
 
     workloads = setup.workloads
-    env = environment(setup.reports)
+    env = environment(setup.reports, args.target)
     env.update(timing)
     env["max_other_load"] = args.max_other_load
     env["setup_other_processes_cores"] = setup_load
@@ -621,20 +856,23 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(render_table(workloads))
     print()
-    print("Medians over rounds, per call: ms (lower is better), GFLOP/s = 2n^3/t for sgemm (higher is "
-          "better), us for run-overhead and infer-8threads.")
-    print("gg/X = graphgrad time / X time for every row (sgemm included): below 1, graphgrad is faster.")
-    print("graphgrad's elementwise and sgemm results go into reused outputs (Session.run out=; numpy's "
-          "sgemm too: matmul out=); run-overhead includes feeding the input and copying the result.")
-    if "elementwise-16M" in args.workloads and args.elements != 2 ** 24:
-        print(f"elementwise-16M ran on {args.elements} elements (--elements), not 2**24.")
-    for workload in workloads:
-        for case in workload.cases.values():
-            if case.note and case.fixed is not None:
-                print(f"{workload.name} {case.library}: {case.note}")
+    if args.target in bench.GPU_TARGETS:
+        print_gpu_legend(workloads, args)
+    else:
+        print("Medians over rounds, per call: ms (lower is better), GFLOP/s = 2n^3/t for sgemm (higher is "
+              "better), us for run-overhead and infer-8threads.")
+        print("gg/X = graphgrad time / X time for every row (sgemm included): below 1, graphgrad is faster.")
+        print("graphgrad's elementwise and sgemm results go into reused outputs (Session.run out=; numpy's "
+              "sgemm too: matmul out=); run-overhead includes feeding the input and copying the result.")
+        if "elementwise-16M" in args.workloads and args.elements != 2 ** 24:
+            print(f"elementwise-16M ran on {args.elements} elements (--elements), not 2**24.")
+        for workload in workloads:
+            for case in workload.cases.values():
+                if case.note and case.fixed is not None:
+                    print(f"{workload.name} {case.library}: {case.note}")
     by_name = {w.name: w for w in workloads}
     for workload in workloads:
-        for line in details(workload, by_name):
+        for line in details(workload, by_name, args.target):
             print(line)
     print(f"total time: {time.perf_counter() - started:.1f} s")
     if args.json is not None:
@@ -651,4 +889,10 @@ if __name__ == "__main__":
         sys.exit(1)
     except WorkerError as error:
         print(f"ERROR: {error}", file=sys.stderr)
+        sys.exit(1)
+    except GpuUnavailable as reason:
+        print(f"ERROR: --target cuda needs a GPU that graphgrad can use, and here it cannot: {reason}\n"
+              "Install the GPU runtime with `pip install -e \".[cuda]\"` on a machine with an NVIDIA GPU and "
+              "driver, or run `python examples/benchmarks/run.py --target cuda-emulated` to test the GPU "
+              "comparison with graphgrad's GPU kernels on the CPU.", file=sys.stderr)
         sys.exit(1)

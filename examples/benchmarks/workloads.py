@@ -12,16 +12,22 @@ call (or ``(seconds, extras)``, where ``extras`` are other per-call figures the 
 the table); ``check()`` compares one call's result with numpy's and raises ``BenchmarkError`` when
 it is wrong. graphgrad is imported on first use (``import_graphgrad``), so the other workers never
 load it.
+
+With ``--target cuda`` (or ``cuda-emulated``) the workers are graphgrad, torch and jax on one GPU
+(see "GPU target" below): the same models, every library's inputs and parameters resident on the
+device, every timed call synchronized.
 """
 from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import itertools
 import json
 import math
 import os
 import platform
+import re
 import select
 import shutil
 import subprocess
@@ -85,6 +91,29 @@ PROCESS_LIBRARIES: dict[str, tuple[str, ...]] = {
     "graphgrad": ("graphgrad", "one-process"), "numpy": ("numpy", "numpy-out"),
     "torch": ("torch", "torch.compile"), "jax": ("jax",)}
 
+# The GPU comparison (run.py --target cuda): graphgrad's Session(target="cuda") against torch (CUDA)
+# and jax (GPU). "cuda-emulated" runs graphgrad's GPU kernels on the CPU, and torch and jax on the CPU.
+GPU_TARGETS: tuple[str, ...] = ("cuda", "cuda-emulated")
+TARGETS: tuple[str, ...] = ("cpu", *GPU_TARGETS)
+GPU_PROCESS_ORDER: tuple[str, ...] = ("graphgrad", "torch", "jax")
+GPU_WORKLOADS: tuple[str, ...] = ("mlp-b128", "mlp-b4096", "cnn-b64", "sgemm-1024", "sgemm-4096",
+                                  "elementwise-256M", "copy-256M")
+# The same workloads at sizes the CPU emulation runs in seconds (the default of --target cuda-emulated).
+EMULATED_WORKLOADS: tuple[str, ...] = ("mlp-b16", "mlp-b128", "cnn-b4", "sgemm-64", "sgemm-128",
+                                       "elementwise-256M", "copy-256M")
+GPU_ELEMENTS: int = 2 ** 28                # elementwise-256M and copy-256M: 1 GiB of float32
+EMULATED_ELEMENTS: int = 2 ** 18
+# Any batch or size: mlp-b<batch>, cnn-b<batch>, sgemm-<n>.
+GPU_WORKLOAD_PATTERN = re.compile(r"(mlp|cnn)-b[1-9][0-9]*|sgemm-[1-9][0-9]*|elementwise-256M|copy-256M")
+ELEMENTWISE_CHUNK: int = 2 ** 22           # elements per piece of the float64 reference check
+
+
+def processes_of(workload: str, target: str) -> tuple[str, ...]:
+    """The worker processes that take part in ``workload`` on ``target``."""
+    if target not in GPU_TARGETS:
+        return PROCESSES[workload]
+    return ("graphgrad", "torch") if workload == "copy-256M" else GPU_PROCESS_ORDER
+
 
 class BenchmarkError(RuntimeError):
     """A library computed a wrong result: the benchmark stops rather than time it."""
@@ -105,7 +134,9 @@ def import_graphgrad() -> None:
 @dataclass
 class Libraries:
     """What this process runs: graphgrad, numpy, or the optional torch / jax modules (None when the
-    process is not theirs or they cannot be imported; ``missing`` says why)."""
+    process is not theirs or they cannot be imported; ``missing`` says why). ``target`` is run.py's
+    ``--target``; ``torch_device`` is torch's device on a GPU target (None: the CPU, as always on
+    ``cpu``)."""
 
     graphgrad: bool = False
     numpy: bool = False
@@ -114,14 +145,20 @@ class Libraries:
     jax: Any = None
     jnp: Any = None
     missing: dict[str, str] = field(default_factory=dict)
+    target: str = "cpu"
+    torch_device: Any = None
 
 
-def open_libraries(process: str, use_torch_compile: bool) -> Libraries:
-    """Import the library of worker ``process``; an optional one that fails is named in ``missing``."""
-    found = Libraries()
+def open_libraries(process: str, use_torch_compile: bool, target: str = "cpu") -> Libraries:
+    """Import the library of worker ``process``; an optional one that fails is named in ``missing``.
+    On ``target="cuda"`` a library that cannot use the GPU is missing too (graphgrad included: the
+    parent then stops with the reason)."""
+    found = Libraries(target=target)
     if process == "graphgrad":
         import_graphgrad()
         found.graphgrad = True
+        if target == "cuda":
+            open_graphgrad_gpu(found)
     elif process == "numpy":
         found.numpy = True
     elif process == "torch":
@@ -137,19 +174,89 @@ def open_libraries(process: str, use_torch_compile: bool) -> Libraries:
         except Exception as error:  # noqa: BLE001 - any import failure just drops the columns
             found.missing["torch"] = f"not importable ({type(error).__name__}: {error})"
             found.missing["torch.compile"] = "torch is not importable"
-        if found.torch is not None and not use_torch_compile:
+        if found.torch is not None and target in GPU_TARGETS:
+            open_torch_gpu(found)
+        elif found.torch is not None and not use_torch_compile:
             found.missing["torch.compile"] = "disabled (--no-torch-compile or --quick)"
     elif process == "jax":
         try:
-            os.environ.setdefault("JAX_PLATFORMS", "cpu")
+            if target == "cuda":
+                os.environ["JAX_PLATFORMS"] = "cuda"
+                # jax takes 75% of the GPU's memory when it starts unless told not to; graphgrad's
+                # and torch's processes share the GPU with it.
+                os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+            elif target == "cuda-emulated":
+                os.environ["JAX_PLATFORMS"] = "cpu"
+            else:
+                os.environ.setdefault("JAX_PLATFORMS", "cpu")
             import jax
             import jax.numpy as jnp
             found.jax, found.jnp = jax, jnp
         except Exception as error:  # noqa: BLE001
             found.missing["jax"] = f"not importable ({type(error).__name__}: {error})"
+        if found.jax is not None and target in GPU_TARGETS:
+            open_jax_gpu(found)
     else:
         raise ValueError(f"unknown worker process {process!r}")
     return found
+
+
+def open_graphgrad_gpu(found: Libraries) -> None:
+    """Check that graphgrad can open the GPU (``Session(target="cuda")``); if not, graphgrad is missing."""
+    try:
+        Session(cc.Graph(), target="cuda").close()
+    except Exception as error:  # noqa: BLE001 - no driver, no device, no cuda-bindings: all stop the run
+        found.missing["graphgrad"] = f"Session(target='cuda') failed: {type(error).__name__}: {error}"
+        found.graphgrad = False
+
+
+def open_torch_gpu(found: Libraries) -> None:
+    """torch for the GPU comparison: float32 products and convolutions computed in float32 (TF32
+    off), on the GPU for ``cuda``; on the CPU for ``cuda-emulated``."""
+    torch = found.torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    if found.target != "cuda":
+        return
+    if not torch.cuda.is_available():
+        build = (f"built for CUDA {torch.version.cuda}" if torch.version.cuda
+                 else "a CPU-only build: install a CUDA build")
+        found.missing["torch"] = f"torch {torch.__version__} sees no GPU (torch.cuda.is_available() is False; {build})"
+        found.torch = found.functional = None
+        return
+    torch.backends.cudnn.benchmark = True       # fixed shapes: cuDNN picks its fastest convolutions once
+    found.torch_device = torch.device("cuda")
+
+
+def open_jax_gpu(found: Libraries) -> None:
+    """jax for the GPU comparison: products and convolutions in float32 (not TF32, jax's default on
+    GPUs); on ``cuda`` its device must be a GPU."""
+    jax = found.jax
+    jax.config.update("jax_default_matmul_precision", "float32")
+    if found.target != "cuda":
+        return
+    try:
+        platform_name = jax.devices()[0].platform
+    except Exception as error:  # noqa: BLE001 - jax raises RuntimeError when the cuda plugin is missing
+        platform_name = f"none ({type(error).__name__}: {error})"
+    if platform_name != "gpu":
+        found.missing["jax"] = (f"jax {jax.__version__} has no GPU device (platform {platform_name}); install "
+                                "a CUDA build: pip install -U 'jax[cuda12]'")
+        found.jax = found.jnp = None
+
+
+def torch_synchronized(libs: Libraries, call: Callable[[], Any]) -> Callable[[], Any]:
+    """``call`` followed by ``torch.cuda.synchronize()`` when torch runs on the GPU (its kernels are
+    launched asynchronously, so a call returns before they end); ``call`` itself on the CPU."""
+    if libs.torch_device is None:
+        return call
+    synchronize = libs.torch.cuda.synchronize
+
+    def synchronized() -> Any:
+        result = call()
+        synchronize()
+        return result
+    return synchronized
 
 
 # ------------------------------------------------------------------------------------------------
@@ -180,10 +287,11 @@ class Case:
 @dataclass
 class Workload:
     name: str
-    unit: str                      # "ms", "us" or "GFLOP/s"
+    unit: str                      # "ms", "us", "GFLOP/s" or "GB/s"
     description: str
     cases: dict[str, Case]
     flops: float = 0.0             # per call, for GFLOP/s
+    bytes: float = 0.0             # read and written per call, for GB/s
     once: bool = False             # one call per sample (first calls: compiles, new processes)
     facts: dict[str, Any] = field(default_factory=dict)   # sizes the parent's lines under the table use
 
@@ -317,14 +425,22 @@ def expected_after_one_step(batch: int) -> list[np.ndarray]:
 
 
 def build_graphgrad_mlp(batch: int, check_numerics: bool = False, sizes: tuple[int, ...] = MLP_SIZES,
-                        make_optimizer: Callable[[], Any] | None = None) -> tuple[Any, Any, dict, list[Any]]:
-    """A fresh graph and Session with the MLP's training step (plain SGD unless ``make_optimizer``
-    says); returns (sess, train_op, feed, variables)."""
+                        make_optimizer: Callable[[], Any] | None = None, target: str = "cpu",
+                        batch_in_variables: bool = False) -> tuple[Any, Any, dict, list[Any]]:
+    """A fresh graph and Session (on ``target``) with the MLP's training step (plain SGD unless
+    ``make_optimizer`` says); returns (sess, train_op, feed, variables). ``batch_in_variables``:
+    the batch is held in two untrained variables instead of fed (the feed is empty), so on a GPU
+    it stays on the device."""
     import_graphgrad()
+    xb, yb = mlp_batch(batch, sizes=sizes)
     graph = cc.Graph()
     with graph.as_default():
-        x = cc.placeholder("float32", shape=(None, sizes[0]), name="x")
-        y = cc.placeholder("int32", shape=(None,), name="y")
+        if batch_in_variables:
+            x = cc.Variable(xb, name="x", trainable=False)
+            y = cc.Variable(yb, name="y", trainable=False)
+        else:
+            x = cc.placeholder("float32", shape=(None, sizes[0]), name="x")
+            y = cc.placeholder("int32", shape=(None,), name="y")
         hidden = x
         variables = []
         layers = initial_mlp_parameters(sizes=sizes)
@@ -338,8 +454,8 @@ def build_graphgrad_mlp(batch: int, check_numerics: bool = False, sizes: tuple[i
         loss = cc.reduce_mean(cc.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=hidden))
         optimizer = make_optimizer() if make_optimizer else optim.GradientDescentOptimizer(LEARNING_RATE)
         train_op = optimizer.minimize(loss)
-    xb, yb = mlp_batch(batch, sizes=sizes)
-    return Session(graph, check_numerics=check_numerics), train_op, {x: xb, y: yb}, variables
+    feed = {} if batch_in_variables else {x: xb, y: yb}
+    return Session(graph, target=target, check_numerics=check_numerics), train_op, feed, variables
 
 
 def graphgrad_step_case(name: str, batch: int, check_numerics: bool = False) -> Case:
@@ -377,11 +493,12 @@ def mlp_workload(batch: int, libs: Libraries) -> Workload:
 
 
 def torch_mlp_step(libs: Libraries, batch: int, compiled: bool) -> tuple[Callable[[], Any], list[Any]]:
-    """A torch SGD step on fresh parameters: returns (step, parameters)."""
-    torch, functional = libs.torch, libs.functional
-    params = [torch.tensor(array, requires_grad=True) for layer in initial_mlp_parameters() for array in layer]
+    """A torch SGD step on fresh parameters (on ``libs.torch_device``): returns (step, parameters)."""
+    torch, functional, device = libs.torch, libs.functional, libs.torch_device
+    params = [torch.tensor(array, requires_grad=True, device=device)
+              for layer in initial_mlp_parameters() for array in layer]
     xb, yb = mlp_batch(batch)
-    x, y = torch.from_numpy(xb), torch.from_numpy(yb.astype(np.int64))
+    x, y = torch.from_numpy(xb).to(device), torch.from_numpy(yb.astype(np.int64)).to(device)
 
     def loss_fn(inputs: Any, labels: Any) -> Any:
         hidden = inputs
@@ -437,8 +554,8 @@ def torch_sgd_update(torch: Any, params: list[Any]) -> None:
             param.grad = None
 
 
-def jax_mlp_step_function(jax: Any, jnp: Any) -> Callable[[Any, Any, Any], Any]:
-    """The pure (params, x, y) -> new params function (not yet jitted)."""
+def jax_mlp_loss(jax: Any, jnp: Any) -> Callable[[Any, Any, Any], Any]:
+    """The MLP's loss as a function of ([(W, b) per layer], x, y)."""
     def loss_fn(params: Any, x: Any, y: Any) -> Any:
         hidden = x
         for index, (weights, bias) in enumerate(params):
@@ -446,6 +563,12 @@ def jax_mlp_step_function(jax: Any, jnp: Any) -> Callable[[Any, Any, Any], Any]:
             if index < len(params) - 1:
                 hidden = jax.nn.relu(hidden)
         return jax_cross_entropy(jax, jnp, hidden, y)
+    return loss_fn
+
+
+def jax_mlp_step_function(jax: Any, jnp: Any) -> Callable[[Any, Any, Any], Any]:
+    """The pure (params, x, y) -> new params function (not yet jitted)."""
+    loss_fn = jax_mlp_loss(jax, jnp)
 
     def step(params: Any, x: Any, y: Any) -> Any:
         _, grads = jax.value_and_grad(loss_fn)(params, x, y)
@@ -479,7 +602,7 @@ CNN_NAMES: tuple[str, ...] = ("conv1/filters", "conv1/b", "conv2/filters", "conv
                               "logits/W", "logits/b")
 
 
-def cnn_data(seed: int = 5) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+def cnn_data(seed: int = 5, batch: int = CNN_BATCH) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
     """The CNN's parameters (filters HWIO, He-initialised; small random biases), an NHWC batch of
     28x28x1 images in [0, 1) and its labels, float32."""
     rng = np.random.default_rng(seed)
@@ -493,8 +616,8 @@ def cnn_data(seed: int = 5) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
     params = [he((3, 3, one, two), 9 * one), bias(two), he((3, 3, two, three), 9 * two), bias(three),
               he((CNN_FLAT, CNN_HIDDEN), CNN_FLAT), bias(CNN_HIDDEN), he((CNN_HIDDEN, CNN_CLASSES), CNN_HIDDEN),
               bias(CNN_CLASSES)]
-    x = rng.random((CNN_BATCH, CNN_SIZE, CNN_SIZE, one), dtype=np.float32)
-    y = rng.integers(0, CNN_CLASSES, CNN_BATCH).astype(np.int32)
+    x = rng.random((batch, CNN_SIZE, CNN_SIZE, one), dtype=np.float32)
+    y = rng.integers(0, CNN_CLASSES, batch).astype(np.int32)
     return params, x, y
 
 
@@ -573,14 +696,20 @@ def numpy_cnn_step(params: list[np.ndarray], x: np.ndarray, y: np.ndarray) -> No
         param -= np.asarray(LEARNING_RATE, param.dtype) * grad
 
 
-def build_graphgrad_cnn() -> tuple[Any, Any, dict, list[Any]]:
-    """The CNN step in graphgrad (NHWC, HWIO filters): (sess, train_op, feed, variables)."""
+def build_graphgrad_cnn(target: str = "cpu", batch: int = CNN_BATCH,
+                        batch_in_variables: bool = False) -> tuple[Any, Any, dict, list[Any]]:
+    """The CNN step in graphgrad (NHWC, HWIO filters) on ``target``: (sess, train_op, feed,
+    variables). ``batch_in_variables``: the batch is held in untrained variables, not fed."""
     import_graphgrad()
-    params, xb, yb = cnn_data()
+    params, xb, yb = cnn_data(batch=batch)
     graph = cc.Graph()
     with graph.as_default():
-        x = cc.placeholder("float32", shape=(None, CNN_SIZE, CNN_SIZE, CNN_CHANNELS[0]), name="x")
-        y = cc.placeholder("int32", shape=(None,), name="y")
+        if batch_in_variables:
+            x = cc.Variable(xb, name="x", trainable=False)
+            y = cc.Variable(yb, name="y", trainable=False)
+        else:
+            x = cc.placeholder("float32", shape=(None, CNN_SIZE, CNN_SIZE, CNN_CHANNELS[0]), name="x")
+            y = cc.placeholder("int32", shape=(None,), name="y")
         variables = [cc.Variable(p, name=name) for p, name in zip(params, CNN_NAMES)]
         filters1, bias1, filters2, bias2, dense_w, dense_b, logits_w, logits_b = variables
         hidden = cc.nn.relu(cc.nn.conv2d(x, filters1, strides=1, padding="SAME") + bias1)
@@ -591,14 +720,17 @@ def build_graphgrad_cnn() -> tuple[Any, Any, dict, list[Any]]:
         logits = hidden @ logits_w + logits_b
         loss = cc.reduce_mean(cc.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
         train_op = optim.GradientDescentOptimizer(LEARNING_RATE).minimize(loss)
-    return Session(graph), train_op, {x: xb, y: yb}, variables
+    feed = {} if batch_in_variables else {x: xb, y: yb}
+    return Session(graph, target=target), train_op, feed, variables
 
 
-def torch_cnn_case(libs: Libraries, name: str, check: Callable[[str, list[np.ndarray]], None]) -> Case:
-    """The CNN step in torch eager: NCHW images and OIHW filters (the same values, transposed), the
-    dense layer's rows reordered from NHWC's flattening (h, w, c) to NCHW's (c, h, w)."""
-    torch, functional = libs.torch, libs.functional
-    params, xb, yb = cnn_data()
+def torch_cnn_case(libs: Libraries, name: str, check: Callable[[str, list[np.ndarray]], None],
+                   batch: int = CNN_BATCH) -> Case:
+    """The CNN step in torch eager (on ``libs.torch_device``): NCHW images and OIHW filters (the
+    same values, transposed), the dense layer's rows reordered from NHWC's flattening (h, w, c) to
+    NCHW's (c, h, w)."""
+    torch, functional, device = libs.torch, libs.functional, libs.torch_device
+    params, xb, yb = cnn_data(batch=batch)
     side, channels = CNN_SIZE // 4, CNN_CHANNELS[2]
 
     def convert(index: int, value: np.ndarray, to_torch: bool) -> np.ndarray:
@@ -610,29 +742,31 @@ def torch_cnn_case(libs: Libraries, name: str, check: Callable[[str, list[np.nda
             return value.reshape(*rows, -1).transpose(order).reshape(CNN_FLAT, -1)
         return value
 
-    tensors = [torch.tensor(np.ascontiguousarray(convert(i, p, True)), requires_grad=True)
+    tensors = [torch.tensor(np.ascontiguousarray(convert(i, p, True)), requires_grad=True, device=device)
                for i, p in enumerate(params)]
-    x = torch.from_numpy(np.ascontiguousarray(xb.transpose(0, 3, 1, 2)))
-    y = torch.from_numpy(yb.astype(np.int64))
+    x = torch.from_numpy(np.ascontiguousarray(xb.transpose(0, 3, 1, 2))).to(device)
+    y = torch.from_numpy(yb.astype(np.int64)).to(device)
 
-    def step() -> None:
+    def forward_backward_update() -> None:
         filters1, bias1, filters2, bias2, dense_w, dense_b, logits_w, logits_b = tensors
         hidden = functional.max_pool2d(functional.relu(functional.conv2d(x, filters1, bias1, padding=1)), 2, 2)
         hidden = functional.max_pool2d(functional.relu(functional.conv2d(hidden, filters2, bias2, padding=1)), 2, 2)
         hidden = functional.relu(hidden.reshape(hidden.shape[0], -1) @ dense_w + dense_b)
         functional.cross_entropy(hidden @ logits_w + logits_b, y).backward()
         torch_sgd_update(torch, tensors)
+    step = torch_synchronized(libs, forward_backward_update)
 
     def check_step() -> None:
         step()
-        check("torch", [convert(i, t.detach().numpy(), False) for i, t in enumerate(tensors)])
+        check("torch", [convert(i, t.detach().cpu().numpy(), False) for i, t in enumerate(tensors)])
     return Case("torch", timed_calls(step), check_step, note="eager, NCHW (the same parameters, transposed)")
 
 
-def jax_cnn_case(libs: Libraries, name: str, check: Callable[[str, list[np.ndarray]], None]) -> Case:
+def jax_cnn_case(libs: Libraries, name: str, check: Callable[[str, list[np.ndarray]], None],
+                 batch: int = CNN_BATCH) -> Case:
     """The CNN step under jax.jit: lax.conv_general_dilated (NHWC, HWIO) and lax.reduce_window."""
     jax, jnp = libs.jax, libs.jnp
-    params, xb, yb = cnn_data()
+    params, xb, yb = cnn_data(batch=batch)
     layout = ("NHWC", "HWIO", "NHWC")
 
     def pool(h: Any) -> Any:
@@ -655,14 +789,27 @@ def jax_cnn_case(libs: Libraries, name: str, check: Callable[[str, list[np.ndarr
     return Case("jax", timed_calls(step), check_step, note="jax.jit; lax.conv_general_dilated, reduce_window")
 
 
-def cnn_workload(libs: Libraries) -> Workload:
-    name = "cnn-b64"
-    params, xb, yb = cnn_data()
+def cnn_check(name: str, batch: int = CNN_BATCH) -> Callable[[str, list[np.ndarray]], None]:
+    """``check(library, parameters after one step)``: each parameter's update against a float64 numpy step."""
+    params, xb, yb = cnn_data(batch=batch)
     expected = [p.astype(np.float64) for p in params]
     numpy_cnn_step(expected, xb.astype(np.float64), yb)
 
     def check(library: str, actual: list[np.ndarray]) -> None:
         check_updates(library, name, params, actual, expected, CNN_NAMES)
+    return check
+
+
+def cnn_description(batch: int) -> str:
+    one, two, three = CNN_CHANNELS
+    return (f"SGD step, CNN {CNN_SIZE}x{CNN_SIZE}x{one} -> conv 3x3x{two} -> pool -> conv 3x3x{three} -> pool "
+            f"-> dense {CNN_HIDDEN} -> {CNN_CLASSES}, batch {batch}")
+
+
+def cnn_workload(libs: Libraries) -> Workload:
+    name = "cnn-b64"
+    params, xb, yb = cnn_data()
+    check = cnn_check(name)
     cases: dict[str, Case] = {}
     if libs.graphgrad:
         sess, train_op, feed, variables = build_graphgrad_cnn()
@@ -685,9 +832,7 @@ def cnn_workload(libs: Libraries) -> Workload:
         cases["torch"] = torch_cnn_case(libs, name, check)
     if libs.jax is not None:
         cases["jax"] = jax_cnn_case(libs, name, check)
-    one, two, three = CNN_CHANNELS
-    return Workload(name, "ms", f"SGD step, CNN {CNN_SIZE}x{CNN_SIZE}x{one} -> conv 3x3x{two} -> pool -> conv "
-                    f"3x3x{three} -> pool -> dense {CNN_HIDDEN} -> {CNN_CLASSES}, batch {CNN_BATCH}", cases)
+    return Workload(name, "ms", cnn_description(CNN_BATCH), cases)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1145,10 +1290,16 @@ def elementwise_numpy(x: np.ndarray) -> np.ndarray:
     return np.tanh(1.5 * x + 0.3) * (1.0 / (1.0 + np.exp(-x))) - np.exp(-x * x)
 
 
+@functools.lru_cache(maxsize=1)
+def elementwise_input(elements: int) -> np.ndarray:
+    """The elementwise workloads' input, float32 (made once per process: the copy workload reads it too)."""
+    rng = np.random.default_rng(2)
+    return (rng.standard_normal(elements) * 2.0).astype(np.float32)
+
+
 def elementwise_workload(elements: int, libs: Libraries) -> Workload:
     name = "elementwise-16M"
-    rng = np.random.default_rng(2)
-    xv = (rng.standard_normal(elements) * 2.0).astype(np.float32)
+    xv = elementwise_input(elements)
     expected = elementwise_numpy(xv.astype(np.float64))
     cases: dict[str, Case] = {}
 
@@ -1203,17 +1354,23 @@ def elementwise_workload(elements: int, libs: Libraries) -> Workload:
 # ------------------------------------------------------------------------------------------------
 # sgemm
 # ------------------------------------------------------------------------------------------------
-def sgemm_workload(n: int, libs: Libraries) -> Workload:
-    name = f"sgemm-{n}"
+def sgemm_operands(n: int) -> tuple[np.ndarray, np.ndarray, Callable[[str, Callable[[], Any]], Callable[[], None]]]:
+    """A and B (uniform in [-1, 1), float32) and ``check_of(library, compute)``: a check that
+    compares ``compute()`` with the float64 product."""
     rng = np.random.default_rng(3)
     a = rng.uniform(-1.0, 1.0, (n, n)).astype(np.float32)
     b = rng.uniform(-1.0, 1.0, (n, n)).astype(np.float32)
     expected = a.astype(np.float64) @ b.astype(np.float64)
-    atol = 1e-5 * n
-    cases: dict[str, Case] = {}
 
     def check_of(library: str, compute: Callable[[], Any]) -> Callable[[], None]:
-        return lambda: assert_close(library, name, np.asarray(compute()), expected, rtol=1e-4, atol=atol)
+        return lambda: assert_close(library, f"sgemm-{n}", np.asarray(compute()), expected, rtol=1e-4, atol=1e-5 * n)
+    return a, b, check_of
+
+
+def sgemm_workload(n: int, libs: Libraries) -> Workload:
+    name = f"sgemm-{n}"
+    a, b, check_of = sgemm_operands(n)
+    cases: dict[str, Case] = {}
 
     if libs.graphgrad:
         graph = cc.Graph()
@@ -1525,10 +1682,257 @@ def mpi_workload(libs: Libraries) -> Workload | None:
 
 
 # ------------------------------------------------------------------------------------------------
+# GPU target (run.py --target cuda): graphgrad's Session(target="cuda") against torch and jax
+# ------------------------------------------------------------------------------------------------
+# Every library keeps its inputs and parameters on the device, and every timed call has ended on
+# the device when it is counted: torch synchronizes after each call, jax blocks until its result is
+# ready, and graphgrad's runs fetch only an operation (its inputs and results are variables, so a
+# run downloads nothing) with a small fetch closing each sample. "cuda-emulated" runs the same
+# cases with graphgrad's GPU kernels, torch and jax all on the CPU.
+MLP_NAMES: tuple[str, ...] = tuple(f"layer{index}/{part}" for index in range(len(MLP_SIZES) - 1) for part in "Wb")
+
+
+def graphgrad_device_sample(sess: Any, step: Any, fence: Any, feed: dict | None = None) -> Callable[[int], float]:
+    """``sample(n)`` of graphgrad on a GPU target: the seconds per ``sess.run(step, feed)`` over
+    ``n`` runs after an untimed one. ``step`` is an operation, so a run downloads nothing. ``fence``
+    is a few values the steps write, fetched after the untimed run and after the timed ones: a
+    fetch returns the value left by every earlier run, so each run's kernels are counted to their
+    end even if ``run`` returned before they finished."""
+    def sample(count: int) -> float:
+        sess.run(step, feed)
+        sess.run(fence)
+        start = time.perf_counter()
+        for _ in range(count):
+            sess.run(step, feed)
+        sess.run(fence)
+        return (time.perf_counter() - start) / count
+    return sample
+
+
+def graphgrad_gpu_step_case(build: Callable[..., tuple[Any, Any, dict, list[Any]]],
+                            check: Callable[[str, list[np.ndarray]], None]) -> Case:
+    """graphgrad's training step on a GPU target, built by ``build(batch_in_variables=...)``.
+    Timed: the batch in variables (on the device, as torch's and jax's batches are), each run
+    fetching only the train op. Extra ``fed``: the same step with the batch fed, so uploaded by
+    every run. Both are checked after one step."""
+    sessions = [build(batch_in_variables=True), build(batch_in_variables=False)]
+    (resident_sess, resident_op, _, resident_variables), (fed_sess, fed_op, feed, fed_variables) = sessions
+    resident = graphgrad_device_sample(resident_sess, resident_op, resident_variables[-1])
+    fed = graphgrad_device_sample(fed_sess, fed_op, fed_variables[-1], feed)
+
+    def sample(count: int) -> tuple[float, dict[str, float]]:
+        return resident(count), {"fed": fed(count)}
+
+    def check_both() -> None:
+        for sess, train_op, run_feed, variables in sessions:
+            sess.run(train_op, run_feed or None)
+            check("graphgrad", sess.run(variables))
+    return Case("graphgrad", sample, check_both,
+                note="the batch in variables; each run fetches only the train op (nothing downloaded)")
+
+
+def step_case(library: str, step: Callable[[], Any], current: Callable[[], list[Any]],
+              check: Callable[[str, list[np.ndarray]], None], note: str) -> Case:
+    """A training step timed call by call, checked by one step and the parameters it leaves (``current()``)."""
+    def check_step() -> None:
+        step()
+        check(library, [np.asarray(p) for p in current()])
+    return Case(library, timed_calls(step), check_step, note=note)
+
+
+def torch_gpu_note(libs: Libraries, what: str) -> str:
+    if libs.torch_device is None:
+        return f"{what}, on the CPU"
+    return f"{what}, torch.cuda.synchronize() after each call"
+
+
+def gpu_mlp_workload(batch: int, libs: Libraries) -> Workload:
+    """mlp-b<batch> on a GPU target; each library's update of every parameter after one step is
+    checked against a float64 numpy step."""
+    name = f"mlp-b{batch}"
+    xb, yb = mlp_batch(batch)
+    initial = [array for layer in initial_mlp_parameters() for array in layer]
+    reference = [(w.astype(np.float64), b.astype(np.float64)) for w, b in initial_mlp_parameters()]
+    numpy_sgd_step(reference, xb.astype(np.float64), yb)
+    expected = [array for layer in reference for array in layer]
+
+    def check(library: str, actual: list[np.ndarray]) -> None:
+        check_updates(library, name, initial, actual, expected, MLP_NAMES)
+    cases: dict[str, Case] = {}
+    if libs.graphgrad:
+        cases["graphgrad"] = graphgrad_gpu_step_case(
+            lambda **options: build_graphgrad_mlp(batch, target=libs.target, **options), check)
+    if libs.torch is not None:
+        step, params = torch_mlp_step(libs, batch, compiled=False)
+        cases["torch"] = step_case("torch", torch_synchronized(libs, step),
+                                   lambda: [p.detach().cpu().numpy() for p in params], check,
+                                   torch_gpu_note(libs, "eager"))
+    if libs.jax is not None:
+        jax, jnp = libs.jax, libs.jnp
+        layer_loss = jax_mlp_loss(jax, jnp)
+        loss = lambda p, x, y: layer_loss(list(zip(p[0::2], p[1::2])), x, y)  # noqa: E731
+        step, current = jax_sgd_step(jax, jnp, loss, initial, xb, yb)
+        cases["jax"] = step_case("jax", step, current, check, "jax.jit, block_until_ready")
+    return Workload(name, "ms", f"SGD step, MLP {'-'.join(map(str, MLP_SIZES))}, batch {batch}", cases,
+                    facts={"batch": batch})
+
+
+def gpu_cnn_workload(batch: int, libs: Libraries) -> Workload:
+    """cnn-b<batch> on a GPU target: the cnn-b64 workload's model and check, at any batch."""
+    name = f"cnn-b{batch}"
+    check = cnn_check(name, batch)
+    cases: dict[str, Case] = {}
+    if libs.graphgrad:
+        cases["graphgrad"] = graphgrad_gpu_step_case(
+            lambda **options: build_graphgrad_cnn(libs.target, batch, **options), check)
+    if libs.torch is not None:
+        cases["torch"] = torch_cnn_case(libs, name, check, batch)
+        cases["torch"].note = torch_gpu_note(libs, "eager, NCHW (the same parameters, transposed)")
+    if libs.jax is not None:
+        cases["jax"] = jax_cnn_case(libs, name, check, batch)
+    return Workload(name, "ms", cnn_description(batch), cases, facts={"batch": batch})
+
+
+def graphgrad_resident_case(target: str, inputs: list[np.ndarray], compute: Callable[..., Any],
+                            check: Callable[[np.ndarray], None], note: str) -> Case:
+    """graphgrad on a GPU target computing ``compute(*inputs)`` from variables into a variable of
+    the first input's shape (all on the device): each run is the op ``result.assign(...)``, which
+    fetches nothing; ``check`` gets the result variable after one run."""
+    import_graphgrad()
+    graph = cc.Graph()
+    with graph.as_default():
+        sources = [cc.Variable(value, name=f"input{index}", trainable=False) for index, value in enumerate(inputs)]
+        result = cc.Variable(np.zeros(inputs[0].shape, np.float32), name="result", trainable=False)
+        step = cc.group(result.assign(compute(*sources)))
+        fence = cc.reshape(result, (-1,))[:1]
+    sess = Session(graph, target=target)
+
+    def check_run() -> None:
+        sess.run(step)
+        check(np.asarray(sess.run(result)))
+    return Case("graphgrad", graphgrad_device_sample(sess, step, fence), check_run, note=note)
+
+
+def gpu_sgemm_workload(n: int, libs: Libraries) -> Workload:
+    """sgemm-<n> on a GPU target: float32 products computed in float32 (TF32 off in torch, precision
+    HIGHEST in jax; graphgrad's GEMM has no TF32 unless asked)."""
+    name = f"sgemm-{n}"
+    a, b, check_of = sgemm_operands(n)
+    cases: dict[str, Case] = {}
+    if libs.graphgrad:
+        cases["graphgrad"] = graphgrad_resident_case(
+            libs.target, [a, b], lambda x, y: cc.matmul(x, y),
+            lambda value: check_of("graphgrad", lambda: value)(),
+            note="A, B and C in variables; runs C.assign(A @ B), fetching nothing")
+    if libs.torch is not None:
+        torch, device = libs.torch, libs.torch_device
+        at, bt = torch.from_numpy(a).to(device), torch.from_numpy(b).to(device)
+        ct = torch.empty((n, n), dtype=torch.float32, device=device)
+        call = torch_synchronized(libs, lambda: torch.mm(at, bt, out=ct))
+        cases["torch"] = Case("torch", timed_calls(call), check_of("torch", lambda: call().cpu().numpy()),
+                              note=torch_gpu_note(libs, "torch.mm(out=), TF32 off"))
+    if libs.jax is not None:
+        jax, jnp = libs.jax, libs.jnp
+        aj, bj = jnp.asarray(a), jnp.asarray(b)
+        function = jax.jit(lambda x, y: jnp.matmul(x, y, precision=jax.lax.Precision.HIGHEST))
+        jax_call = lambda: jax.block_until_ready(function(aj, bj))  # noqa: E731
+        cases["jax"] = Case("jax", timed_calls(jax_call), check_of("jax", jax_call),
+                            note="jax.jit, precision=HIGHEST, block_until_ready")
+    return Workload(name, "GFLOP/s", f"C = A @ B, {n}x{n}, float32 (no TF32)", cases, flops=2.0 * n ** 3,
+                    facts={"n": n})
+
+
+def check_elementwise(library: str, name: str, actual: Any, x: np.ndarray) -> None:
+    """Compare the chain's result with float64 numpy piece by piece (on 2**28 elements a float64
+    copy and its temporaries would take about 10 GiB)."""
+    actual = np.asarray(actual)
+    if actual.shape != x.shape:
+        raise BenchmarkError(f"{library} computed a wrong result on {name}: shape {actual.shape} vs {x.shape}")
+    for start in range(0, x.size, ELEMENTWISE_CHUNK):
+        piece = slice(start, start + ELEMENTWISE_CHUNK)
+        try:
+            assert_close(library, name, actual[piece], elementwise_numpy(x[piece].astype(np.float64)),
+                         rtol=1e-4, atol=1e-5)
+        except BenchmarkError as error:
+            last = min(start + ELEMENTWISE_CHUNK, x.size) - 1
+            raise BenchmarkError(f"{error} (in elements {start} to {last})") from None
+
+
+def gpu_elementwise_workload(elements: int, libs: Libraries) -> Workload:
+    """elementwise-256M on a GPU target, in GB/s: 8 bytes per element (read x, write the result),
+    the least any library must move; copy-256M moves the same bytes."""
+    name = "elementwise-256M"
+    xv = elementwise_input(elements)
+    cases: dict[str, Case] = {}
+    if libs.graphgrad:
+        cases["graphgrad"] = graphgrad_resident_case(
+            libs.target, [xv], lambda x: cc.tanh(1.5 * x + 0.3) * cc.sigmoid(x) - cc.exp(-x * x),
+            lambda value: check_elementwise("graphgrad", name, value, xv),
+            note="x and the result in variables; runs result.assign(chain), fetching nothing")
+    if libs.torch is not None:
+        torch = libs.torch
+        xt = torch.from_numpy(xv).to(libs.torch_device)
+        call = torch_synchronized(libs, lambda: torch.tanh(1.5 * xt + 0.3) * torch.sigmoid(xt) - torch.exp(-xt * xt))
+        cases["torch"] = Case("torch", timed_calls(call),
+                              lambda: check_elementwise("torch", name, call().cpu().numpy(), xv),
+                              note=torch_gpu_note(libs, "eager (a kernel per op)"))
+    if libs.jax is not None:
+        jax, jnp = libs.jax, libs.jnp
+        xj = jnp.asarray(xv)
+        function = jax.jit(lambda v: jnp.tanh(1.5 * v + 0.3) * jax.nn.sigmoid(v) - jnp.exp(-v * v))
+        jax_call = lambda: jax.block_until_ready(function(xj))  # noqa: E731
+        cases["jax"] = Case("jax", timed_calls(jax_call), lambda: check_elementwise("jax", name, jax_call(), xv),
+                            note="jax.jit, block_until_ready")
+    return Workload(name, "GB/s", f"tanh(1.5x+0.3)*sigmoid(x)-exp(-x*x) on {elements} float32; GB/s counts "
+                    "8 bytes per element (read x, write the result)", cases, bytes=8.0 * elements,
+                    facts={"elements": elements})
+
+
+def gpu_copy_workload(elements: int, libs: Libraries) -> Workload:
+    """copy-256M: the device's copy bandwidth, measured in the same run as elementwise-256M on the
+    same number of bytes. torch's column is the driver's device-to-device copy (``Tensor.copy_``
+    of a contiguous tensor is a cudaMemcpyAsync); graphgrad's is its own copy kernel."""
+    name = "copy-256M"
+    xv = elementwise_input(elements)
+
+    def check_copy(library: str, value: Any) -> None:
+        if not np.array_equal(np.asarray(value), xv):
+            raise BenchmarkError(f"{library} copied wrong values on {name}")
+    cases: dict[str, Case] = {}
+    if libs.graphgrad:
+        cases["graphgrad"] = graphgrad_resident_case(
+            libs.target, [xv], lambda x: x, lambda value: check_copy("graphgrad", value),
+            note="runs result.assign(x) between two variables: graphgrad's own copy kernel")
+    if libs.torch is not None:
+        xt = libs.torch.from_numpy(xv).to(libs.torch_device)
+        destination = libs.torch.empty_like(xt)
+        call = torch_synchronized(libs, lambda: destination.copy_(xt))
+        cases["torch"] = Case("torch", timed_calls(call), lambda: check_copy("torch", call().cpu().numpy()),
+                              note=torch_gpu_note(libs, "Tensor.copy_" + (" (device to device: cudaMemcpyAsync)"
+                                                                          if libs.torch_device is not None else "")))
+    return Workload(name, "GB/s", f"copy of {elements} float32 (read and write: 8 bytes per element)", cases,
+                    bytes=8.0 * elements, facts={"elements": elements})
+
+
+def build_gpu_workload(name: str, libs: Libraries, elements: int) -> Workload:
+    """The cases of GPU workload ``name`` (``GPU_WORKLOAD_PATTERN``) that this process's libraries run."""
+    if name == "elementwise-256M":
+        return gpu_elementwise_workload(elements, libs)
+    if name == "copy-256M":
+        return gpu_copy_workload(elements, libs)
+    kind, size = name.split("-")
+    builders: dict[str, Callable[[int, Libraries], Workload]] = {
+        "mlp": gpu_mlp_workload, "cnn": gpu_cnn_workload, "sgemm": gpu_sgemm_workload}
+    return builders[kind](int(size.lstrip("b")), libs)
+
+
+# ------------------------------------------------------------------------------------------------
 # Building, checking and warming up one process's cases
 # ------------------------------------------------------------------------------------------------
 def build_workload(name: str, libs: Libraries, elements: int) -> Workload | None:
     """The cases of workload ``name`` that this process's libraries run (None: a tool is missing)."""
+    if libs.target in GPU_TARGETS:
+        return build_gpu_workload(name, libs, elements)
     builders: dict[str, Callable[[], Workload | None]] = {
         "mlp-b128-checked": checked_mlp_workload,
         "mlp-b128-blas-alive": lambda: alive_workload(name, libs),
@@ -1621,7 +2025,7 @@ def set_up(process: str, names: list[str], libs: Libraries, elements: int, sampl
     # compile-mlp goes first so that torch.compile's cold measurement is the process's first.
     built: dict[str, Workload] = {}
     for name in sorted(names, key=lambda w: w != "compile-mlp"):
-        if process not in PROCESSES[name]:
+        if process not in processes_of(name, libs.target):
             continue
         print(f"setting up {name} ({process} process) ...", file=sys.stderr)
         workload = build_workload(name, libs, elements)
@@ -1690,15 +2094,40 @@ def process_report(process: str, libs: Libraries) -> dict[str, Any]:
         devices = libs.jax.devices()
         threads.append(f"jax {len(devices)} {devices[0].platform} device(s), XLA's own thread pool "
                        f"(XLA_FLAGS {os.environ.get('XLA_FLAGS') or 'unset'})")
-    return {"pid": os.getpid(), "versions": versions, "threads": threads, "pools": pools,
-            "python": platform.python_version()}
+    report = {"pid": os.getpid(), "versions": versions, "threads": threads, "pools": pools,
+              "python": platform.python_version()}
+    if libs.target in GPU_TARGETS:
+        report["devices"] = device_lines(process, libs)
+    return report
+
+
+def device_lines(process: str, libs: Libraries) -> list[str]:
+    """Where this worker computes on a GPU target (the header's ``device:`` lines)."""
+    if process == "graphgrad":
+        where = "the GPU kernels run on the CPU" if libs.target == "cuda-emulated" else "device 0"
+        return [f"Session(target={libs.target!r}): {where}"]
+    if process == "torch" and libs.torch is not None:
+        torch = libs.torch
+        precision = (f"allow_tf32: matmul {torch.backends.cuda.matmul.allow_tf32}, "
+                     f"cuDNN {torch.backends.cudnn.allow_tf32}")
+        if libs.torch_device is None:
+            return [f"the CPU (--target {libs.target}), {precision}"]
+        major, minor = torch.cuda.get_device_capability(0)
+        return [f"cuda:0 = {torch.cuda.get_device_name(0)} (sm_{major}{minor}), CUDA {torch.version.cuda}, "
+                f"cuDNN {torch.backends.cudnn.version()}, {precision}, cudnn.benchmark on"]
+    if process == "jax" and libs.jax is not None:
+        device = libs.jax.devices()[0]
+        return [f"{device.platform} device {device.id} = {device.device_kind}, default matmul precision "
+                f"{libs.jax.config.jax_default_matmul_precision}"]
+    return []
 
 
 # ------------------------------------------------------------------------------------------------
 # The worker loop
 # ------------------------------------------------------------------------------------------------
-def worker(process: str, use_torch_compile: bool) -> int:
-    """``run.py --worker PROCESS``: one library's process. It imports its library, says so with one
+def worker(process: str, use_torch_compile: bool, target: str = "cpu") -> int:
+    """``run.py --worker PROCESS [--target T]``: one library's process. It imports its library (for
+    ``target``: ``open_libraries``), says so with one
     JSON line on the original stdout (``{"missing": {...}}``: what could not be imported), then
     answers requests, JSON lines on stdin, one line each (everything else printed goes to stderr):
 
@@ -1715,7 +2144,7 @@ def worker(process: str, use_torch_compile: bool) -> int:
     """
     channel = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)                      # library chatter on stdout goes to stderr
-    libs = open_libraries(process, use_torch_compile)
+    libs = open_libraries(process, use_torch_compile, target)
     channel.write(json.dumps({"missing": libs.missing}) + "\n")
     workloads: dict[str, Workload] = {}
     for line in sys.stdin:
@@ -1749,7 +2178,7 @@ def worker(process: str, use_torch_compile: bool) -> int:
 
 def describe_workload(workload: Workload) -> dict[str, Any]:
     return {"unit": workload.unit, "description": workload.description, "flops": workload.flops,
-            "once": workload.once, "facts": workload.facts,
+            "bytes": workload.bytes, "once": workload.once, "facts": workload.facts,
             "cases": {library: {"calls": case.calls, "fixed": case.fixed, "note": case.note,
                                 "timed": case.sample is not None}
                       for library, case in workload.cases.items()}}

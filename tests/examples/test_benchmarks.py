@@ -67,22 +67,28 @@ def test_quick_run_writes_json_with_positive_numbers(tmp_path: Path) -> None:
     assert any("openblas" in line for line in processes["numpy"]["threads"]) or not data["environment"]["blas"]
 
 
-def test_unknown_workload_is_an_error() -> None:
-    completed = subprocess.run([sys.executable, str(SCRIPT), "--only", "no-such-workload"],
+@pytest.mark.parametrize("arguments", [
+    ["--only", "no-such-workload"],
+    ["--target", "cuda-emulated", "--only", "run-overhead"],     # a CPU workload is no GPU workload
+    ["--target", "cuda", "--only", "sgemm-big"],
+])
+def test_unknown_workload_is_an_error(arguments: list[str]) -> None:
+    completed = subprocess.run([sys.executable, str(SCRIPT), *arguments],
                                cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert completed.returncode == 2
     assert "unknown workload" in completed.stderr
 
 
-def _quick_round(workloads: str, directory: Path) -> tuple[dict, subprocess.CompletedProcess]:
-    """Run one quick round of the comma-separated ``workloads``; the JSON results and the process."""
+def _quick_round(workloads: str, directory: Path, *options: str) -> tuple[dict, subprocess.CompletedProcess]:
+    """Run one quick round of the comma-separated ``workloads`` (and ``options``); the JSON results
+    and the process."""
     output = directory / "results.json"
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
     env.pop("GRAPHGRAD_DUMP", None)
     completed = subprocess.run(
         [sys.executable, str(SCRIPT), "--quick", "--only", workloads, "--rounds", "1", "--sample-ms", "1",
-         "--json", str(output)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+         "--json", str(output), *options], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert completed.returncode == 0, f"{completed.stdout}\n{completed.stderr}"
     return json.loads(output.read_text()), completed
 
@@ -175,3 +181,90 @@ def test_robustness_and_fresh_process_workloads_report_their_comparisons(tmp_pat
         line = results[name]["details"][0]
         assert line.startswith(name) and line in completed.stdout
     assert "jax" in results["first-step-fresh"]["libraries"] or "jax" in data["skipped"]
+
+
+def test_gpu_comparison_runs_emulated_with_its_goals(tmp_path: Path) -> None:
+    """--target cuda-emulated runs the GPU comparison without a GPU (graphgrad's GPU kernels, torch and
+    jax on the CPU): every library is checked, then timed; the JSON has the GPU workloads in their
+    units, positive numbers, and the goals the run can check."""
+    units = {"mlp-b128": "ms", "sgemm-64": "GFLOP/s", "elementwise-256M": "GB/s", "copy-256M": "GB/s"}
+    data, completed = _quick_round(",".join(units), tmp_path, "--target", "cuda-emulated", "--elements", "65536")
+    assert data["settings"]["target"] == "cuda-emulated" and data["settings"]["elements"] == 65536
+    assert data["environment"]["target"] == "cuda-emulated"
+    assert "cuda-emulated" in data["environment"]["gpu"][0]
+    assert set(data["environment"]["processes"]) <= {"graphgrad", "torch", "jax"}
+    results = data["results"]
+    assert set(results) == set(units)
+    for name, result in results.items():
+        assert result["unit"] == units[name]
+        assert "graphgrad" in result["libraries"] and "numpy" not in result["libraries"]
+        _assert_positive(result)
+        assert all(entry["value"] > 0 for entry in result["libraries"].values())
+        for library in ("torch",) if name == "copy-256M" else ("torch", "jax"):
+            assert library in result["libraries"] or library in data["skipped"], (name, library)
+    assert results["mlp-b128"]["libraries"]["graphgrad"]["extras"]["fed"]["median"] > 0
+
+    [copy_goal] = results["elementwise-256M"]["goals"]
+    assert copy_goal["goal"] == "at least" and copy_goal["limit"] == 0.8 and copy_goal["value"] > 0
+    [step_goal] = results["mlp-b128"]["goals"]
+    assert step_goal["goal"] == "at most" and step_goal["limit"] == 0.5
+    assert (step_goal["value"] > 0) == ("torch" in results["mlp-b128"]["libraries"])
+    for name in ("elementwise-256M", "mlp-b128"):
+        for line in results[name]["details"]:
+            assert line in completed.stdout
+    assert "[cuda-emulated: CPU figures, not a GPU measurement]" in completed.stdout or "torch" in data["skipped"]
+
+
+def test_cuda_target_without_a_gpu_stops_with_the_reason() -> None:
+    """With no GPU graphgrad can use (CUDA_VISIBLE_DEVICES="" hides every one), --target cuda stops
+    with a message that gives the reason and the way out, not a traceback."""
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    completed = subprocess.run([sys.executable, str(SCRIPT), "--target", "cuda", "--quick", "--only", "sgemm-64"],
+                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 1, completed.stderr
+    assert "ERROR: --target cuda needs a GPU that graphgrad can use" in completed.stderr
+    assert "Session(target='cuda') failed" in completed.stderr and "--target cuda-emulated" in completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
+def _load_run_module() -> object:
+    spec = importlib.util.spec_from_file_location("benchmark_run", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("workload, graphgrad_ms, others_ms, copy_ms, value, met", [
+    ("mlp-b128", 1.0, {"torch": 2.5, "jax": 0.5}, None, 0.4, True),        # against torch, whatever jax does
+    ("mlp-b128", 1.0, {"torch": 1.9}, None, 1.0 / 1.9, False),
+    ("mlp-b4096", 13.0, {"torch": 10.0}, None, 1.3, True),
+    ("sgemm-4096", 14.0, {"torch": 10.0}, None, 1.4, False),
+    ("elementwise-256M", 1.0, {"torch": 3.0}, {"torch": 0.85}, 0.85, True),     # the same bytes: times
+    ("elementwise-256M", 1.0, {}, {"graphgrad": 0.75}, 0.75, False),           # no torch: graphgrad's copy
+    ("mlp-b4096", 1.0, {"jax": 1.0}, None, math.nan, None),                    # no torch: not checked
+])
+def test_gpu_goals(workload: str, graphgrad_ms: float, others_ms: dict, copy_ms: dict | None,
+                   value: float, met: bool | None) -> None:
+    """The goals under the GPU table: graphgrad's time over torch's at most 0.5 (mlp-b128) or 1.3
+    (mlp-b4096, sgemm-4096), and the chain at least 80% of the copy's bandwidth on the same bytes."""
+    run = _load_run_module()
+
+    def record(name: str, times_ms: dict) -> object:
+        cases = {library: run.CaseRecord(library, None, samples=[ms / 1e3]) for library, ms in times_ms.items()}
+        return run.WorkloadRecord(name, "ms", "", bytes=8.0 * 2 ** 28, cases=cases)
+    measured = record(workload, {"graphgrad": graphgrad_ms, **others_ms})
+    by_name = {workload: measured}
+    if copy_ms is not None:
+        by_name["copy-256M"] = record("copy-256M", copy_ms)
+    [goal] = run.gpu_goals(measured, by_name, "cuda")
+    if met is None:
+        assert not goal.checked and "not checked" in goal.line("cuda")
+    else:
+        assert goal.value == pytest.approx(value) and goal.met == met
+        assert goal.line("cuda").endswith(": met" if met else ": NOT met")
+        assert goal.line("cuda-emulated").endswith("not a GPU measurement]")
+    if copy_ms is not None:
+        assert next(iter(copy_ms)) in goal.measure
