@@ -8,15 +8,22 @@ A scheduled kernel is what every thread of a block executes: a sequence of state
     WarpShuffleDown    each thread reads a register of the thread ``delta`` lanes up in its warp
     Repeat(trips, ...) a loop around statements whose trip count is the same for every thread of
                        a block (it may hold barriers)
+    AsyncCopy(emit)    a phase whose global-to-shared copies (``ThreadState.copy_to_shared``) may
+                       still be in flight when it ends, as one group per thread
+    AsyncWait(pending) each thread waits until at most ``pending`` of its copy groups are in flight
 
 with per-block shared arrays (``SharedArray``) and per-thread values that live across barriers
 (``Register``). The NVPTX lowering is the obvious one: the thread and block indices are the special
 registers, shared arrays live in shared memory, a barrier is ``barrier0``, a shuffle is
-``shfl.sync.down``. The host lowering is the work-item loop of CPU OpenCL runtimes: a block is one
-call; each phase becomes a loop over the block's threads, so a barrier is simply the end of a
-phase; a register becomes an array with one slot per thread, so a shuffle is a loop that copies
-each thread's partner's slot; shared arrays are the block's stack memory. Both run the same ``emit`` functions,
-so what CI tests on the CPU is the schedule that runs on the GPU, index arithmetic included.
+``shfl.sync.down``; on sm_80 and later an asynchronous copy is ``cp.async`` (zero-filling what lies
+outside its source), its group committed at the end of the phase (``cp.async.commit_group``) and
+awaited with ``cp.async.wait_group``, while older GPUs copy in place and do not wait. The host
+lowering is the work-item loop of CPU OpenCL runtimes: a block is one call; each phase becomes a
+loop over the block's threads, so a barrier is simply the end of a phase; a register becomes an
+array with one slot per thread, so a shuffle is a loop that copies each thread's partner's slot;
+shared arrays are the block's stack memory; an asynchronous copy is a plain one, done when its
+phase is, so a wait has nothing left to do. Both run the same ``emit`` functions, so what CI tests
+on the CPU is the schedule that runs on the GPU, index arithmetic included.
 Threads of one phase run one after the other on the host, so a data race between barriers is not
 found here (``compute-sanitizer --tool racecheck`` finds those on a GPU).
 """
@@ -25,9 +32,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Sequence, Union
 
+import numpy as np
 from llvmlite import ir
 
-from .common import I32, I64, PTR, declare_function, emit_loop
+from .common import I32, I64, PTR, declare_function, emit_loop, memory_type
 
 
 @dataclass(frozen=True)
@@ -67,12 +75,34 @@ class ThreadState:
     repeat: list[ir.Value]                   # the trip index of each enclosing Repeat, outermost first
     shared_arrays: dict[str, ir.Value]       # name -> pointer to element 0
     registers: dict[str, ir.Value]           # name -> pointer to this thread's slot
+    asynchronous: bool = False               # copies become ``cp.async`` (inside an AsyncCopy, sm_80+)
 
     def shared(self, name: str) -> ir.Value:
         return self.shared_arrays[name]
 
     def register(self, name: str) -> ir.Value:
         return self.registers[name]
+
+    def copy_to_shared(self, destination: ir.Value, source: ir.Value, index: ir.Value, inside: ir.Value,
+                       dtype: np.dtype) -> None:
+        """Shared element ``destination`` becomes element ``index`` of the global buffer ``source``
+        when ``inside`` holds, else 0 (the source is not read then). Inside an ``AsyncCopy`` on
+        sm_80 and later it lands only after an ``AsyncWait`` (and a barrier, for other threads)."""
+        b = self.b
+        element = memory_type(dtype)
+        if not self.asynchronous:
+            b.store(ir.Constant(element, 0), destination)
+            with b.if_then(inside):
+                b.store(b.load(b.gep(source, [index], inbounds=True, source_etype=element), typ=element),
+                        destination)
+            return
+        size = np.dtype(dtype).itemsize
+        # Outside, no byte is read (the source size is 0: all zero-filled) but the address stays in the buffer.
+        address = b.gep(source, [b.select(inside, index, ir.Constant(I64, 0))], inbounds=True, source_etype=element)
+        copy = declare_function(b.module, f"llvm.nvvm.cp.async.ca.shared.global.{size}.s", ir.VoidType(),
+                                [_SHARED_POINTER, _GLOBAL_POINTER, I32])
+        b.call(copy, [b.addrspacecast(destination, _SHARED_POINTER), b.addrspacecast(address, _GLOBAL_POINTER),
+                      b.select(inside, ir.Constant(I32, size), ir.Constant(I32, 0))])
 
 
 @dataclass(frozen=True)
@@ -104,9 +134,29 @@ class Repeat:
     body: tuple["Statement", ...]
 
 
-Statement = Union[Phase, Barrier, WarpShuffleDown, Repeat]
+@dataclass(frozen=True)
+class AsyncCopy:
+    """A phase that copies from global to shared memory with ``ThreadState.copy_to_shared``: on
+    sm_80 and later the copies run in the background (``cp.async``) and this thread's copies of
+    the phase form one group; an ``AsyncWait`` and then a ``Barrier`` make them visible to the
+    block. Elsewhere (older GPUs, the host) they are plain copies, done when the phase ends."""
+
+    emit: Callable[[ThreadState], None]
+
+
+@dataclass(frozen=True)
+class AsyncWait:
+    """Each thread waits until at most ``pending`` of its ``AsyncCopy`` groups are still in flight
+    (the newest ones): ``pending=1`` lets the copy just issued run on while the one before it is used."""
+
+    pending: int
+
+
+Statement = Union[Phase, Barrier, WarpShuffleDown, Repeat, AsyncCopy, AsyncWait]
 
 WARP = 32
+_SHARED_POINTER = ir.PointerType(addrspace=3)
+_GLOBAL_POINTER = ir.PointerType(addrspace=1)
 
 
 def warp_width(block: int) -> int:
@@ -131,8 +181,9 @@ class ScheduledKernel:
 
 # -- NVPTX -----------------------------------------------------------------------------------------
 
-def emit_ptx_kernel(module: ir.Module, scheduled: ScheduledKernel) -> ir.Function:
-    """The kernel as a ``.entry`` with the special registers, shared memory and ``barrier0``."""
+def emit_ptx_kernel(module: ir.Module, scheduled: ScheduledKernel, async_copies: bool = False) -> ir.Function:
+    """The kernel as a ``.entry`` with the special registers, shared memory and ``barrier0``;
+    with ``async_copies`` (sm_80 and later) an ``AsyncCopy`` issues ``cp.async``."""
     function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * scheduled.buffer_count),
                            name=scheduled.name)
     function.calling_convention = "ptx_kernel"
@@ -163,6 +214,16 @@ def emit_ptx_kernel(module: ir.Module, scheduled: ScheduledKernel) -> ir.Functio
                 statement.emit(state)
             elif isinstance(statement, Barrier):
                 state.b.call(barrier, [])
+            elif isinstance(statement, AsyncCopy):
+                state.asynchronous = async_copies
+                statement.emit(state)
+                state.asynchronous = False
+                if async_copies:
+                    state.b.call(declare_function(module, "llvm.nvvm.cp.async.commit.group", ir.VoidType(), []), [])
+            elif isinstance(statement, AsyncWait):
+                if async_copies:
+                    wait = declare_function(module, "llvm.nvvm.cp.async.wait.group", ir.VoidType(), [I32])
+                    state.b.call(wait, [ir.Constant(I32, statement.pending)])
             elif isinstance(statement, WarpShuffleDown):
                 element = register_types[statement.source]
                 value = state.b.load(state.register(statement.source), typ=element)
@@ -218,8 +279,8 @@ def emit_emulated_kernel(module: ir.Module, scheduled: ScheduledKernel) -> ir.Fu
 
     def lower(statements: Sequence[Statement]) -> None:
         for statement in statements:
-            if isinstance(statement, Phase):
-                def one_thread(b: ir.IRBuilder, thread: ir.Value, phase: Phase = statement) -> None:
+            if isinstance(statement, (Phase, AsyncCopy)):   # a copy is done in place: nothing to wait for
+                def one_thread(b: ir.IRBuilder, thread: ir.Value, phase: Phase | AsyncCopy = statement) -> None:
                     registers = {name: b.gep(array, [thread], inbounds=True, source_etype=element)
                                  for name, (array, element) in register_arrays.items()}
                     phase.emit(ThreadState(b, thread, block_index, arguments, repeat, shared, registers))
@@ -246,7 +307,8 @@ def emit_emulated_kernel(module: ir.Module, scheduled: ScheduledKernel) -> ir.Fu
                     lower(body)
                     repeat.pop()
                 emit_loop(b, statement.trips(b, block_index), trip, name="repeat")
-            # a Barrier is the end of a phase: every thread has run it before the next one starts
+            # a Barrier is the end of a phase: every thread has run it before the next one starts;
+            # an AsyncWait has nothing to wait for
 
     lower(scheduled.statements)
     b.ret_void()

@@ -7,7 +7,12 @@ blocks and threads (``schedule_kernel``), as a ``gpu_kernel.ScheduledKernel``:
 - a reduction over many elements per output (``GpuLimits.reduce_min_extent``): a block per
   output element, strided folds in registers, then warp shuffles and one barrier;
 - a matmul (and the fused ``var -= c * (a @ b)`` update): a shared-memory tiled,
-  register-blocked GEMM, the scale and the update applied when a tile is stored;
+  register-blocked GEMM, the scale and the update applied when a tile is stored; the next depth
+  step's tiles are copied into a second shared buffer while the current one is multiplied
+  (``cp.async`` on sm_80 and later, plain copies before);
+- a convolution that reads as a product (``Kernel.window``: conv2d, its filter gradient, its input
+  gradient at stride 1): the same GEMM over an implicit im2col, its A tiles read straight from
+  the image through the window, zero in the padding;
 - a scan along a long axis (``GpuLimits.scan_min_extent``): a block per row, scanning chunks of
   the row in shared memory and carrying the running total between them.
 The same scheduled kernels are lowered to PTX here and to host code by ``gpu_kernel`` for
@@ -29,11 +34,11 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from .. import dtypes
-from ..kernel_ir import Kernel, Load, Prim, Program
+from ..kernel_ir import Access, Kernel, Load, Prim, Program, WindowMatmul
 from .common import (LLVM_LOCK, I64, LoopAxis, combine, emit_carried_loop, emit_loop, identity_of, load_element,
                      loop_axes, register_type, store_element)
-from .gpu_kernel import (Barrier, Launch, Phase, Register, Repeat, ScheduledKernel, SharedArray, Statement,
-                         ThreadState, WarpShuffleDown, emit_ptx_kernel, warp_width)
+from .gpu_kernel import (AsyncCopy, AsyncWait, Barrier, Launch, Phase, Register, Repeat, ScheduledKernel, SharedArray,
+                         Statement, ThreadState, WarpShuffleDown, emit_ptx_kernel, warp_width)
 from .kernel_body import BodyRules, KernelBody, ReducedLoop, kernel_buffers
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -224,31 +229,160 @@ def _is_plain_product(kernel: Kernel) -> bool:
             and all(isinstance(a, Load) for a in body.args))
 
 
-def _tiled_matmul(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
-    """A shared-memory tiled, register-blocked GEMM: each block owns a tile_m x tile_n tile of the
-    product (a grid-stride loop over tiles and batch entries); per depth step of tile_k, the
-    block's threads stage an A and a B tile in shared memory, wait, and each multiplies its
-    thread_m x thread_n sub-tile into registers; the scale (and, for a fused update, the old
-    output) is applied once when the tile is stored."""
+def _is_window_product(kernel: Kernel) -> bool:
+    """A convolution kernel that reads as a product over an implicit im2col (``Kernel.window``),
+    with no empty extent (whose flat indices could not be split)."""
+    return (kernel.window is not None and dtypes.is_floating(kernel.out_dtype) and len(kernel.operands) == 2
+            and kernel.scatter is None and not kernel.scan and 0 not in kernel.space)
+
+
+@dataclass(frozen=True)
+class _Product:
+    """How a kernel reads as ``out[batch, row, column] = sum over depth of A[row, depth] * B[depth,
+    column]``: the space axes flattened (row-major, in order) into its rows, columns and depth, its
+    batch axes, and for a convolution the window through which A reads the image (operand 0);
+    otherwise A is operand 0 walked by its strides. B is operand 1 walked by its strides."""
+
+    rows: tuple[int, ...]
+    columns: tuple[int, ...]
+    depth: tuple[int, ...]
+    batch: tuple[int, ...]
+    window: WindowMatmul | None = None
+
+
+def _product_of(kernel: Kernel) -> _Product:
+    if kernel.window is not None:
+        window = kernel.window
+        return _Product(window.row_axes, (window.column_axis,), window.depth_axes, (), window)
     layout = kernel.matmul
     assert layout is not None
+    return _Product((layout.m,), (layout.n,), (layout.k,), tuple(layout.batch))
+
+
+def _constant(value: int) -> ir.Constant:
+    return ir.Constant(I64, value)
+
+
+def _digits(b: ir.IRBuilder, flat: ir.Value, extents: Sequence[int]) -> list[ir.Value]:
+    """A flat row-major index over ``extents`` split into one index per extent (the outermost
+    not reduced modulo its extent: an index past the end gives digits that are never read)."""
+    digits: list[ir.Value] = [_constant(0)] * len(extents)
+    kept = [position for position, extent in enumerate(extents) if extent != 1]
+    remaining = flat
+    for position in reversed(kept):
+        if position == kept[0]:
+            digits[position] = remaining
+        else:
+            digits[position] = b.urem(remaining, _constant(extents[position]))
+            remaining = b.udiv(remaining, _constant(extents[position]))
+    return digits
+
+
+def _strided_index(b: ir.IRBuilder, access: Access, space: Sequence[int],
+                   groups: Sequence[tuple[Sequence[int], ir.Value]]) -> ir.Value:
+    """The element of ``access`` at flat indices, each over a group of space axes."""
+    total: ir.Value = _constant(access.offset)
+    for axes, flat in groups:
+        for axis, digit in zip(axes, _digits(b, flat, [space[a] for a in axes])):
+            if access.strides[axis] and space[axis] != 1:
+                total = b.add(total, b.mul(digit, _constant(access.strides[axis])))
+    return total
+
+
+def _window_source(b: ir.IRBuilder, window: WindowMatmul, offset: int, row: ir.Value,
+                   depth: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """(image element, whether it lies inside the image) that A[row, depth] of a window product reads."""
+    pixel, tap = (row, depth) if window.pixel_rows else (depth, row)
+    n, i, j = _digits(b, pixel, window.pixels)
+    u, v, c = _digits(b, tap, window.taps)
+    h = b.add(b.add(b.mul(i, _constant(window.pixel_step[0])), b.mul(u, _constant(window.tap_step[0]))),
+              _constant(window.shift[0]))
+    w = b.add(b.add(b.mul(j, _constant(window.pixel_step[1])), b.mul(v, _constant(window.tap_step[1]))),
+              _constant(window.shift[1]))
+    # A position before the image is negative: as unsigned it is past the end too.
+    inside = b.and_(b.icmp_unsigned("<", h, _constant(window.image_shape[1])),
+                    b.icmp_unsigned("<", w, _constant(window.image_shape[2])))
+    index = _constant(offset)
+    for digit, stride in zip((n, h, w, c), window.image_strides):
+        if stride:
+            index = b.add(index, b.mul(digit, _constant(stride)))
+    return index, inside
+
+
+def _unit_strides(kernel: Kernel, product: _Product, operand: int) -> tuple[int, int]:
+    """The distance in memory between neighbours along the tile (A's rows, B's columns) and along
+    the depth, for the operand's innermost digits that are not of extent 1."""
+    def innermost(strides: Sequence[int], extents: Sequence[int]) -> int:
+        return next((stride for stride, extent in zip(reversed(strides), reversed(extents)) if extent != 1), 0)
+    space, access = kernel.space, kernel.operands[operand]
+    if operand == 0 and product.window is not None:
+        window = product.window
+        image_strides = window.image_strides
+        pixel = innermost((image_strides[0], window.pixel_step[0] * image_strides[1],
+                           window.pixel_step[1] * image_strides[2]), window.pixels)
+        tap = innermost((window.tap_step[0] * image_strides[1], window.tap_step[1] * image_strides[2],
+                         image_strides[3]), window.taps)
+        return (pixel, tap) if window.pixel_rows else (tap, pixel)
+    along = product.columns if operand else product.rows
+    return (innermost([access.strides[a] for a in along], [space[a] for a in along]),
+            innermost([access.strides[a] for a in product.depth], [space[a] for a in product.depth]))
+
+
+@dataclass(frozen=True)
+class _Staging:
+    """One operand's tile in shared memory: ``extent`` along A's rows or B's columns by ``depth``,
+    stored depth-major, each depth row ``pitch`` long, in two buffers of ``depth * pitch``.
+    Consecutive threads copy neighbours in memory: along the depth when the operand is contiguous
+    there (and each row then gets one element of padding against bank conflicts)."""
+
+    name: str
+    operand: int
+    extent: int
+    depth: int
+    depth_fastest: bool
+
+    @property
+    def pitch(self) -> int:
+        return self.extent + int(self.depth_fastest)
+
+    def slot(self, b: ir.IRBuilder, buffer: ir.Value, deep: ir.Value, along: ir.Value) -> ir.Value:
+        """The element at depth ``deep``, ``along`` the tile, of buffer 0 or 1."""
+        return b.add(b.mul(buffer, _constant(self.depth * self.pitch)), b.add(b.mul(deep, _constant(self.pitch)), along))
+
+
+def _tiled_product(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
+    """A shared-memory tiled, register-blocked GEMM (a matmul, the fused ``var -= c * (a @ b)``
+    update, or a convolution over an implicit im2col): each block owns a tile_m x tile_n tile of
+    the product (a grid-stride loop over tiles and batch entries) and walks the depth tile_k at a
+    time through two shared buffers: while its threads multiply the A and B tiles of one depth
+    step from one buffer into their thread_m x thread_n registers, the next step's tiles are
+    copied into the other (``cp.async`` on sm_80 and later, zero-filled outside the matrix). The
+    scale (and, for a fused update, the old output) is applied once when the tile is stored.
+
+    A convolution's A tile is read straight from the image: the address of A[row, depth] comes
+    from the output pixel and the filter tap through the window (``kernel_ir.WindowMatmul``), zero
+    in the padding; the filter gradient reads taps as rows and pixels as depth."""
+    product = _product_of(kernel)
     dtype = kernel.out_dtype
     element = register_type(dtype)
     space = kernel.space
-    rows, columns, depth = space[layout.m], space[layout.n], space[layout.k]
-    batch_sizes = [space[a] for a in layout.batch]
+    rows, columns, depth = (_product(space[a] for a in axes) for axes in (product.rows, product.columns, product.depth))
+    batch_sizes = [space[a] for a in product.batch]
     tile_m, tile_n, tile_k = limits.tile_m, limits.tile_n, limits.tile_k
     thread_rows, thread_columns = tile_m // limits.thread_m, tile_n // limits.thread_n
     threads = thread_rows * thread_columns
     tiles_m, tiles_n = -(-rows // tile_m), -(-columns // tile_n)
     tiles = _product(batch_sizes) * tiles_m * tiles_n
     grid = max(1, min(tiles, limits.max_grid))
-    a_access, b_access = kernel.operands
+    steps = -(-depth // tile_k)
     accumulators = [Register(f"acc{i}_{j}", element) for i in range(limits.thread_m) for j in range(limits.thread_n)]
     zero = ir.Constant(element, 0.0)
 
-    def constant(value: int) -> ir.Value:
-        return ir.Constant(I64, value)
+    def staging(name: str, operand: int, extent: int) -> _Staging:
+        along_unit, depth_unit = _unit_strides(kernel, product, operand)
+        return _Staging(name, operand, extent, tile_k, abs(depth_unit) == 1 and abs(along_unit) != 1)
+
+    a_tile, b_tile = staging("a", 0, tile_m), staging("b", 1, tile_n)
 
     def pointers(state: ThreadState) -> dict[int, ir.Value]:
         return dict(zip(kernel_buffers(kernel), state.arguments))
@@ -256,65 +390,85 @@ def _tiled_matmul(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
     def tile_origin(state: ThreadState) -> tuple[ir.IRBuilder, ir.Value, ir.Value, list[ir.Value]]:
         """The first row and column of this block's tile, and the batch indices."""
         b = state.b
-        remaining = b.add(state.block, b.mul(state.repeat[0], constant(grid)))
-        tile_column = b.urem(remaining, constant(tiles_n))
-        remaining = b.udiv(remaining, constant(tiles_n))
-        tile_row = b.urem(remaining, constant(tiles_m))
-        remaining = b.udiv(remaining, constant(tiles_m))
+        remaining = b.add(state.block, b.mul(state.repeat[0], _constant(grid)))
+        tile_column = b.urem(remaining, _constant(tiles_n))
+        remaining = b.udiv(remaining, _constant(tiles_n))
+        tile_row = b.urem(remaining, _constant(tiles_m))
+        remaining = b.udiv(remaining, _constant(tiles_m))
         batch = []
         for size in reversed(batch_sizes):
-            batch.insert(0, b.urem(remaining, constant(size)))
-            remaining = b.udiv(remaining, constant(size))
-        return b, b.mul(tile_row, constant(tile_m)), b.mul(tile_column, constant(tile_n)), batch
+            batch.insert(0, b.urem(remaining, _constant(size)))
+            remaining = b.udiv(remaining, _constant(size))
+        return b, b.mul(tile_row, _constant(tile_m)), b.mul(tile_column, _constant(tile_n)), batch
 
-    def address(b: ir.IRBuilder, access: Any, indices: dict[int, ir.Value], batch: list[ir.Value]) -> ir.Value:
-        total = constant(access.offset)
-        for axis, value in list(indices.items()) + list(zip(layout.batch, batch)):
-            if access.strides[axis]:
-                total = b.add(total, b.mul(value, constant(access.strides[axis])))
-        return total
+    def batch_groups(batch: list[ir.Value]) -> list[tuple[tuple[int, ...], ir.Value]]:
+        return [((axis,), value) for axis, value in zip(product.batch, batch)]
+
+    def source(b: ir.IRBuilder, operand: int, position: ir.Value, k: ir.Value,
+               batch: list[ir.Value]) -> tuple[ir.Value, ir.Value]:
+        """(element, whether it is inside the operand) of A[position, k] or B[k, position]."""
+        inside = b.and_(b.icmp_unsigned("<", position, _constant(columns if operand else rows)),
+                        b.icmp_unsigned("<", k, _constant(depth)))
+        access = kernel.operands[operand]
+        if operand == 0 and product.window is not None:
+            index, in_image = _window_source(b, product.window, access.offset, position, k)
+            return index, b.and_(inside, in_image)
+        along = product.columns if operand else product.rows
+        groups = [(along, position), (product.depth, k)] + batch_groups(batch)
+        return _strided_index(b, access, space, groups), inside
 
     def clear(state: ThreadState) -> None:
         for register in accumulators:
             state.b.store(zero, state.register(register.name))
 
-    def stage(state: ThreadState, operand: int, name: str, extent: int, limit: int) -> None:
-        """Copy a tile_k x extent tile of operand 0 (A, extent along m) or 1 (B, along n) into
-        shared memory, zeros outside the matrix."""
+    def stage(state: ThreadState, tile: _Staging, step: ir.Value, buffer: ir.Value) -> None:
+        """This thread's share of the copy of the depth ``step``'s tile into ``buffer``."""
         b, row0, column0, batch = tile_origin(state)
-        first = column0 if operand else row0
-        depth0 = b.mul(state.repeat[1], constant(tile_k))
-        access = kernel.operands[operand]
-        base = pointers(state)[access.buffer]
-        axis = layout.n if operand else layout.m
+        first = column0 if tile.operand else row0
+        depth0 = b.mul(step, _constant(tile_k))
+        base = pointers(state)[kernel.operands[tile.operand].buffer]
+        count = tile_k * tile.extent
 
         def element_of(b: ir.IRBuilder, trip: ir.Value) -> None:
-            flat = b.add(state.thread, b.mul(trip, constant(threads)))
-            along, deep = b.urem(flat, constant(extent)), b.udiv(flat, constant(extent))
-            position, k = b.add(first, along), b.add(depth0, deep)
-            inside = b.and_(b.icmp_unsigned("<", position, constant(limit)), b.icmp_unsigned("<", k, constant(depth)))
-            slot = b.gep(state.shared(name), [flat], source_etype=element)
-            b.store(zero, slot)
-            with b.if_then(inside):
-                b.store(load_element(b, base, dtype, address(b, access, {axis: position, layout.k: k}, batch)), slot)
-        emit_loop(state.b, -(-(tile_k * extent) // threads), element_of, name=f"stage_{name}")
+            flat = b.add(state.thread, b.mul(trip, _constant(threads)))
+            if tile.depth_fastest:
+                deep, along = b.urem(flat, _constant(tile_k)), b.udiv(flat, _constant(tile_k))
+            else:
+                along, deep = b.urem(flat, _constant(tile.extent)), b.udiv(flat, _constant(tile.extent))
+            index, inside = source(b, tile.operand, b.add(first, along), b.add(depth0, deep), batch)
+            slot = b.gep(state.shared(tile.name), [tile.slot(b, buffer, deep, along)], source_etype=element)
+            if count % threads:   # the last trip's threads past the tile copy nothing
+                with b.if_then(b.icmp_unsigned("<", flat, _constant(count))):
+                    state.copy_to_shared(slot, base, index, inside, dtype)
+            else:
+                state.copy_to_shared(slot, base, index, inside, dtype)
+        emit_loop(b, -(-count // threads), element_of, name=f"stage_{tile.name}")
 
-    def stage_tiles(state: ThreadState) -> None:
-        stage(state, 0, "a", tile_m, rows)
-        stage(state, 1, "b", tile_n, columns)
+    def stage_first(state: ThreadState) -> None:
+        for tile in (a_tile, b_tile):
+            stage(state, tile, _constant(0), _constant(0))
+
+    def stage_next(state: ThreadState) -> None:
+        b = state.b
+        following = b.add(state.repeat[1], _constant(1))
+        with b.if_then(b.icmp_unsigned("<", following, _constant(steps))):
+            for tile in (a_tile, b_tile):
+                stage(state, tile, following, b.and_(following, _constant(1)))
 
     def multiply(state: ThreadState) -> None:
         b = state.b
-        thread_row = b.udiv(state.thread, constant(thread_columns))
-        thread_column = b.urem(state.thread, constant(thread_columns))
+        thread_row = b.udiv(state.thread, _constant(thread_columns))
+        thread_column = b.urem(state.thread, _constant(thread_columns))
+        buffer = b.and_(state.repeat[1], _constant(1))
+
+        def values(b: ir.IRBuilder, tile: _Staging, kk: ir.Value, first: ir.Value, count: int) -> list[ir.Value]:
+            start = tile.slot(b, buffer, kk, first)
+            return [b.load(b.gep(state.shared(tile.name), [b.add(start, _constant(i))], source_etype=element),
+                           typ=element) for i in range(count)]
 
         def step(b: ir.IRBuilder, kk: ir.Value) -> None:
-            a_values = [b.load(b.gep(state.shared("a"), [b.add(b.mul(kk, constant(tile_m)), b.add(
-                b.mul(thread_row, constant(limits.thread_m)), constant(i)))], source_etype=element), typ=element)
-                for i in range(limits.thread_m)]
-            b_values = [b.load(b.gep(state.shared("b"), [b.add(b.mul(kk, constant(tile_n)), b.add(
-                b.mul(thread_column, constant(limits.thread_n)), constant(j)))], source_etype=element), typ=element)
-                for j in range(limits.thread_n)]
+            a_values = values(b, a_tile, kk, b.mul(thread_row, _constant(limits.thread_m)), limits.thread_m)
+            b_values = values(b, b_tile, kk, b.mul(thread_column, _constant(limits.thread_n)), limits.thread_n)
             for i, a_value in enumerate(a_values):
                 for j, b_value in enumerate(b_values):
                     slot = state.register(f"acc{i}_{j}")
@@ -323,33 +477,45 @@ def _tiled_matmul(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
 
     def store(state: ThreadState) -> None:
         b, row0, column0, batch = tile_origin(state)
-        thread_row = b.udiv(state.thread, constant(thread_columns))
-        thread_column = b.urem(state.thread, constant(thread_columns))
+        thread_row = b.udiv(state.thread, _constant(thread_columns))
+        thread_column = b.urem(state.thread, _constant(thread_columns))
         out = pointers(state)[kernel.out.buffer]
         for i in range(limits.thread_m):
             for j in range(limits.thread_n):
-                row = b.add(row0, b.add(b.mul(thread_row, constant(limits.thread_m)), constant(i)))
-                column = b.add(column0, b.add(b.mul(thread_column, constant(limits.thread_n)), constant(j)))
-                inside = b.and_(b.icmp_unsigned("<", row, constant(rows)), b.icmp_unsigned("<", column, constant(columns)))
+                row = b.add(row0, b.add(b.mul(thread_row, _constant(limits.thread_m)), _constant(i)))
+                column = b.add(column0, b.add(b.mul(thread_column, _constant(limits.thread_n)), _constant(j)))
+                inside = b.and_(b.icmp_unsigned("<", row, _constant(rows)),
+                                b.icmp_unsigned("<", column, _constant(columns)))
                 with b.if_then(inside):
                     value = b.load(state.register(f"acc{i}_{j}"), typ=element)
                     if kernel.scale != 1.0:
                         value = b.fmul(value, ir.Constant(element, kernel.scale))
-                    index = address(b, kernel.out, {layout.m: row, layout.n: column}, batch)
+                    index = _strided_index(b, kernel.out, space, [(product.rows, row), (product.columns, column)]
+                                           + batch_groups(batch))
                     if kernel.accumulate:
                         value = b.fadd(load_element(b, out, dtype, index), value)
                     store_element(b, value, out, dtype, index)
 
-    depth_steps = Repeat(lambda b, block_index: constant(-(-depth // tile_k)), (
-        Phase(stage_tiles),
-        Barrier(), Phase(multiply), Barrier()))
+    # Step s: the copy of step s + 1 is issued, step s's copy (the one before) awaited, and after
+    # the block has multiplied step s a barrier frees its buffer for the copy of step s + 2.
+    depth_steps: tuple[Statement, ...] = (
+        AsyncCopy(stage_first),
+        Repeat(lambda b, block_index: _constant(steps), (
+            AsyncCopy(stage_next), AsyncWait(1), Barrier(), Phase(multiply), Barrier()))) if steps else ()
     per_tile = Repeat(lambda b, block_index: _strided_trips(b, block_index, tiles, grid),
-                      (Phase(clear), depth_steps, Phase(store)))
+                      (Phase(clear), *depth_steps, Phase(store)))
+    if product.window is not None:
+        window = product.window
+        what = "output pixels x taps" if window.pixel_rows else "taps x output pixels"
+        kind = f"implicit GEMM {rows}x{columns}x{depth} ({what}, A read through the window of in0, 0 in the padding)"
+    else:
+        kind = f"tiled GEMM {rows}x{columns}x{depth} (x{_product(batch_sizes)})"
     return ScheduledKernel(kernel.name, len(kernel_buffers(kernel)), Launch(threads, grid), (per_tile,),
-                           shared=(SharedArray("a", element, tile_k * tile_m), SharedArray("b", element, tile_k * tile_n)),
+                           shared=tuple(SharedArray(tile.name, element, 2 * tile_k * tile.pitch)
+                                        for tile in (a_tile, b_tile)),
                            registers=tuple(accumulators),
-                           description=f"tiled GEMM {rows}x{columns}x{depth} (x{_product(batch_sizes)}): "
-                                       f"{tile_m}x{tile_n} tiles, depth {tile_k} through shared memory, "
+                           description=f"{kind}: {tile_m}x{tile_n} tiles, depth {tile_k} at a time through two "
+                                       f"shared buffers (cp.async on sm_80+), "
                                        f"{limits.thread_m}x{limits.thread_n} per thread in registers")
 
 
@@ -439,8 +605,8 @@ def _block_scan(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
 
 def schedule_kernel(kernel: Kernel, limits: GpuLimits = DEFAULT_LIMITS) -> ScheduledKernel:
     """How ``kernel`` runs on the GPU: its launch and what each thread of a block does."""
-    if _is_plain_product(kernel):
-        return _tiled_matmul(kernel, limits)
+    if _is_window_product(kernel) or _is_plain_product(kernel):
+        return _tiled_product(kernel, limits)
     if _uses_block_scan(kernel, limits):
         return _block_scan(kernel, limits)
     if _uses_block_reduction(kernel, limits):
@@ -505,12 +671,19 @@ def format_schedule(scheduled: Sequence[ScheduledKernel],
 _BYTES = {"float": 4, "double": 8, "i32": 4, "i64": 8, "i1": 1, "i8": 1}
 
 
+def has_async_copy(arch: str) -> bool:
+    """Whether ``arch`` (``sm_XY``) has ``cp.async`` (sm_80 and later); LLVM aborts the process on
+    the intrinsic for an older one."""
+    match = re.fullmatch(r"sm_([0-9]+)[a-z]?", arch)
+    return match is not None and int(match.group(1)) >= 80
+
+
 def build_module(program: Program, limits: GpuLimits = DEFAULT_LIMITS, arch: str = DEFAULT_ARCH) -> ir.Module:
     module = ir.Module(name="graphgrad_kernels")
     module.triple = TRIPLE
     module.data_layout = str(target_machine(arch).target_data)
     for scheduled in schedule_program(program, limits):
-        emit_ptx_kernel(module, scheduled)
+        emit_ptx_kernel(module, scheduled, async_copies=has_async_copy(arch))
     return module
 
 

@@ -22,10 +22,9 @@ CASES = [  # x shape, filter shape, conv2d arguments: each big enough for the wi
 IDS = ["channels32", "channels20", "channels3", "stride2", "dilated", "wide"]
 
 
-def _step(x_shape, w_shape, kwargs, dtype, window, target="cpu", monkeypatch=None):
-    """(conv2d, input gradient, filter gradient) of sum(conv2d * up), and the step's LLVM IR."""
-    if monkeypatch is not None and not window:
-        monkeypatch.setattr(cpu, "window_product_pays", lambda *args: False)
+def conv_and_gradients(x_shape, w_shape, kwargs, dtype):
+    """A graph computing (conv2d, input gradient, filter gradient) of sum(conv2d * up): (graph,
+    fetches, feeds)."""
     rng = np.random.default_rng(0)
     graph = cc.Graph()
     with graph.as_default():
@@ -36,6 +35,14 @@ def _step(x_shape, w_shape, kwargs, dtype, window, target="cpu", monkeypatch=Non
         fetches = [y, *cc.gradients(cc.reduce_sum(y * up), [x, w])]
     feeds = {x: rng.normal(size=x_shape).astype(dtype), w: rng.normal(size=w_shape).astype(dtype),
              up: rng.normal(size=tuple(y.shape)).astype(dtype)}
+    return graph, fetches, feeds
+
+
+def _step(x_shape, w_shape, kwargs, dtype, window, target="cpu", monkeypatch=None):
+    """(conv2d, input gradient, filter gradient) of sum(conv2d * up), and the step's LLVM IR."""
+    if monkeypatch is not None and not window:
+        monkeypatch.setattr(cpu, "window_product_pays", lambda *args: False)
+    graph, fetches, feeds = conv_and_gradients(x_shape, w_shape, kwargs, dtype)
     with Session(graph, target=target) as sess:
         values = sess.run(fetches, feeds)
         llvm = sess.compile(fetches, feeds).dump("llvm") if target == "cpu" else ""

@@ -3,13 +3,13 @@
 Every op-table row (forward in float32 and float64, gradients in float64) equals the numpy
 reference with launch limits small enough that one-thread-per-element kernels run partial blocks
 and grid-stride loops, reductions of a few elements already get a block each (strided folds, warp
-shuffles, shared memory and a barrier), scans run in chunks with a carried total, and matmuls run as
-tiled GEMMs with partial tiles; the same PTX assembles for sm_80 and sm_90.
+shuffles, shared memory and a barrier), scans run in chunks with a carried total, and matmuls and
+convolutions run as double-buffered tiled GEMMs with partial tiles (``test_cuda_conv`` has more
+convolution geometries); the same PTX assembles for sm_80 and sm_90.
 """
 from __future__ import annotations
 
 import re
-import subprocess
 
 import numpy as np
 import pytest
@@ -22,6 +22,7 @@ from runtime import Session
 from ..compiler.op_table import ROWS, Row
 from ..compiler.test_ops import TOLERANCE, _build, _feeds, _loss_and_weights
 from ..conftest import PTXAS
+from .ptxas_check import assemble
 from .training_check import check_training_steps_match_reference
 
 # 32-thread blocks, at most 3 of them; a block reduction from 4 reduced elements on, 8 threads wide;
@@ -66,16 +67,10 @@ def test_scheduled_ptx_assembles_for_sm_80_and_sm_90(row: Row, tmp_path) -> None
         with Session(graph, target="cuda-emulated", arch=arch, gpu_limits=SMALL) as gpu:
             ptx = gpu.compile(fetches, feeds).dump("ptx")
         assert f".target {arch}" in ptx
-        path = tmp_path / f"{arch}.ptx"
-        path.write_text(ptx)
-        result = subprocess.run([PTXAS, f"-arch={arch}", "-v", str(path), "-o", str(tmp_path / "k.cubin")],
-                                capture_output=True, text=True)
-        assert result.returncode == 0, result.stderr
-        spills = [int(n) for n in re.findall(r"(\d+) bytes spill stores", result.stderr)]
-        registers = [int(n) for n in re.findall(r"Used (\d+) registers", result.stderr)]
-        print(f"{row.id} {arch}: {len(registers)} kernels, registers {max(registers, default=0)} at most, "
-              f"spill stores {sum(spills)} bytes")
-        assert sum(spills) == 0, result.stderr
+        assembled = assemble(ptx, arch, tmp_path)
+        print(f"{row.id} {arch}: {len(assembled.registers)} kernels, registers {max(assembled.registers, default=0)} "
+              f"at most, spill stores {sum(assembled.spill_stores)} bytes")
+        assert sum(assembled.spill_stores) == 0
 
 
 @pytest.mark.parametrize("limits", [SMALL, GpuLimits()], ids=["small-launches", "default-launches"])
@@ -128,11 +123,6 @@ def test_default_schedules_assemble_without_spills(dtype: str, tmp_path) -> None
             executable = gpu.compile(fetches, feeds)
         kernels, ptx = executable.dump("kernels"), executable.dump("ptx")
         assert "tiled GEMM 512x512x784" in kernels and "a block per output element (64)" in kernels
-        path = tmp_path / f"{arch}.ptx"
-        path.write_text(ptx)
-        result = subprocess.run([PTXAS, f"-arch={arch}", "-v", str(path), "-o", str(tmp_path / "k.cubin")],
-                                capture_output=True, text=True)
-        assert result.returncode == 0, result.stderr
-        registers = re.findall(r"Used (\d+) registers", result.stderr)
-        print(f"{dtype} {arch}: registers per kernel {registers}")
-        assert re.findall(r"(\d+) bytes spill stores", result.stderr) == ["0"] * 3, result.stderr
+        assembled = assemble(ptx, arch, tmp_path)
+        print(f"{dtype} {arch}: registers per kernel {assembled.registers}")
+        assert assembled.spill_stores == [0] * 3
