@@ -108,34 +108,41 @@ class Session:
     array([1., 1.], dtype=float32)
     """
 
-    def __init__(self, graph: Graph | None = None, target: str = "cpu", arch: str = DEFAULT_ARCH,
+    def __init__(self, graph: Graph | None = None, target: str = "cpu", arch: str | None = None,
                  gpu_limits: GpuLimits | None = None, check_numerics: bool = False) -> None:
         """``target``: "cpu" (LLVM, the default), "reference" (the numpy oracle), "cuda" (an NVIDIA
-        GPU), or "cuda-emulated": the kernels ``target="cuda"`` would run for ``arch``, scheduled for
-        the GPU and run block by block on the CPU, so GPU schedules are tested without a GPU
-        (``dump("ptx")`` is the PTX for ``arch``). ``gpu_limits`` overrides the GPU schedule's block
-        and grid sizes (``compiler.codegen.nvptx.GpuLimits``); tests use small ones.
+        GPU, through NVIDIA's cuda-bindings: ``pip install -e ".[cuda]"``; variables stay on the
+        device between runs, see ``runtime.cuda``), or "cuda-emulated": the kernels ``target="cuda"``
+        would run for ``arch``, scheduled for the GPU and run block by block on the CPU, so GPU
+        schedules are tested without a GPU (``dump("ptx")`` is the PTX for ``arch``). ``arch``
+        defaults to the GPU's own on "cuda" and to "sm_80" on "cuda-emulated"; "cuda" raises
+        ``runtime.cuda.CudaError`` here when the package, the driver or a device is missing.
+        ``gpu_limits`` overrides the GPU schedule's block and grid sizes
+        (``compiler.codegen.nvptx.GpuLimits``); tests use small ones.
         ``check_numerics``: every float value a step computes is checked for NaN and Inf inside the
         compiled step (as ``cc.add_check_numerics_ops`` would); the first one found raises
         ``NumericsError`` naming the op, its line and, in the backward pass, the forward op whose
         gradient it is, and the run assigns no variable. Not on ``target="cuda"`` yet."""
         if target not in TARGETS:
             raise ValueError(f"unknown target {target!r}; targets are {', '.join(TARGETS)}")
-        if not re.fullmatch(r"sm_[0-9]{2,3}[a-z]?", arch):
+        if arch is not None and not re.fullmatch(r"sm_[0-9]{2,3}[a-z]?", arch):
             raise ValueError(f"unknown GPU architecture {arch!r}; give one like 'sm_80' or 'sm_90'")
-        if target == "cuda":
-            from .cuda import CudaError, gpu_available
-            if not gpu_available():
-                raise CudaError("target='cuda' needs an NVIDIA GPU and its driver; none was found")
-        self.graph = graph or get_default_graph()
         if check_numerics and target == "cuda":
             raise ValueError("check_numerics=True is not supported on target='cuda' yet; use 'cuda-emulated' "
                              "or 'cpu' to find the op")
+        self.graph = graph or get_default_graph()
         self.target = target
         self.check_numerics = bool(check_numerics)
-        self.arch = arch
         self.gpu_limits = gpu_limits or DEFAULT_LIMITS
         self._variables: dict[Tensor, np.ndarray] = {}
+        # target="cuda": the variables' device buffers, shared by the session's compiled steps.
+        self._device_variables: Any = None
+        if target == "cuda":
+            from .cuda import DeviceVariables, open_device
+            device = open_device()
+            self._device_variables = DeviceVariables(device, self._variable_array)
+            arch = arch or device.arch
+        self.arch = arch or DEFAULT_ARCH
         # Runs that assign variables hold it alone, runs that only read them share it.
         self._variable_lock = ReadWriteLock()
         self._lock = threading.RLock()  # the variables' arrays and the compiled steps are made once
@@ -152,6 +159,11 @@ class Session:
 
     def close(self) -> None:
         """Release compiled steps and variable memory; the session cannot run afterwards."""
+        if self._device_variables is not None and not self._closed:
+            with self._device_variables.lock:
+                for executable in self._cache.values():
+                    executable.release()  # type: ignore[attr-defined]
+                self._device_variables.release()
         self._cache.clear()
         self._plans.clear()
         self._variables.clear()
@@ -172,13 +184,19 @@ class Session:
         with self._writing():
             for variable, array in list(self._variables.items()):
                 np.copyto(array, variable.initial_value)  # type: ignore[attr-defined]
+            if self._device_variables is not None:
+                self._device_variables.host_changed(list(self._variables))
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[None]:
         """Hold the variables alone: no compiled step runs meanwhile."""
         self._variable_lock.acquire(True)
         try:
-            yield
+            if self._device_variables is None:
+                yield
+            else:  # runs on the GPU hold this lock instead
+                with self._device_variables.lock:
+                    yield
         finally:
             self._variable_lock.release(True)
 
@@ -216,8 +234,11 @@ class Session:
         if array.shape != variable.shape:
             raise ShapeError(f"cannot load a value of shape {array.shape} into variable "
                              f"{variable.op.name!r} of shape {variable.shape}")
+        host = self._variable_array(variable)
         with self._writing():
-            np.copyto(self._variable_array(variable), array, casting="unsafe")
+            np.copyto(host, array, casting="unsafe")
+            if self._device_variables is not None:
+                self._device_variables.host_changed([variable])
 
     # -- running -------------------------------------------------------------------------------
     def _prepare(self, fetches: Any, feed_dict: Any) -> tuple[list[Any], Callable, dict, _Plan]:
@@ -278,9 +299,8 @@ class Session:
                 values = [t if t is not None else v for v, t in zip(values, wanted)]
         elif self.target in ("cpu", "cuda-emulated"):
             values = self._executable(compute, feeds).run(feeds, wanted)
-        else:
-            with self._writing():  # the CUDA step copies every variable to the device and back
-                values = self._executable(compute, feeds).run(feeds)
+        else:  # the CUDA step holds the session's device variables alone while it runs
+            values = self._executable(compute, feeds).run(feeds, wanted)
         by_leaf = dict(zip(map(id, compute), values))
         results = [by_leaf.get(id(leaf)) for leaf in leaves]
         for position in plan.summaries:  # the step computed the numbers; only the encoding is here
@@ -312,12 +332,12 @@ class Session:
                                        "step on 'cuda-emulated' or 'cpu' to check it")
                 if self.target in ("cuda", "cuda-emulated"):
                     step = target_gpu(step, self.arch, self.gpu_limits, emulated=self.target == "cuda-emulated")
-                arrays = {t: self._variable_array(t) for t in step.program.variables}
                 if self.target == "cuda":
                     from .cuda import CudaExecutable
-                    executable = CudaExecutable(step, fetches, arrays, self.arch,  # type: ignore[assignment]
-                                                self.gpu_limits)
+                    executable = CudaExecutable(step, fetches, self._device_variables,  # type: ignore[assignment]
+                                                self.arch, self.gpu_limits)
                 else:
+                    arrays = {t: self._variable_array(t) for t in step.program.variables}
                     executable = Executable(step, fetches, arrays, self._variable_lock)
                 self._cache[key] = executable
         return executable
