@@ -66,6 +66,7 @@ class FakeDriver:
     jit_failure: str | None = None                   # the kernel whose PTX the JIT refuses
     launch_failure: tuple[str, CUresult] | None = None  # (kernel, error) of a failing launch
     sync_failure: CUresult | None = None             # the error the next synchronize reports
+    instantiate_failure: CUresult | None = None      # the error cuGraphInstantiate reports
     on_launch: Callable[[str, list[int]], None] | None = None   # a kernel's effect
     calls: list[tuple[str, tuple]] = field(default_factory=list)
     executed: list[tuple] = field(default_factory=list)  # ("htod"|"dtoh", device, host, n), ("kernel", name)
@@ -304,6 +305,8 @@ class FakeDriver:
         return (CUresult.CUDA_SUCCESS, self._create("graph", operations=operations))
 
     def cuGraphInstantiate(self, graph: Handle, flags: int) -> tuple:
+        if self.instantiate_failure is not None:
+            return (self.instantiate_failure, None)
         return (CUresult.CUDA_SUCCESS, self._create("graph_exec", operations=list(graph.operations)))
 
     def cuGraphLaunch(self, graph_exec: Handle, stream: Handle) -> tuple:
@@ -443,6 +446,19 @@ def test_the_step_is_captured_after_its_first_run_and_replayed(fake: FakeDriver)
         assert fake.count("cuLaunchKernel") == 2 * kernels and fake.count("cuGraphLaunch") == 3
         assert exe.graph_launches == 3 and fake.count("cuStreamSynchronize") == 1 + 4  # the build, runs 1 to 4
         assert len([op for op in fake.executed if op[0] == "kernel"]) == 4 * kernels
+
+
+def test_a_step_that_cannot_be_captured_says_why_and_launches_its_kernels(fake: FakeDriver) -> None:
+    m = _model()
+    fake.instantiate_failure = CUresult.CUDA_ERROR_INVALID_VALUE
+    with Session(m.graph, target="cuda") as sess:
+        with pytest.warns(RuntimeWarning, match="could not be captured as a CUDA graph"):
+            sess.run(m.train, m.feeds)
+        sess.run(m.train, m.feeds)
+        exe = sess.compile(m.train, m.feeds)
+        assert not exe.captured and "cuGraphInstantiate failed: CUDA_ERROR_INVALID_VALUE" in exe.capture_error
+        kernels = len(exe.program.kernels)
+        assert [op[0] for op in fake.executed].count("kernel") == 2 * kernels and fake.count("cuGraphLaunch") == 0
 
 
 def test_a_step_with_a_branch_reads_its_predicate_and_is_not_captured(fake: FakeDriver) -> None:
