@@ -514,6 +514,8 @@ class CudaExecutable:
         """One step: feeds in, kernels (or the step's CUDA graph), fetches out, one synchronize."""
         variables, device = self.variables, self.device
         with variables.lock:
+            if self._staging is None:
+                raise RuntimeError("this step's Session is closed")
             device.enter()
             stream = variables.stream
             for tensor, staging in self._feeds:

@@ -633,9 +633,12 @@ def test_close_frees_everything(fake: FakeDriver) -> None:
     sess = Session(m.graph, target="cuda")
     sess.run([m.train, m.loss], m.feeds)
     sess.run(m.w)
+    exe = sess.compile([m.train, m.loss], m.feeds)
     sess.close()
     assert fake.device_memory == {} and fake.pinned_memory == {}
     assert all(count == 0 for count in fake.live.values()), fake.live
+    with pytest.raises(RuntimeError, match="Session is closed"):
+        exe.run(m.feeds)
 
 
 # -- the calls, through NVIDIA's bindings ---------------------------------------------------------------
