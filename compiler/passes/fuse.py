@@ -100,11 +100,13 @@ class _KernelBuilder:
         return False
 
     def _update_matmul(self, node: Node) -> tuple[Node, float] | None:
-        """``assign_add/assign_sub(var, [c *] matmul(a, b))`` whose matmul is used only there."""
-        if node.opdef.name not in ("AssignAdd", "AssignSub") or self._state_needs_temp(node) or self.check_numerics:
+        """``assign/assign_add/assign_sub(var, [c *] matmul(a, b))`` whose matmul is used only there:
+        the product is written (or added) straight into the variable."""
+        if node.opdef.name not in ("Assign", "AssignAdd", "AssignSub") or self._state_needs_temp(node) \
+                or self.check_numerics:
             return None
         variable, value = node.inputs
-        sign = 1.0 if node.opdef.name == "AssignAdd" else -1.0
+        sign = -1.0 if node.opdef.name == "AssignSub" else 1.0
         scale, product = 1.0, value
         if value.opdef.name == "Mul" and self.consumers.get(id(value)) == [(node, 1)] \
                 and id(value) not in self.fetched and value.shape == node.shape:
@@ -340,7 +342,7 @@ class _KernelBuilder:
             "", nest.space, tuple(operands), nest.body(sb, args), Access(target, tuple(out_strides)),
             node.dtype, reduce_axes=tuple(nest.reduce_axes), combiner="sum", covers=tuple(covers),
             matmul=MatmulAxes(tuple(range(rank - 3)), rank - 3, rank - 2, rank - 1),
-            accumulate=True, scale=scale))
+            accumulate=node.opdef.name != "Assign", scale=scale))
         self.storage[id(node)] = Access(target, contiguous_strides(node.shape))
         return True
 

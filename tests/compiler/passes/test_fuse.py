@@ -67,6 +67,9 @@ UPDATE_CASES = {
     "large-sgd": ((70, 90), lambda v, a, b: cc.assign_sub(v, cc.matmul(a, b, transpose_a=True) * 0.05)),
     "plain-add": ((70, 90), lambda v, a, b: cc.assign_add(v, cc.matmul(a, b, transpose_a=True))),
     "reads-itself": ((70, 70), lambda v, a, b: cc.assign_sub(v, 0.01 * cc.matmul(v, v))),
+    "assign": ((70, 90), lambda v, a, b: cc.assign(v, cc.matmul(a, b, transpose_a=True)).op),
+    "assign-scaled": ((4, 3), lambda v, a, b: cc.assign(v, 0.5 * cc.matmul(a, b, transpose_a=True)).op),
+    "assign-reads-itself": ((70, 70), lambda v, a, b: cc.assign(v, cc.matmul(v, v) * 0.01).op),
     "product-also-fetched": ((70, 90), lambda v, a, b: cc.group(
         cc.assign_sub(v, 0.1 * cc.matmul(a, b, transpose_a=True)), cc.matmul(a, b, transpose_a=True))),
 }
@@ -92,3 +95,7 @@ def test_matmul_updates_equal_the_reference(name: str, dtype: str) -> None:
             results[target] = sess.run(v)
     tolerance = dict(rtol=1e-4, atol=1e-4) if dtype == "float32" else dict(rtol=1e-11, atol=1e-11)
     np.testing.assert_allclose(results["cpu"], results["reference"], **tolerance)
+    if name.startswith("assign") and "itself" not in name:  # the product is written into the variable
+        with Session(graph) as sess:
+            (kernel,) = sess.compile(update, feeds).program.kernels
+        assert kernel.matmul is not None and not kernel.accumulate
