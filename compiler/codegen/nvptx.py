@@ -3,7 +3,9 @@
 The CPU lowers a kernel's outer index space to loops; here a schedule step maps each kernel onto
 blocks and threads (``schedule_kernel``), as a ``gpu_kernel.ScheduledKernel``:
 - by default one thread per output element, in a grid-stride loop, the thread running the
-  element's reduced axes itself with a register accumulator;
+  element's reduced axes itself with a register accumulator; an elementwise kernel whose output
+  rows come in whole 16-byte groups takes a group per thread, so that its loads and stores of
+  aligned rows become vector accesses (``ld.global.v4.f32``);
 - a reduction over many elements per output (``GpuLimits.reduce_min_extent``): a block per
   output element, strided folds in registers, then warp shuffles and one barrier;
 - a matmul (and the fused ``var -= c * (a @ b)`` update): a shared-memory tiled,
@@ -27,7 +29,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 import llvmlite.binding as llvm
@@ -75,6 +77,7 @@ class GpuLimits:
     tile_k: int = 16                 # each thread computes thread_m x thread_n of it in registers
     thread_m: int = 4
     thread_n: int = 4
+    vector_bytes: int = 16           # an elementwise thread takes this many bytes of consecutive outputs
 
 
 DEFAULT_LIMITS = GpuLimits()
@@ -106,14 +109,33 @@ def _product(sizes: Sequence[int]) -> int:
     return total
 
 
+def _vector_width(kernel: Kernel, axes: Sequence[LoopAxis], limits: GpuLimits) -> int:
+    """How many consecutive output elements each thread of an elementwise kernel takes (1 for
+    other kernels): ``vector_bytes`` worth when the innermost axis runs along the output with
+    stride 1 in whole groups that start on such a boundary. Loads and stores of a group then
+    become single vector accesses (``ld.global.v4.f32``) where the operands' strides and offsets
+    let LLVM prove the alignment; the rest stay scalar."""
+    if kernel.reduce_axes or kernel.scatter is not None or not axes or kernel.out_dtype == dtypes.bool_:
+        return 1
+    width = limits.vector_bytes // kernel.out_dtype.itemsize
+    inner = axes[-1]
+    if width <= 1 or inner.reduced or inner.out_stride != 1 or inner.size % width or kernel.out.offset % width:
+        return 1
+    return width if all(axis.out_stride % width == 0 for axis in axes[:-1]) else 1
+
+
 def _per_element(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
-    """One thread per output element, in a grid-stride loop; the thread runs the element's reduced
-    axes itself (in order, in a register)."""
+    """One thread per output element (or per group of ``_vector_width`` consecutive ones), in a
+    grid-stride loop; the thread runs the element's reduced axes itself (in order, in a register)."""
     axes = loop_axes(kernel)  # a size-0 reduced axis is a loop of no trips: the result is the identity
     outputs = _product(kernel.out_space)
     output_axes = [k for k, axis in enumerate(axes) if not axis.reduced]
+    width = _vector_width(kernel, axes, limits)
+    # A thread's group is an index over the output axes with the innermost counted in groups.
+    group_axes = [*axes[:-1], replace(axes[-1], size=axes[-1].size // width)] if axes else []
+    groups = outputs // width
     block = limits.block
-    grid = max(1, min(-(-outputs // block), limits.max_grid))
+    grid = max(1, min(-(-groups // block), limits.max_grid))
 
     def emit(state: ThreadState) -> None:
         b = state.b
@@ -121,12 +143,21 @@ def _per_element(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
         first = b.add(b.mul(state.block, ir.Constant(I64, block)), state.thread)
 
         def element(b: ir.IRBuilder, trip: ir.Value) -> None:
-            _decompose(b, b.add(first, b.mul(trip, ir.Constant(I64, block * grid))), axes, output_axes, body.values)
-            body.emit_point(b, [ReducedLoop(k, axis.size) for k, axis in enumerate(axes) if axis.reduced])
-        emit_loop(b, _strided_trips(b, first, outputs, block * grid), element, name="element")
+            _decompose(b, b.add(first, b.mul(trip, ir.Constant(I64, block * grid))), group_axes, output_axes,
+                       body.values)
+            if width == 1:
+                body.emit_point(b, [ReducedLoop(k, axis.size) for k, axis in enumerate(axes) if axis.reduced])
+                return
+            start = b.mul(body.values[-1], ir.Constant(I64, width))
+            for lane in range(width):
+                body.values[-1] = b.add(start, ir.Constant(I64, lane))
+                body.emit_point(b, [])
+        emit_loop(b, _strided_trips(b, first, groups, block * grid), element, name="element")
 
+    what = (f"one thread per {width} consecutive output elements ({outputs}, {limits.vector_bytes}-byte accesses)"
+            if width > 1 else f"one thread per output element ({outputs})")
     return ScheduledKernel(kernel.name, len(kernel_buffers(kernel)), Launch(block, grid), (Phase(emit),),
-                           description=f"one thread per output element ({outputs}), grid-stride")
+                           description=f"{what}, grid-stride")
 
 
 def _uses_block_reduction(kernel: Kernel, limits: GpuLimits) -> bool:

@@ -2,7 +2,8 @@
 
 Every op-table row (forward in float32 and float64, gradients in float64) equals the numpy
 reference with launch limits small enough that one-thread-per-element kernels run partial blocks
-and grid-stride loops, reductions of a few elements already get a block each (strided folds, warp
+and grid-stride loops (elementwise ones take 16 bytes of outputs per thread where rows allow),
+reductions of a few elements already get a block each (strided folds, warp
 shuffles, shared memory and a barrier), scans run in chunks with a carried total, and matmuls and
 convolutions run as double-buffered tiled GEMMs with partial tiles (``test_cuda_conv`` has more
 convolution geometries); the same PTX assembles for sm_80 and sm_90.
@@ -94,10 +95,45 @@ def test_kernels_dump_shows_the_gpu_schedule() -> None:
     registers = r", \d+ registers, 0 B spilled" if PTXAS else ""   # from ptxas -v, when it is there
     assert re.search(r"grid 6 x block 256, shared 32 B" + registers + r": a block per output element \(6\) "
                      r"reducing 5000 elements: strided register folds, warp shuffles, one barrier", kernels)
-    assert re.search(r"grid 118 x block 256, shared 0 B" + registers + r": one thread per output element \(30000\)",
-                     kernels)
+    assert re.search(r"grid 30 x block 256, shared 0 B" + registers + r": one thread per 4 consecutive output "
+                     r"elements \(30000, 16-byte accesses\)", kernels)
     np.testing.assert_array_equal(sums, np.full(6, 5000.0, "float32"))
     np.testing.assert_array_equal(twice, np.full((6, 5000), 2.0, "float32"))
+
+
+VECTOR_CASES = [  # dtype, shape of x, elements per thread of (tanh(x) * 2 + bias) and of transpose(x) * 3
+    ("float32", (64, 5000), 4, 4),
+    ("float64", (64, 5000), 2, 2),
+    ("float32", (7, 131), 1, 1),     # 131 is not a whole number of vectors: one element per thread
+    ("float32", (16, 6), 1, 4),      # rows of 6, but the transposed output has rows of 16
+]
+
+
+@pytest.mark.parametrize("dtype, shape, width, transposed_width", VECTOR_CASES,
+                         ids=["float32", "float64", "odd-rows", "narrow-rows"])
+def test_elementwise_kernels_take_16_bytes_per_thread_where_aligned(dtype: str, shape: tuple, width: int,
+                                                                    transposed_width: int) -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder(dtype, shape)
+        bias = cc.placeholder(dtype, shape[-1:])
+        fetches = [cc.tanh(x) * 2.0 + bias, cc.transpose(x) * 3.0]
+    rng = np.random.default_rng(0)
+    feeds = {x: rng.normal(size=shape).astype(dtype), bias: rng.normal(size=shape[-1:]).astype(dtype)}
+    with Session(graph, target="cuda-emulated", gpu_limits=SMALL) as gpu:
+        executable = gpu.compile(fetches, feeds)
+        kernels, ptx = executable.dump("kernels"), executable.dump("ptx")
+        biased, transposed = gpu.run(fetches, feeds)
+    np.testing.assert_allclose(biased, np.tanh(feeds[x]) * 2.0 + feeds[bias], **TOLERANCE[dtype])
+    np.testing.assert_array_equal(transposed, feeds[x].T * 3.0)
+    schedule = kernels[kernels.index("gpu schedule:"):]
+    per_thread = re.findall(r"one thread per (?:(\d+) consecutive )?output element", schedule)
+    assert sorted(int(n or 1) for n in per_thread) == sorted([width, transposed_width]), schedule
+    lanes = 16 // np.dtype(dtype).itemsize
+    vector = rf"\.global(?:\.nc)?\.v{lanes}\.[bf]{8 * np.dtype(dtype).itemsize}"
+    # The bias row and the output rows start on 16-byte boundaries: their accesses are vectors.
+    assert bool(re.search("ld" + vector, ptx)) == (width == lanes), ptx
+    assert bool(re.search("st" + vector, ptx)) == (lanes in (width, transposed_width)), ptx
 
 
 @pytest.mark.parametrize("arch", ["sm_8", "volta", "", "sm_80; rm"])
