@@ -12,6 +12,13 @@ written atomically (temporary file, then rename).
 The directory is ``$GRAPHGRAD_CACHE_DIR``, else ``$XDG_CACHE_HOME/graphgrad``, else
 ``~/.cache/graphgrad``. ``GRAPHGRAD_CACHE=0`` turns the cache off.
 
+Size. The entries together are kept under ``$GRAPHGRAD_CACHE_MAX_MB`` megabytes (default 1024):
+a load marks its entry used (its modification time, at most once an hour), and after writing, a
+process that finds the directory over the limit deletes the least recently used entries until it
+is 3/4 full (the first write of a process checks, then every ``_TRIM_EVERY``-th). Temporary files
+that a killed process left behind are deleted after an hour. Only files named like entries, in a
+trusted directory, are ever deleted; a process still reading one keeps its open copy.
+
 Trust. An entry is native code that this process will run, and its checksum only catches
 accidents: anyone who can write a file can write a matching checksum. So, as ssh treats its keys,
 an entry is loaded only if both the entry and its directory are owned by the current user
@@ -39,10 +46,12 @@ import functools
 import hashlib
 import logging
 import os
+import re
 import secrets
 import stat
 import struct
 import threading
+import time
 from pathlib import Path
 from types import TracebackType
 
@@ -95,6 +104,23 @@ def _host_cpu() -> str:
 
 def _entry_name(key: bytes) -> str:
     return f"{key.hex()}.obj"
+
+
+_ENTRY_NAME = re.compile(r"[0-9a-f]{64}\.obj")
+_TEMPORARY_NAME = re.compile(r"\.tmp-[0-9a-f]{16}\.obj")
+_USED_AGAIN_AFTER = 3600.0     # seconds before a load marks its entry used again
+_TRIM_EVERY = 64               # writes between two checks of the directory's size
+_writes = 0
+_writes_lock = threading.Lock()
+
+
+def max_bytes() -> int:
+    """The size the entries are kept under: ``$GRAPHGRAD_CACHE_MAX_MB`` megabytes (default 1024)."""
+    try:
+        megabytes = float(os.environ.get("GRAPHGRAD_CACHE_MAX_MB", "1024"))
+    except ValueError:
+        megabytes = 1024.0
+    return max(int(megabytes * (1 << 20)), 0)
 
 
 def _distrust(status: os.stat_result) -> str | None:
@@ -187,7 +213,40 @@ class _Folder:
             if reason is not None:
                 _report("entry", self.root / name, reason)
                 return None
+            if status.st_mtime < time.time() - _USED_AGAIN_AFTER and os.utime in os.supports_fd:
+                with contextlib.suppress(OSError):
+                    os.utime(stream.fileno())   # used now: the last to be evicted
             return stream.read()
+
+    def trim(self, limit: int) -> None:
+        """Delete the least recently used entries until they take at most 3/4 of ``limit`` bytes
+        (nothing when they are within it), and temporary files older than an hour."""
+        names = os.listdir(self.fd if self.fd is not None else self.root)
+        entries, total, now = [], 0, time.time()
+        for name in names:
+            is_entry = _ENTRY_NAME.fullmatch(name) is not None
+            if not is_entry and _TEMPORARY_NAME.fullmatch(name) is None:
+                continue
+            try:
+                status = os.stat(self._at(name), dir_fd=self.fd, follow_symlinks=False)
+            except OSError:
+                continue
+            if not stat.S_ISREG(status.st_mode) or _distrust(status) is not None:
+                continue
+            if is_entry:
+                entries.append((status.st_mtime, status.st_size, name))
+                total += status.st_size
+            elif status.st_mtime < now - 3600.0:
+                with contextlib.suppress(OSError):
+                    os.unlink(self._at(name), dir_fd=self.fd)
+        if total <= limit:
+            return
+        for _, size, name in sorted(entries):
+            if total <= limit * 3 // 4:
+                break
+            with contextlib.suppress(OSError):
+                os.unlink(self._at(name), dir_fd=self.fd)
+                total -= size
 
     def write(self, name: str, data: bytes) -> None:
         """Write entry ``name`` atomically: a fresh private file renamed over whatever was there."""
@@ -235,5 +294,15 @@ def store(key: bytes, payload: bytes) -> None:
         with _Folder(root) as folder:
             if folder.trusted():
                 folder.write(_entry_name(key), header + payload)
+                if _trim_due():
+                    folder.trim(max_bytes())
     except OSError:
         pass
+
+
+def _trim_due() -> bool:
+    """Whether this write checks the directory's size: a process's first, then every _TRIM_EVERY-th."""
+    global _writes
+    with _writes_lock:
+        _writes += 1
+        return (_writes - 1) % _TRIM_EVERY == 0

@@ -226,3 +226,49 @@ def test_an_existing_private_directory_is_used_as_it_is(tmp_path, monkeypatch) -
     cache.store(key, b"machine code")
     assert cache.load(key) == b"machine code"
     assert _mode(root) == 0o755
+
+
+def _entry(folder: Path, number: int, size: int, age_hours: float) -> Path:
+    """A file named like an entry (its content does not matter to the size limit), ``age_hours`` old."""
+    path = folder / f"{number:064x}.obj"
+    path.write_bytes(b"\0" * size)
+    path.chmod(0o600)
+    when = os.path.getmtime(path) - age_hours * 3600
+    os.utime(path, (when, when))
+    return path
+
+
+def test_the_least_recently_used_entries_go_when_the_cache_is_full(tmp_path, monkeypatch) -> None:
+    folder = tmp_path / "cache"
+    folder.mkdir(mode=0o700)
+    monkeypatch.setenv("GRAPHGRAD_CACHE_DIR", str(folder))
+    monkeypatch.delenv("GRAPHGRAD_CACHE", raising=False)
+    monkeypatch.setenv("GRAPHGRAD_CACHE_MAX_MB", str(10 * 1000 / (1 << 20)))   # 10 000 bytes
+    monkeypatch.setattr(cache, "_writes", 0)
+    old = [_entry(folder, number, 2000, age_hours=10 - number) for number in range(4)]  # 0 is the oldest
+    used = _entry(folder, 99, 2000, age_hours=20)            # the oldest file, but loaded just now
+    other = folder / "notes.txt"                             # not an entry: never deleted
+    other.write_bytes(b"\0" * 5000)
+    stale_temporary = folder / ".tmp-0123456789abcdef.obj"   # left by a killed writer
+    stale_temporary.write_bytes(b"\0")
+    when = os.path.getmtime(stale_temporary) - 2 * 3600
+    os.utime(stale_temporary, (when, when))
+    cache._Folder(folder).read(used.name)                    # a load marks its entry used
+    cache.store(b"\x11" * 32, b"\x01" * 1000)                # 11 090 bytes of entries: over 10 000
+    left = {path.name for path in folder.iterdir()}
+    kept = [path.name for path in old if path.name in left]
+    assert kept == [path.name for path in old[2:]]           # the two least recently used went...
+    assert {used.name, other.name, cache._entry_name(b"\x11" * 32)} <= left   # ...down to 3/4 of the limit
+    assert stale_temporary.name not in left
+    assert cache.load(b"\x11" * 32) == b"\x01" * 1000
+
+
+def test_a_cache_within_its_limit_is_left_alone(tmp_path, monkeypatch) -> None:
+    folder = tmp_path / "cache"
+    folder.mkdir(mode=0o700)
+    monkeypatch.setenv("GRAPHGRAD_CACHE_DIR", str(folder))
+    monkeypatch.delenv("GRAPHGRAD_CACHE", raising=False)
+    monkeypatch.setattr(cache, "_writes", 0)
+    entries = [_entry(folder, number, 2000, age_hours=1000) for number in range(5)]
+    cache.store(b"\x22" * 32, b"\x02" * 100)
+    assert all(path.exists() for path in entries)
