@@ -98,7 +98,7 @@ class ThreadState:
             return
         size = np.dtype(dtype).itemsize
         # Outside, no byte is read (the source size is 0: all zero-filled) but the address stays in the buffer.
-        address = b.gep(source, [b.select(inside, index, ir.Constant(I64, 0))], inbounds=True, source_etype=element)
+        address = b.gep(source, [b.select(inside, index, ir.Constant(index.type, 0))], inbounds=True, source_etype=element)
         copy = declare_function(b.module, f"llvm.nvvm.cp.async.ca.shared.global.{size}.s", ir.VoidType(),
                                 [_SHARED_POINTER, _GLOBAL_POINTER, I32])
         b.call(copy, [b.addrspacecast(destination, _SHARED_POINTER), b.addrspacecast(address, _GLOBAL_POINTER),

@@ -37,7 +37,7 @@ from llvmlite import ir
 
 from .. import dtypes
 from ..kernel_ir import Access, Kernel, Load, Prim, Program, WindowMatmul
-from .common import (LLVM_LOCK, I64, LoopAxis, combine, emit_carried_loop, emit_loop, identity_of, load_element,
+from .common import (LLVM_LOCK, I32, I64, LoopAxis, combine, emit_carried_loop, emit_loop, identity_of, load_element,
                      loop_axes, register_type, store_element)
 from .gpu_kernel import (AsyncCopy, AsyncWait, Barrier, Launch, Phase, Register, Repeat, ScheduledKernel, SharedArray,
                          Statement, ThreadState, WarpShuffleDown, emit_ptx_kernel, warp_width)
@@ -81,6 +81,8 @@ class GpuLimits:
 
 
 DEFAULT_LIMITS = GpuLimits()
+# A tiled product computes element indices in 32 bits when every index it forms is below this.
+NARROW_INDEX_LIMIT = 2 ** 30
 
 
 def _decompose(b: ir.IRBuilder, index: ir.Value, axes: Sequence[LoopAxis], chosen: Sequence[int],
@@ -295,49 +297,59 @@ def _constant(value: int) -> ir.Constant:
 
 
 def _digits(b: ir.IRBuilder, flat: ir.Value, extents: Sequence[int]) -> list[ir.Value]:
-    """A flat row-major index over ``extents`` split into one index per extent (the outermost
-    not reduced modulo its extent: an index past the end gives digits that are never read)."""
-    digits: list[ir.Value] = [_constant(0)] * len(extents)
+    """A flat row-major index over ``extents`` split into one index per extent, of the flat
+    index's type (the outermost not reduced modulo its extent: an index past the end gives digits
+    that are never read)."""
+    digits: list[ir.Value] = [ir.Constant(flat.type, 0)] * len(extents)
     kept = [position for position, extent in enumerate(extents) if extent != 1]
     remaining = flat
     for position in reversed(kept):
         if position == kept[0]:
             digits[position] = remaining
         else:
-            digits[position] = b.urem(remaining, _constant(extents[position]))
-            remaining = b.udiv(remaining, _constant(extents[position]))
+            digits[position] = b.urem(remaining, ir.Constant(flat.type, extents[position]))
+            remaining = b.udiv(remaining, ir.Constant(flat.type, extents[position]))
     return digits
 
 
 def _strided_index(b: ir.IRBuilder, access: Access, space: Sequence[int],
                    groups: Sequence[tuple[Sequence[int], ir.Value]]) -> ir.Value:
-    """The element of ``access`` at flat indices, each over a group of space axes."""
-    total: ir.Value = _constant(access.offset)
+    """The element of ``access`` at flat indices (of one integer type), each over a group of space axes."""
+    index_type = groups[0][1].type
+    total: ir.Value = ir.Constant(index_type, access.offset)
     for axes, flat in groups:
         for axis, digit in zip(axes, _digits(b, flat, [space[a] for a in axes])):
             if access.strides[axis] and space[axis] != 1:
-                total = b.add(total, b.mul(digit, _constant(access.strides[axis])))
+                total = b.add(total, b.mul(digit, ir.Constant(index_type, access.strides[axis])))
     return total
 
 
 def _window_source(b: ir.IRBuilder, window: WindowMatmul, offset: int, row: ir.Value,
                    depth: ir.Value) -> tuple[ir.Value, ir.Value]:
-    """(image element, whether it lies inside the image) that A[row, depth] of a window product reads."""
+    """(image element, whether it lies inside the image) that A[row, depth] of a window product
+    reads, in the type of ``row`` and ``depth``."""
+    def number(value: int) -> ir.Constant:
+        return ir.Constant(row.type, value)
     pixel, tap = (row, depth) if window.pixel_rows else (depth, row)
     n, i, j = _digits(b, pixel, window.pixels)
     u, v, c = _digits(b, tap, window.taps)
-    h = b.add(b.add(b.mul(i, _constant(window.pixel_step[0])), b.mul(u, _constant(window.tap_step[0]))),
-              _constant(window.shift[0]))
-    w = b.add(b.add(b.mul(j, _constant(window.pixel_step[1])), b.mul(v, _constant(window.tap_step[1]))),
-              _constant(window.shift[1]))
+    h = b.add(b.add(b.mul(i, number(window.pixel_step[0])), b.mul(u, number(window.tap_step[0]))),
+              number(window.shift[0]))
+    w = b.add(b.add(b.mul(j, number(window.pixel_step[1])), b.mul(v, number(window.tap_step[1]))),
+              number(window.shift[1]))
     # A position before the image is negative: as unsigned it is past the end too.
-    inside = b.and_(b.icmp_unsigned("<", h, _constant(window.image_shape[1])),
-                    b.icmp_unsigned("<", w, _constant(window.image_shape[2])))
-    index = _constant(offset)
+    inside = b.and_(b.icmp_unsigned("<", h, number(window.image_shape[1])),
+                    b.icmp_unsigned("<", w, number(window.image_shape[2])))
+    index = number(offset)
     for digit, stride in zip((n, h, w, c), window.image_strides):
         if stride:
-            index = b.add(index, b.mul(digit, _constant(stride)))
+            index = b.add(index, b.mul(digit, number(stride)))
     return index, inside
+
+
+def _element_count(access: Access, space: Sequence[int]) -> int:
+    """One past the furthest element ``access`` reaches over ``space``."""
+    return access.offset + sum(abs(stride) * (size - 1) for stride, size in zip(access.strides, space) if size) + 1
 
 
 def _unit_strides(kernel: Kernel, product: _Product, operand: int) -> tuple[int, int]:
@@ -378,7 +390,9 @@ class _Staging:
 
     def slot(self, b: ir.IRBuilder, buffer: ir.Value, deep: ir.Value, along: ir.Value) -> ir.Value:
         """The element at depth ``deep``, ``along`` the tile, of buffer 0 or 1."""
-        return b.add(b.mul(buffer, _constant(self.depth * self.pitch)), b.add(b.mul(deep, _constant(self.pitch)), along))
+        def number(value: int) -> ir.Constant:
+            return ir.Constant(deep.type, value)
+        return b.add(b.mul(buffer, number(self.depth * self.pitch)), b.add(b.mul(deep, number(self.pitch)), along))
 
 
 def _tiled_product(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
@@ -408,6 +422,21 @@ def _tiled_product(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
     steps = -(-depth // tile_k)
     accumulators = [Register(f"acc{i}_{j}", element) for i in range(limits.thread_m) for j in range(limits.thread_n)]
     zero = ir.Constant(element, 0.0)
+    # Element indices (and the rows, columns and depths that lead to them, a tile past the end
+    # included) in 32 bits where every buffer is small enough: half the registers of 64.
+    reach = [_element_count(access, space) for access in (kernel.out, *kernel.operands)]
+    if product.window is not None:
+        window = product.window
+        reach[1] = kernel.operands[0].offset + 1 + sum((size - 1) * abs(stride) for size, stride in zip(
+            window.image_shape, window.image_strides))
+    narrow = max(reach + [rows + 2 * tile_m, columns + 2 * tile_n, depth + 2 * tile_k]) < NARROW_INDEX_LIMIT
+    index_type = I32 if narrow else I64
+
+    def number(value: int) -> ir.Constant:
+        return ir.Constant(index_type, value)
+
+    def narrowed(b: ir.IRBuilder, value: ir.Value) -> ir.Value:
+        return b.trunc(value, I32) if narrow else value
 
     def staging(name: str, operand: int, extent: int) -> _Staging:
         along_unit, depth_unit = _unit_strides(kernel, product, operand)
@@ -430,7 +459,8 @@ def _tiled_product(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
         for size in reversed(batch_sizes):
             batch.insert(0, b.urem(remaining, _constant(size)))
             remaining = b.udiv(remaining, _constant(size))
-        return b, b.mul(tile_row, _constant(tile_m)), b.mul(tile_column, _constant(tile_n)), batch
+        return (b, narrowed(b, b.mul(tile_row, _constant(tile_m))), narrowed(b, b.mul(tile_column, _constant(tile_n))),
+                [narrowed(b, index) for index in batch])
 
     def batch_groups(batch: list[ir.Value]) -> list[tuple[tuple[int, ...], ir.Value]]:
         return [((axis,), value) for axis, value in zip(product.batch, batch)]
@@ -438,8 +468,8 @@ def _tiled_product(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
     def source(b: ir.IRBuilder, operand: int, position: ir.Value, k: ir.Value,
                batch: list[ir.Value]) -> tuple[ir.Value, ir.Value]:
         """(element, whether it is inside the operand) of A[position, k] or B[k, position]."""
-        inside = b.and_(b.icmp_unsigned("<", position, _constant(columns if operand else rows)),
-                        b.icmp_unsigned("<", k, _constant(depth)))
+        inside = b.and_(b.icmp_unsigned("<", position, number(columns if operand else rows)),
+                        b.icmp_unsigned("<", k, number(depth)))
         access = kernel.operands[operand]
         if operand == 0 and product.window is not None:
             index, in_image = _window_source(b, product.window, access.offset, position, k)
@@ -456,20 +486,21 @@ def _tiled_product(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
         """This thread's share of the copy of the depth ``step``'s tile into ``buffer``."""
         b, row0, column0, batch = tile_origin(state)
         first = column0 if tile.operand else row0
-        depth0 = b.mul(step, _constant(tile_k))
+        depth0 = b.mul(narrowed(b, step), number(tile_k))
+        thread, buffer = narrowed(b, state.thread), narrowed(b, buffer)
         base = pointers(state)[kernel.operands[tile.operand].buffer]
         count = tile_k * tile.extent
 
         def element_of(b: ir.IRBuilder, trip: ir.Value) -> None:
-            flat = b.add(state.thread, b.mul(trip, _constant(threads)))
+            flat = b.add(thread, b.mul(narrowed(b, trip), number(threads)))
             if tile.depth_fastest:
-                deep, along = b.urem(flat, _constant(tile_k)), b.udiv(flat, _constant(tile_k))
+                deep, along = b.urem(flat, number(tile_k)), b.udiv(flat, number(tile_k))
             else:
-                along, deep = b.urem(flat, _constant(tile.extent)), b.udiv(flat, _constant(tile.extent))
+                along, deep = b.urem(flat, number(tile.extent)), b.udiv(flat, number(tile.extent))
             index, inside = source(b, tile.operand, b.add(first, along), b.add(depth0, deep), batch)
             slot = b.gep(state.shared(tile.name), [tile.slot(b, buffer, deep, along)], source_etype=element)
             if count % threads:   # the last trip's threads past the tile copy nothing
-                with b.if_then(b.icmp_unsigned("<", flat, _constant(count))):
+                with b.if_then(b.icmp_unsigned("<", flat, number(count))):
                     state.copy_to_shared(slot, base, index, inside, dtype)
             else:
                 state.copy_to_shared(slot, base, index, inside, dtype)
@@ -508,15 +539,16 @@ def _tiled_product(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
 
     def store(state: ThreadState) -> None:
         b, row0, column0, batch = tile_origin(state)
-        thread_row = b.udiv(state.thread, _constant(thread_columns))
-        thread_column = b.urem(state.thread, _constant(thread_columns))
+        thread = narrowed(b, state.thread)
+        thread_row = b.udiv(thread, number(thread_columns))
+        thread_column = b.urem(thread, number(thread_columns))
         out = pointers(state)[kernel.out.buffer]
         for i in range(limits.thread_m):
             for j in range(limits.thread_n):
-                row = b.add(row0, b.add(b.mul(thread_row, _constant(limits.thread_m)), _constant(i)))
-                column = b.add(column0, b.add(b.mul(thread_column, _constant(limits.thread_n)), _constant(j)))
-                inside = b.and_(b.icmp_unsigned("<", row, _constant(rows)),
-                                b.icmp_unsigned("<", column, _constant(columns)))
+                row = b.add(row0, b.add(b.mul(thread_row, number(limits.thread_m)), number(i)))
+                column = b.add(column0, b.add(b.mul(thread_column, number(limits.thread_n)), number(j)))
+                inside = b.and_(b.icmp_unsigned("<", row, number(rows)),
+                                b.icmp_unsigned("<", column, number(columns)))
                 with b.if_then(inside):
                     value = b.load(state.register(f"acc{i}_{j}"), typ=element)
                     if kernel.scale != 1.0:

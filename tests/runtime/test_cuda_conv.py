@@ -1,11 +1,13 @@
 """Convolutions on the GPU schedule: conv2d and its gradients run as tiled GEMMs over an implicit
 im2col (``Kernel.window``), their A tiles read straight from the image through the window, with the
-next depth step's tiles copied while the current one is multiplied (``cp.async`` on sm_80+).
+next depth step's tiles copied while the current one is multiplied (``cp.async`` on sm_80+), and
+element indices in 32 bits unless a buffer is too large for them.
 
 Through ``target="cuda-emulated"`` each geometry equals the numpy reference with launch limits that
 leave partial tiles in rows, columns and depth, grid-stride over tiles, and copy shares that do not
-divide among the threads; its ``dump("kernels")`` names the implicit GEMMs. The PTX assembles for
-sm_80 and sm_90 (with ``cp.async``, no spills) and for sm_75 (plain copies).
+divide among the threads, with 32- and 64-bit indices; its ``dump("kernels")`` names the implicit
+GEMMs. The PTX assembles for sm_80 and sm_90 (with ``cp.async``, no spills) and for sm_75 (plain
+copies).
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import re
 import numpy as np
 import pytest
 
+from compiler.codegen import nvptx
 from compiler.codegen.nvptx import GpuLimits
 from runtime import Session
 
@@ -45,9 +48,14 @@ def _implicit_gemms(kernels: str) -> list[str]:
     return re.findall(r"implicit GEMM \d+x\d+x\d+ \((output pixels x taps|taps x output pixels)", schedule)
 
 
-@pytest.mark.parametrize("dtype, limits", [("float32", SMALL), ("float64", ODD_TILES)], ids=["small", "odd-tiles"])
+@pytest.mark.parametrize("dtype, limits, index_bits", [("float32", SMALL, 32), ("float64", ODD_TILES, 32),
+                                                       ("float32", ODD_TILES, 64)],
+                         ids=["small", "odd-tiles", "64-bit-indices"])
 @pytest.mark.parametrize("x_shape, w_shape, kwargs", CASES, ids=IDS)
-def test_implicit_gemm_convolutions_match_reference(x_shape, w_shape, kwargs, dtype: str, limits: GpuLimits) -> None:
+def test_implicit_gemm_convolutions_match_reference(x_shape, w_shape, kwargs, dtype: str, limits: GpuLimits,
+                                                    index_bits: int, monkeypatch) -> None:
+    if index_bits == 64:   # as for buffers of 2**30 elements or more
+        monkeypatch.setattr(nvptx, "NARROW_INDEX_LIMIT", 0)
     graph, fetches, feeds = conv_and_gradients(x_shape, w_shape, kwargs, dtype)
     with Session(graph, target="reference") as ref, Session(graph, target="cuda-emulated", gpu_limits=limits) as gpu:
         expected = ref.run(fetches, feeds)
