@@ -275,7 +275,10 @@ def emit_emulated_kernel(module: ir.Module, scheduled: ScheduledKernel) -> ir.Fu
     *arguments, block_index = block_function.args
     b = ir.IRBuilder(block_function.append_basic_block("entry"))
     threads = scheduled.launch.block
-    shared = {array.name: b.alloca(array.element, size=array.count, name=array.name) for array in scheduled.shared}
+    shared = {}
+    for array in scheduled.shared:
+        shared[array.name] = b.alloca(array.element, size=array.count, name=array.name)
+        shared[array.name].align = 16   # as on the GPU: a phase may read it 16 bytes at a time
     register_arrays = {register.name: (b.alloca(register.element, size=threads, name=register.name), register.element)
                        for register in scheduled.registers}
     repeat: list[ir.Value] = []

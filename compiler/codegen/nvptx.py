@@ -24,6 +24,7 @@ the CPU; scalar lowering (and the polynomial transcendentals) comes from ``commo
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
 import shutil
@@ -82,6 +83,7 @@ class GpuLimits:
 
 DEFAULT_LIMITS = GpuLimits()
 # A tiled product computes element indices in 32 bits when every index it forms is below this.
+_VECTOR_BYTES = 16   # the widest load of shared memory, and what a shared row is aligned to
 NARROW_INDEX_LIMIT = 2 ** 30
 
 
@@ -376,17 +378,19 @@ class _Staging:
     """One operand's tile in shared memory: ``extent`` along A's rows or B's columns by ``depth``,
     stored depth-major, each depth row ``pitch`` long, in two buffers of ``depth * pitch``.
     Consecutive threads copy neighbours in memory: along the depth when the operand is contiguous
-    there (and each row then gets one element of padding against bank conflicts)."""
+    there, and each row then gets ``padding`` elements (16 bytes: rows stay aligned for vector
+    loads) so that those threads' stores spread over the banks."""
 
     name: str
     operand: int
     extent: int
     depth: int
     depth_fastest: bool
+    padding: int
 
     @property
     def pitch(self) -> int:
-        return self.extent + int(self.depth_fastest)
+        return self.extent + (self.padding if self.depth_fastest else 0)
 
     def slot(self, b: ir.IRBuilder, buffer: ir.Value, deep: ir.Value, along: ir.Value) -> ir.Value:
         """The element at depth ``deep``, ``along`` the tile, of buffer 0 or 1."""
@@ -400,7 +404,8 @@ def _tiled_product(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
     update, or a convolution over an implicit im2col): each block owns a tile_m x tile_n tile of
     the product (a grid-stride loop over tiles and batch entries) and walks the depth tile_k at a
     time through two shared buffers: while its threads multiply the A and B tiles of one depth
-    step from one buffer into their thread_m x thread_n registers, the next step's tiles are
+    step from one buffer into their thread_m x thread_n registers (reading their rows and
+    columns of the tiles up to 16 bytes at a time), the next step's tiles are
     copied into the other (``cp.async`` on sm_80 and later, zero-filled outside the matrix). The
     scale (and, for a fused update, the old output) is applied once when the tile is stored.
 
@@ -440,7 +445,8 @@ def _tiled_product(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
 
     def staging(name: str, operand: int, extent: int) -> _Staging:
         along_unit, depth_unit = _unit_strides(kernel, product, operand)
-        return _Staging(name, operand, extent, tile_k, abs(depth_unit) == 1 and abs(along_unit) != 1)
+        return _Staging(name, operand, extent, tile_k, abs(depth_unit) == 1 and abs(along_unit) != 1,
+                        _VECTOR_BYTES // dtype.itemsize)
 
     a_tile, b_tile = staging("a", 0, tile_m), staging("b", 1, tile_n)
 
@@ -524,9 +530,16 @@ def _tiled_product(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
         buffer = b.and_(state.repeat[1], _constant(1))
 
         def values(b: ir.IRBuilder, tile: _Staging, kk: ir.Value, first: ir.Value, count: int) -> list[ir.Value]:
+            """``count`` neighbours from ``first`` at depth ``kk``, read a vector at a time: ``first``
+            is a multiple of ``count`` and the rows start on 16-byte boundaries."""
             start = tile.slot(b, buffer, kk, first)
-            return [b.load(b.gep(state.shared(tile.name), [b.add(start, _constant(i))], source_etype=element),
-                           typ=element) for i in range(count)]
+            lanes = math.gcd(count, tile.pitch, _VECTOR_BYTES // dtype.itemsize)
+            result = []
+            for chunk in range(0, count, lanes):
+                pointer = b.gep(state.shared(tile.name), [b.add(start, _constant(chunk))], source_etype=element)
+                vector = b.load(pointer, typ=ir.VectorType(element, lanes), align=lanes * dtype.itemsize)
+                result += [b.extract_element(vector, ir.Constant(I32, lane)) for lane in range(lanes)]
+            return result
 
         def step(b: ir.IRBuilder, kk: ir.Value) -> None:
             a_values = values(b, a_tile, kk, b.mul(thread_row, _constant(limits.thread_m)), limits.thread_m)

@@ -145,8 +145,9 @@ def test_unknown_architecture_is_refused(arch: str) -> None:
 @pytest.mark.skipif(PTXAS is None, reason="ptxas (CUDA toolkit) is not on PATH")
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_default_schedules_assemble_without_spills(dtype: str, tmp_path) -> None:
-    """The real-GPU launch sizes: a 64x64 tiled GEMM with 4x4 registers per thread, a 256-thread
-    block reduction and a grid-stride elementwise kernel, for sm_80 and sm_90."""
+    """The real-GPU launch sizes: a 64x64 tiled GEMM with 4x4 registers per thread (its tiles
+    copied with cp.async, read from shared memory 16 bytes at a time), a 256-thread block
+    reduction and a grid-stride elementwise kernel, for sm_80 and sm_90."""
     graph = cc.Graph()
     with graph.as_default():
         a = cc.placeholder(dtype, (512, 784))
@@ -159,6 +160,8 @@ def test_default_schedules_assemble_without_spills(dtype: str, tmp_path) -> None
             executable = gpu.compile(fetches, feeds)
         kernels, ptx = executable.dump("kernels"), executable.dump("ptx")
         assert "tiled GEMM 512x512x784" in kernels and "a block per output element (64)" in kernels
+        bits = 8 * np.dtype(dtype).itemsize
+        assert "cp.async.ca.shared.global" in ptx and re.search(rf"ld\.shared\.v{128 // bits}\.[bf]{bits}", ptx)
         assembled = assemble(ptx, arch, tmp_path)
         print(f"{dtype} {arch}: registers per kernel {assembled.registers}")
         assert assembled.spill_stores == [0] * 3
