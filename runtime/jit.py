@@ -191,9 +191,58 @@ def compile_step(module_text: str, work: Mapping[str, int] | None = None
         return linker.link(), linker.timings, linker.counts
 
 
+def loaded_openmp() -> tuple[str, int] | None:
+    """(path, address of ``GOMP_parallel``) of an OpenMP runtime this process has already loaded
+    (torch's libgomp, or an LLVM/Intel libomp, which export the same entry), else None."""
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split(None, 5)[5].strip() for line in maps if len(line.split(None, 5)) == 6}
+    except OSError:
+        return None
+    for path in sorted(paths):
+        name = os.path.basename(path)
+        if not name.startswith(("libgomp", "libomp", "libiomp")) or ".so" not in name:
+            continue
+        try:  # RTLD_NOLOAD: only a library that is already loaded, nothing new
+            library = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+            return path, ctypes.cast(library.GOMP_parallel, ctypes.c_void_p).value or 0
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
+def pool_kind() -> tuple[str, tuple[str, int] | None]:
+    """Which threads run the parts of split kernels: ``("own", None)``, graphgrad's own workers
+    (the default, ``GRAPHGRAD_POOL=own``), or with ``GRAPHGRAD_POOL=openmp`` ``("openmp", (path,
+    GOMP_parallel))``: the OpenMP runtime the process already holds (torch's libgomp), else the
+    system's libgomp, loaded for it."""
+    wanted = os.environ.get("GRAPHGRAD_POOL", "own").strip().lower()
+    if wanted not in ("own", "openmp"):
+        raise ValueError(f"GRAPHGRAD_POOL={wanted!r}: use own or openmp")
+    if wanted == "own":
+        return "own", None
+    runtime = loaded_openmp()
+    if runtime is None:
+        try:
+            ctypes.CDLL("libgomp.so.1", mode=os.RTLD_GLOBAL)
+        except OSError as error:
+            raise RuntimeError(f"GRAPHGRAD_POOL=openmp, but no OpenMP runtime can be loaded ({error})") from None
+        runtime = loaded_openmp()
+    if runtime is None or not runtime[1]:
+        raise RuntimeError("GRAPHGRAD_POOL=openmp, but the OpenMP runtime has no GOMP_parallel")
+    return "openmp", runtime
+
+
 class _Pool:
     """The process's worker threads, each running ``graphgrad_pool_worker`` in native code (ctypes
-    releases the GIL for the call). Stopped at exit; a forked child runs kernels serially."""
+    releases the GIL for the call). Stopped at exit; a forked child runs kernels serially.
+
+    With ``GRAPHGRAD_POOL=openmp`` split kernels run on an OpenMP runtime's threads instead (the
+    one torch loaded, if any) and no worker is started. Right after a torch call, torch's spinning
+    threads and the pool's own would share the cores; on one team the step is not slowed. But an
+    OpenMP region waits for every thread of its team, so on a machine busy with other processes a
+    step can take several times longer than with the own pool, whose caller waits only for parts
+    that were claimed: hence the own pool by default (figures: examples/benchmarks/pools.py)."""
 
     def __init__(self) -> None:
         self.engine, _ = compile_module(str(threads.build_pool_module(host_target_machine().triple)))
@@ -202,10 +251,15 @@ class _Pool:
         address = self.engine.get_function_address
         self._worker = ctypes.CFUNCTYPE(None, ctypes.c_int64)(address(threads.WORKER_SYMBOL))
         self._set_workers = ctypes.CFUNCTYPE(None, ctypes.c_int64)(address(threads.SET_WORKERS_SYMBOL))
+        self._use_openmp = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address(threads.USE_OPENMP_SYMBOL))
         self._stop = ctypes.CFUNCTYPE(None)(address(threads.STOP_SYMBOL))
         self.threads: list[threading.Thread] = []
         count = max(thread_count(), 1) - 1
+        self.kind, self.openmp = pool_kind()
         self._set_workers(count)
+        if self.openmp is not None:
+            self._use_openmp(self.openmp[1])
+            count = 0   # the OpenMP runtime's threads do the work
         for index in range(count):
             thread = threading.Thread(target=self._worker, args=(index + 1,), daemon=True,
                                       name=f"graphgrad-worker-{index + 1}")

@@ -12,6 +12,12 @@ claim can only succeed for the task it looked at. The caller publishes ``fn``/``
 when ``remaining`` is 0. A worker that wakes late finds nothing to claim and goes back to sleep:
 the caller never waits for a worker that holds no part (which matters when cores are busy).
 
+OpenMP: a process that already holds an OpenMP runtime (torch's libgomp, say) can hand its
+``GOMP_parallel`` to ``graphgrad_pool_use_openmp``; a task then runs on that runtime's team, whose
+threads claim parts from the same ticket, instead of on the pool's own workers, so two pools never
+compete for the cores (see ``runtime.jit``). ``GOMP_parallel`` returns when every thread of the
+team has returned, and a thread returns only when no part is left to claim, so every part is done.
+
 Concurrent callers: the pool runs one task at a time. A caller takes it by compare-and-swap on
 ``pool_busy``; a caller that finds it taken (another Python thread's step, or a part of a task
 that itself asks for the pool) runs its parts serially on its own thread instead of waiting, so
@@ -31,6 +37,7 @@ PARALLEL_SYMBOL = "graphgrad_parallel"
 WORKER_SYMBOL = "graphgrad_pool_worker"
 STOP_SYMBOL = "graphgrad_pool_stop"
 SET_WORKERS_SYMBOL = "graphgrad_pool_set_workers"
+USE_OPENMP_SYMBOL = "graphgrad_pool_use_openmp"
 SPINS = 20000                     # checks before sleeping (a few tens of microseconds)
 _FUTEX = {"x86_64": 202, "aarch64": 98}
 _FUTEX_WAIT_PRIVATE, _FUTEX_WAKE_PRIVATE = 128, 129
@@ -62,6 +69,7 @@ class _Pool:
     workers: ir.GlobalVariable
     quit_flag: ir.GlobalVariable
     busy: ir.GlobalVariable           # 1 while a caller owns the pool
+    openmp: ir.GlobalVariable         # GOMP_parallel of the process's OpenMP runtime, or null
     futex: int | None                 # the futex system call's number (Linux), else None
     syscall: ir.Function | None
     sched_yield: ir.Function
@@ -80,13 +88,14 @@ class _Pool:
         workers = _global(module, "pool_workers", I64, 0)
         quit_flag = _global(module, "pool_quit", I32, 0)
         busy = _global(module, "pool_busy", I32, 0)
+        openmp = _global(module, "pool_openmp", PTR, None)
         syscall = None
         if futex:
             syscall = ir.Function(module, ir.FunctionType(I64, [I64], var_arg=True), name="syscall")
         sched_yield = declare_function(module, "sched_yield", I32, [])
         pause = declare_function(module, "llvm.x86.sse2.pause", ir.VoidType(), []) if arch == "x86_64" else None
         return cls(wakeup, ticket, remaining, function_slot, argument_slot, generation, workers, quit_flag, busy,
-                   futex, syscall, sched_yield, pause)
+                   openmp, futex, syscall, sched_yield, pause)
 
     def relax(self, b: ir.IRBuilder) -> None:
         if self.pause is not None:
@@ -135,6 +144,7 @@ def build_pool_module(triple: str) -> ir.Module:
     _emit_worker(module, pool, claim)
     _emit_parallel(module, pool, claim)
     _emit_set_workers(module, pool)
+    _emit_use_openmp(module, pool)
     _emit_stop(module, pool)
     return module
 
@@ -221,12 +231,41 @@ def _emit_parallel(module: ir.Module, pool: _Pool, claim: ir.Function) -> None:
     new_ticket = b.or_(b.shl(b.and_(next_generation, ir.Constant(I64, 0xFFFF)), ir.Constant(I64, 48)),
                        b.shl(count, ir.Constant(I64, 32)))
     b.store_atomic(new_ticket, pool.ticket, "release", 8)
-    b.atomic_rmw("add", pool.wakeup, ir.Constant(I32, 1), "acq_rel")
-    pool.wake_all(b, pool.wakeup)
-    b.call(claim, [])
-    pool.wait_until(b, pool.remaining, lambda b, value: b.icmp_unsigned("==", value, ir.Constant(I32, 0)),
-                    "remaining")
+    openmp = b.load(pool.openmp, typ=PTR)
+    with b.if_else(b.icmp_unsigned("!=", b.ptrtoint(openmp, I64), ir.Constant(I64, 0))) as (on_openmp, on_pool):
+        with on_openmp:
+            # GOMP_parallel(fn, data, threads, flags): the team (this thread too) claims the parts.
+            body = _emit_openmp_body(module, claim)
+            gomp_type = ir.FunctionType(ir.VoidType(), [body.type, PTR, I32, I32])
+            b.call(b.inttoptr(b.ptrtoint(openmp, I64), gomp_type.as_pointer()),
+                   [body, ir.Constant(PTR, None), b.trunc(b.add(helpers, ir.Constant(I64, 1)), I32),
+                    ir.Constant(I32, 0)])
+        with on_pool:
+            b.atomic_rmw("add", pool.wakeup, ir.Constant(I32, 1), "acq_rel")
+            pool.wake_all(b, pool.wakeup)
+            b.call(claim, [])
+            pool.wait_until(b, pool.remaining, lambda b, value: b.icmp_unsigned("==", value, ir.Constant(I32, 0)),
+                            "remaining")
     b.store_atomic(ir.Constant(I32, 0), pool.busy, "release", 4)
+    b.ret_void()
+
+
+def _emit_openmp_body(module: ir.Module, claim: ir.Function) -> ir.Function:
+    """``pool_openmp_body(data)``: what each thread of an OpenMP team runs: claim parts until none is left."""
+    body = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), name="pool_openmp_body")
+    body.linkage = "internal"
+    b = ir.IRBuilder(body.append_basic_block("entry"))
+    b.call(claim, [])
+    b.ret_void()
+    return body
+
+
+def _emit_use_openmp(module: ir.Module, pool: _Pool) -> None:
+    """``graphgrad_pool_use_openmp(gomp_parallel)``: run tasks on that OpenMP runtime's threads (null:
+    on the pool's own workers again)."""
+    setter = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), name=USE_OPENMP_SYMBOL)
+    b = ir.IRBuilder(setter.append_basic_block("entry"))
+    b.store(setter.args[0], pool.openmp)
     b.ret_void()
 
 

@@ -570,10 +570,15 @@ def mpi_details(workload: WorkloadRecord, step: float, extras: dict[str, float])
 # Environment report
 # ------------------------------------------------------------------------------------------------
 def cpu_model() -> str:
+    """The CPU's model name, with its family and model numbers (a VM may show only "AMD EPYC")."""
     try:
+        fields: dict[str, str] = {}
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+        if "model name" in fields:
+            numbers = [f"{key} {fields[key]}" for key in ("cpu family", "model") if key in fields]
+            return fields["model name"] + (f" ({', '.join(numbers)})" if numbers else "")
     except OSError:
         pass
     return platform.processor() or platform.machine()

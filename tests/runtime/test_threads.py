@@ -172,3 +172,53 @@ def test_one_session_training_from_two_threads_applies_whole_steps(target: str) 
         values, count = sess.run([v, counter])
     assert count == 1000
     np.testing.assert_array_equal(values, np.full(1000, 500 * 0.5 + 500 * 1.5, "float32"))
+
+
+OPENMP_SCRIPT = """
+import threading
+import numpy as np, compiler as cc
+from runtime import Session, jit
+rng = np.random.default_rng(2)
+x = cc.placeholder("float32", (512, 512))
+w = cc.placeholder("float32", (512, 384))
+image = cc.placeholder("float32", (8, 16, 16, 32))
+filters = cc.placeholder("float32", (3, 3, 32, 48))
+fetches = [cc.tanh(x) * 2.0, x @ w, cc.nn.conv2d(image, filters, padding="SAME")]
+feeds = {t: rng.normal(size=t.shape).astype("float32") for t in (x, w, image, filters)}
+with Session(target="reference") as reference:
+    expected = reference.run(fetches, feeds)
+errors = []
+def check():
+    with Session() as sess:
+        for _ in range(20):
+            for got, want in zip(sess.run(fetches, feeds), expected):
+                errors.append(float(np.max(np.abs(got - want)) / np.max(np.abs(want))))
+threads = [threading.Thread(target=check) for _ in range(2)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(jit._pool[0].kind, len(errors), max(errors))
+"""
+
+
+def test_split_kernels_on_an_openmp_runtime() -> None:
+    """GRAPHGRAD_POOL=openmp: split kernels, GEMMs and window products run on the OpenMP runtime's
+    team (the system libgomp here), from two threads at once, and equal the reference."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, GRAPHGRAD_POOL="openmp", GRAPHGRAD_THREADS="2")
+    result = subprocess.run([sys.executable, "-c", OPENMP_SCRIPT], capture_output=True, text=True, env=env,
+                            timeout=WAIT_SECONDS)
+    assert result.returncode == 0, result.stderr
+    kind, count, worst = result.stdout.split()
+    assert kind == "openmp" and int(count) == 120 and float(worst) < 1e-5
+
+
+def test_an_unknown_pool_is_refused() -> None:
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, GRAPHGRAD_POOL="tbb")
+    result = subprocess.run([sys.executable, "-c", OPENMP_SCRIPT], capture_output=True, text=True, env=env,
+                            timeout=WAIT_SECONDS)
+    assert result.returncode != 0 and "GRAPHGRAD_POOL='tbb': use own or openmp" in result.stderr
