@@ -32,3 +32,13 @@ def _private_compile_cache(tmp_path_factory):
     import os
     os.environ["GRAPHGRAD_CACHE_DIR"] = str(tmp_path_factory.mktemp("compile-cache"))
     yield
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """The ptxas report of the GPU tests (registers and spills per arch), when any assembled PTX."""
+    from .runtime import ptxas_check
+    lines = ptxas_check.report()
+    if lines:
+        terminalreporter.section("ptxas: registers and spill stores of the GPU kernels")
+        for line in lines:
+            terminalreporter.write_line(line)
