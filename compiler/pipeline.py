@@ -106,10 +106,15 @@ def target_gpu(step: CompiledStep, arch: str = nvptx.DEFAULT_ARCH, limits: nvptx
                emulated: bool = False) -> CompiledStep:
     """The step for ``target="cuda"`` (or ``"cuda-emulated"``): ``kernels`` also shows the GPU
     schedule, ``ptx`` is for ``arch`` with ``limits``, and when ``emulated`` the ``llvm`` stage is the
-    host module that runs the scheduled kernels block by block (what the runtime then runs)."""
+    host module that runs the scheduled kernels block by block (what the runtime then runs).
+
+    The step's program becomes the GPU's: products with too few output tiles for the device are
+    split along their depth (``nvptx.split_products``), each into a kernel of partial products
+    and one that sums them, and ``kernels`` shows those."""
     from .codegen import cuda_emulated
-    program = step.program
-    kernels = step.texts.pop("kernels")
+    program = step.program = nvptx.split_products(step.program, limits)
+    step.texts.pop("kernels")
+    kernels = format_program(program)
     step.texts.pop("ptx", None)
     step._lazy["ptx"] = lambda: nvptx.emit_ptx(program, arch, limits)
     # Made when asked for: the register counts come from assembling the PTX.

@@ -15,6 +15,10 @@ blocks and threads (``schedule_kernel``), as a ``gpu_kernel.ScheduledKernel``:
 - a convolution that reads as a product (``Kernel.window``: conv2d, its filter gradient, its input
   gradient at stride 1): the same GEMM over an implicit im2col, its A tiles read straight from
   the image through the window, zero in the padding;
+- a product with too few output tiles to fill the GPU and a long depth (a filter gradient: taps x
+  features summed over every pixel) is split along the depth before scheduling (split-K,
+  ``split_products``): a block per (tile, depth slice) stores its partial product into a
+  workspace, and a second kernel sums the slices in order into the output (deterministic);
 - a scan along a long axis (``GpuLimits.scan_min_extent``): a block per row, scanning chunks of
   the row in shared memory and carrying the running total between them.
 The same scheduled kernels are lowered to PTX here and to host code by ``gpu_kernel`` for
@@ -30,14 +34,15 @@ import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, Sequence
 
 import llvmlite.binding as llvm
 from llvmlite import ir
 
 from .. import dtypes
-from ..kernel_ir import Access, Kernel, Load, Prim, Program, WindowMatmul
+from ..kernel_ir import (Access, Branch, Buffer, Kernel, Load, Loop, Prim, Program, Step, WindowMatmul,
+                         contiguous_strides)
 from .common import (LLVM_LOCK, I32, I64, LoopAxis, combine, emit_carried_loop, emit_loop, identity_of, load_element,
                      loop_axes, register_type, store_element)
 from .gpu_kernel import (AsyncCopy, AsyncWait, Barrier, Launch, Phase, Register, Repeat, ScheduledKernel, SharedArray,
@@ -79,6 +84,10 @@ class GpuLimits:
     thread_m: int = 4
     thread_n: int = 4
     vector_bytes: int = 16           # an elementwise thread takes this many bytes of consecutive outputs
+    # A tiled product with fewer output tiles than this (two per SM of a large GPU) is split along
+    # its depth (split-K) into slices of at least split_min_steps depth steps each.
+    split_min_blocks: int = 264
+    split_min_steps: int = 4
 
 
 DEFAULT_LIMITS = GpuLimits()
@@ -272,6 +281,117 @@ def _is_window_product(kernel: Kernel) -> bool:
 
 
 @dataclass(frozen=True)
+class SplitKPartial(Kernel):
+    """The first kernel of a product split along its depth (split-K), made for the GPU only by
+    ``split_products``: the product's kernel with its output replaced by a float workspace
+    ``[slices, *out_space]`` (``out`` walks slice 0), no scale and no accumulation. The tiled
+    schedule gives each (output tile, depth slice) a block that multiplies ``slice_steps`` depth
+    steps of ``tile_k`` from ``slice * slice_steps`` on (the last slice stops at the depth) and
+    stores its partial product into that slice of the workspace."""
+
+    slices: int = 1
+    slice_steps: int = 0
+
+
+@dataclass(frozen=True)
+class SplitKSum(Kernel):
+    """The second kernel of a split product: an ordinary reduction over the workspace's slice
+    axis (axis 0) into the product's output, with its scale and accumulation; the GPU runs it a
+    thread per output element, adding the slices in order (deterministic, no atomics)."""
+
+
+def split_k_plan(kernel: Kernel, limits: GpuLimits = DEFAULT_LIMITS) -> tuple[int, int] | None:
+    """(slices, depth steps per slice) when the tiled product ``kernel`` has fewer output tiles
+    than ``limits.split_min_blocks`` and depth for two slices of ``split_min_steps`` steps or
+    more; None when it runs as one kernel. The slices fill about ``split_min_blocks`` blocks."""
+    if isinstance(kernel, SplitKPartial) or not (_is_window_product(kernel) or _is_plain_product(kernel)):
+        return None
+    product = _product_of(kernel)
+    if sorted(kernel.reduce_axes) != sorted(product.depth):
+        return None
+    space = kernel.space
+    rows, columns, depth = (_product(space[a] for a in axes) for axes in (product.rows, product.columns, product.depth))
+    tiles = _product(space[a] for a in product.batch) * -(-rows // limits.tile_m) * -(-columns // limits.tile_n)
+    steps = -(-depth // limits.tile_k)
+    if tiles == 0 or tiles >= limits.split_min_blocks:
+        return None
+    slices = min(-(-limits.split_min_blocks // tiles), steps // max(limits.split_min_steps, 1))
+    if slices < 2:
+        return None
+    slice_steps = -(-steps // slices)
+    return -(-steps // slice_steps), slice_steps   # no slice left empty
+
+
+def _remap_steps(steps: Sequence[Step], positions: Sequence[tuple[int, ...]]) -> tuple[Step, ...]:
+    """A schedule with each kernel position replaced by its new positions."""
+    moved: list[Step] = []
+    for step in steps:
+        if isinstance(step, int):
+            moved.extend(positions[step])
+        elif isinstance(step, Branch):
+            moved.append(replace(step, taken=_remap_steps(step.taken, positions),
+                                 otherwise=_remap_steps(step.otherwise, positions)))
+        elif isinstance(step, Loop):
+            moved.append(replace(step, condition=_remap_steps(step.condition, positions),
+                                 body=_remap_steps(step.body, positions)))
+        else:
+            moved.append(step)
+    return tuple(moved)
+
+
+def split_products(program: Program, limits: GpuLimits = DEFAULT_LIMITS) -> Program:
+    """The program for the GPU with every tiled product that ``split_k_plan`` splits replaced by a
+    ``SplitKPartial`` kernel into a new temporary workspace and a ``SplitKSum`` kernel into its
+    output, next to each other. The workspaces (live only between their two kernels) share one
+    new arena. ``program`` itself is left as it is (the CPU runs it); without a split it is returned."""
+    kernels: list[Kernel] = []
+    buffers = list(program.buffers)
+    placement = dict(program.placement)
+    positions: list[tuple[int, ...]] = []
+    arena = len(program.arenas)
+    workspace_bytes = 0
+    first_assignment = program.first_assignment
+    for position, kernel in enumerate(program.kernels):
+        plan = split_k_plan(kernel, limits)
+        if plan is None:
+            positions.append((len(kernels),))
+            kernels.append(kernel)
+            continue
+        slices, slice_steps = plan
+        out_space = kernel.out_space
+        output_axes = [a for a in range(len(kernel.space)) if a not in kernel.reduce_axes]
+        element_strides = contiguous_strides(out_space)
+        workspace = Buffer(len(buffers), (slices, *out_space), kernel.out_dtype, "temp",
+                           f"split-K partials of {kernel.name}")
+        buffers.append(workspace)
+        placement[workspace.index] = (arena, 0)
+        workspace_bytes = max(workspace_bytes, workspace.nbytes)
+        strides = [0] * len(kernel.space)
+        for axis, stride in zip(output_axes, element_strides):
+            strides[axis] = stride
+        partial = SplitKPartial(**{f.name: getattr(kernel, f.name) for f in fields(Kernel)},
+                                slices=slices, slice_steps=slice_steps)
+        partial = replace(partial, name=f"{kernel.name}_partials", out=Access(workspace.index, tuple(strides)),
+                          accumulate=False, scale=1.0, check=None)
+        total = SplitKSum(
+            name=f"{kernel.name}_sum", space=(slices, *out_space),
+            operands=(Access(workspace.index, (_product(out_space), *element_strides)),),
+            body=Load(0, kernel.out_dtype), out_dtype=kernel.out_dtype,
+            out=Access(kernel.out.buffer, (0, *(kernel.out.strides[a] for a in output_axes)), kernel.out.offset),
+            reduce_axes=(0,), combiner="sum", covers=kernel.covers, accumulate=kernel.accumulate,
+            scale=kernel.scale, check=kernel.check)
+        positions.append((len(kernels), len(kernels) + 1))
+        kernels += [partial, total]
+        if position < program.first_assignment:
+            first_assignment += 1
+    if not workspace_bytes:
+        return program
+    schedule = None if program.schedule is None else _remap_steps(program.schedule, positions)
+    return replace(program, buffers=buffers, kernels=kernels, placement=placement,
+                   arenas=[*program.arenas, workspace_bytes], first_assignment=first_assignment, schedule=schedule)
+
+
+@dataclass(frozen=True)
 class _Product:
     """How a kernel reads as ``out[batch, row, column] = sum over depth of A[row, depth] * B[depth,
     column]``: the space axes flattened (row-major, in order) into its rows, columns and depth, its
@@ -423,18 +543,25 @@ def _tiled_product(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
     threads = thread_rows * thread_columns
     tiles_m, tiles_n = -(-rows // tile_m), -(-columns // tile_n)
     tiles = _product(batch_sizes) * tiles_m * tiles_n
-    grid = max(1, min(tiles, limits.max_grid))
     steps = -(-depth // tile_k)
+    # Split-K: block work item t is tile t % tiles of depth slice t // tiles, stored unscaled into
+    # that slice of the workspace (the output of this kernel); a ``SplitKSum`` kernel adds them up.
+    split = isinstance(kernel, SplitKPartial)
+    slices, slice_steps = (kernel.slices, kernel.slice_steps) if split else (1, steps)
+    slice_stride = _product(kernel.out_space)
+    grid = max(1, min(tiles * slices, limits.max_grid))
     accumulators = [Register(f"acc{i}_{j}", element) for i in range(limits.thread_m) for j in range(limits.thread_n)]
     zero = ir.Constant(element, 0.0)
     # Element indices (and the rows, columns and depths that lead to them, a tile past the end
     # included) in 32 bits where every buffer is small enough: half the registers of 64.
     reach = [_element_count(access, space) for access in (kernel.out, *kernel.operands)]
+    reach[0] += (slices - 1) * slice_stride
     if product.window is not None:
         window = product.window
         reach[1] = kernel.operands[0].offset + 1 + sum((size - 1) * abs(stride) for size, stride in zip(
             window.image_shape, window.image_strides))
-    narrow = max(reach + [rows + 2 * tile_m, columns + 2 * tile_n, depth + 2 * tile_k]) < NARROW_INDEX_LIMIT
+    depth_reach = max(depth, slices * slice_steps * tile_k)
+    narrow = max(reach + [rows + 2 * tile_m, columns + 2 * tile_n, depth_reach + 2 * tile_k]) < NARROW_INDEX_LIMIT
     index_type = I32 if narrow else I64
 
     def number(value: int) -> ir.Constant:
@@ -453,8 +580,8 @@ def _tiled_product(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
     def pointers(state: ThreadState) -> dict[int, ir.Value]:
         return dict(zip(kernel_buffers(kernel), state.arguments))
 
-    def tile_origin(state: ThreadState) -> tuple[ir.IRBuilder, ir.Value, ir.Value, list[ir.Value]]:
-        """The first row and column of this block's tile, and the batch indices."""
+    def tile_origin(state: ThreadState) -> tuple[ir.IRBuilder, ir.Value, ir.Value, list[ir.Value], ir.Value]:
+        """The first row and column of this block's tile, the batch indices and the depth slice."""
         b = state.b
         remaining = b.add(state.block, b.mul(state.repeat[0], _constant(grid)))
         tile_column = b.urem(remaining, _constant(tiles_n))
@@ -466,7 +593,7 @@ def _tiled_product(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
             batch.insert(0, b.urem(remaining, _constant(size)))
             remaining = b.udiv(remaining, _constant(size))
         return (b, narrowed(b, b.mul(tile_row, _constant(tile_m))), narrowed(b, b.mul(tile_column, _constant(tile_n))),
-                [narrowed(b, index) for index in batch])
+                [narrowed(b, index) for index in batch], narrowed(b, remaining))
 
     def batch_groups(batch: list[ir.Value]) -> list[tuple[tuple[int, ...], ir.Value]]:
         return [((axis,), value) for axis, value in zip(product.batch, batch)]
@@ -490,9 +617,9 @@ def _tiled_product(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
 
     def stage(state: ThreadState, tile: _Staging, step: ir.Value, buffer: ir.Value) -> None:
         """This thread's share of the copy of the depth ``step``'s tile into ``buffer``."""
-        b, row0, column0, batch = tile_origin(state)
+        b, row0, column0, batch, depth_slice = tile_origin(state)
         first = column0 if tile.operand else row0
-        depth0 = b.mul(narrowed(b, step), number(tile_k))
+        depth0 = b.mul(b.add(b.mul(depth_slice, number(slice_steps)), narrowed(b, step)), number(tile_k))
         thread, buffer = narrowed(b, state.thread), narrowed(b, buffer)
         base = pointers(state)[kernel.operands[tile.operand].buffer]
         count = tile_k * tile.extent
@@ -519,7 +646,7 @@ def _tiled_product(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
     def stage_next(state: ThreadState) -> None:
         b = state.b
         following = b.add(state.repeat[1], _constant(1))
-        with b.if_then(b.icmp_unsigned("<", following, _constant(steps))):
+        with b.if_then(b.icmp_unsigned("<", following, _constant(slice_steps))):
             for tile in (a_tile, b_tile):
                 stage(state, tile, following, b.and_(following, _constant(1)))
 
@@ -551,7 +678,7 @@ def _tiled_product(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
         emit_loop(b, tile_k, step, name="kk")
 
     def store(state: ThreadState) -> None:
-        b, row0, column0, batch = tile_origin(state)
+        b, row0, column0, batch, depth_slice = tile_origin(state)
         thread = narrowed(b, state.thread)
         thread_row = b.udiv(thread, number(thread_columns))
         thread_column = b.urem(thread, number(thread_columns))
@@ -568,6 +695,8 @@ def _tiled_product(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
                         value = b.fmul(value, ir.Constant(element, kernel.scale))
                     index = _strided_index(b, kernel.out, space, [(product.rows, row), (product.columns, column)]
                                            + batch_groups(batch))
+                    if split:
+                        index = b.add(index, b.mul(depth_slice, number(slice_stride)))
                     if kernel.accumulate:
                         value = b.fadd(load_element(b, out, dtype, index), value)
                     store_element(b, value, out, dtype, index)
@@ -576,9 +705,9 @@ def _tiled_product(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
     # the block has multiplied step s a barrier frees its buffer for the copy of step s + 2.
     depth_steps: tuple[Statement, ...] = (
         AsyncCopy(stage_first),
-        Repeat(lambda b, block_index: _constant(steps), (
+        Repeat(lambda b, block_index: _constant(slice_steps), (
             AsyncCopy(stage_next), AsyncWait(1), Barrier(), Phase(multiply), Barrier()))) if steps else ()
-    per_tile = Repeat(lambda b, block_index: _strided_trips(b, block_index, tiles, grid),
+    per_tile = Repeat(lambda b, block_index: _strided_trips(b, block_index, tiles * slices, grid),
                       (Phase(clear), *depth_steps, Phase(store)))
     if product.window is not None:
         window = product.window
@@ -586,6 +715,9 @@ def _tiled_product(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
         kind = f"implicit GEMM {rows}x{columns}x{depth} ({what}, A read through the window of in0, 0 in the padding)"
     else:
         kind = f"tiled GEMM {rows}x{columns}x{depth} (x{_product(batch_sizes)})"
+    if split:
+        kind = (f"split-K partials, {slices} slices of {slice_steps * tile_k} deep into b{kernel.out.buffer} "
+                f"({tiles} tiles x {slices} slices), of the {kind}")
     return ScheduledKernel(kernel.name, len(kernel_buffers(kernel)), Launch(threads, grid), (per_tile,),
                            shared=tuple(SharedArray(tile.name, element, 2 * tile_k * tile.pitch)
                                         for tile in (a_tile, b_tile)),
@@ -683,6 +815,11 @@ def schedule_kernel(kernel: Kernel, limits: GpuLimits = DEFAULT_LIMITS) -> Sched
     """How ``kernel`` runs on the GPU: its launch and what each thread of a block does."""
     if _is_window_product(kernel) or _is_plain_product(kernel):
         return _tiled_product(kernel, limits)
+    if isinstance(kernel, SplitKSum):
+        scheduled = _per_element(kernel, limits)
+        added = ", added to the output" if kernel.accumulate else ""
+        return replace(scheduled, description=f"split-K sum of {kernel.space[0]} partials in order (scale "
+                                              f"{kernel.scale!r}{added}): {scheduled.description}")
     if _uses_block_scan(kernel, limits):
         return _block_scan(kernel, limits)
     if _uses_block_reduction(kernel, limits):

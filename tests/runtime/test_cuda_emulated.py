@@ -164,4 +164,6 @@ def test_default_schedules_assemble_without_spills(dtype: str, tmp_path) -> None
         assert "cp.async.ca.shared.global" in ptx and re.search(rf"ld\.shared\.v{128 // bits}\.[bf]{bits}", ptx)
         assembled = assemble(ptx, arch, tmp_path)
         print(f"{dtype} {arch}: registers per kernel {assembled.registers}")
-        assert assembled.spill_stores == [0] * 3
+        # The 512x512 product is 64 tiles, too few for a large GPU: split-K adds the kernel summing its slices.
+        assert "split-K partials, 5 slices" in kernels and "split-K sum of 5 partials" in kernels
+        assert assembled.spill_stores == [0] * 4
