@@ -32,7 +32,7 @@ import numpy as np
 from compiler.codegen import threads
 from compiler.codegen.common import LLVM_LOCK
 from compiler.codegen.cpu import STEP_SYMBOL, host_target_machine, new_host_target_machine, optimize, thread_count
-from compiler.codegen.gemm import LIBRARY_SYMBOLS, build_library
+from compiler.codegen.gemm import LIBRARY_SYMBOLS, build_library, gemm_shape
 from compiler.codegen.tiers import FULL, HOT, HOT_WORK, LIBRARY, LIGHT, Tier
 
 from . import cache, link
@@ -344,7 +344,7 @@ def _load_library(dtype: str, name: str) -> None:
         linker.add(_library_pieces(dtype, max_threads)[name], LIBRARY)
     else:
         recipe = (f"library {name} dtype={dtype} threads={max_threads} numpy={np.__version__} "
-                  f"source={source}")
+                  f"shape={gemm_shape(np.dtype(dtype))} source={source}")
         linker.add(lambda: _library_pieces(dtype, max_threads)[name], LIBRARY,
                    key=cache.key_for(recipe, LIBRARY.describe()))
     engine = linker.link()

