@@ -792,57 +792,106 @@ def _workspace_global(module: ir.Module, dtype: np.dtype, elements: int) -> ir.G
     return variable
 
 
-def _take_workspaces(b: ir.IRBuilder, dtype: np.dtype, elements: int) -> tuple[ir.Value, ir.Value]:
-    """Packing workspaces for one call: the module's own block when no other call holds it (a
-    compare-and-swap on its busy flag), else a heap block of the same size, so GEMMs called from
-    several threads at once never share one. Returns (base pointer, 1 if it is the module's)."""
-    module = b.module
-    scalar = register_type(dtype)
-    static = _workspace_global(module, dtype, elements)
-    busy = module.globals.get(f"gemm_{dtype.name}_workspaces_busy")
-    if busy is None:
-        busy = ir.GlobalVariable(module, ir.IntType(32), name=f"gemm_{dtype.name}_workspaces_busy")
-        busy.linkage = "internal"
-        busy.initializer = ir.Constant(ir.IntType(32), 0)
-        busy.align = 64
-    aligned_alloc = declare_function(module, "aligned_alloc", PTR, [I64, I64])
-    sched_yield = declare_function(module, "sched_yield", ir.IntType(32), [])
+# Blocks of packing workspace kept for calls made while the module's own block is taken (GEMMs
+# from several Python threads at once): allocated at first use and kept, since a fresh block of
+# megabytes per call would be page-faulted in again each time.
+KEPT_WORKSPACES = 8
 
-    def try_take(b: ir.IRBuilder) -> ir.Value:
-        exchange = b.cmpxchg(busy, ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), 1),
-                             "acquire", "monotonic")
+
+def _take_workspaces(b: ir.IRBuilder, dtype: np.dtype, elements: int) -> tuple[ir.Value, ir.Value]:
+    """Packing workspaces for one call, so GEMMs called from several threads at once never share
+    one: the module's own block when no other call holds it (a compare-and-swap on its busy flag),
+    else the first free one of ``KEPT_WORKSPACES`` blocks allocated on first use, else a heap block
+    for this call only. Returns (base pointer, slot): slot 0 for the module's block, 1 + i for kept
+    block i, -1 for a block to free."""
+    module = b.module
+    i32 = ir.IntType(32)
+    static = _workspace_global(module, dtype, elements)
+    busy = _module_global(module, f"gemm_{dtype.name}_workspaces_busy", i32, ir.Constant(i32, 0))
+    kept_type = ir.ArrayType(PTR, KEPT_WORKSPACES)
+    kept = _module_global(module, f"gemm_{dtype.name}_kept", kept_type, ir.Constant(kept_type, None))
+    kept_busy_type = ir.ArrayType(i32, KEPT_WORKSPACES)
+    kept_busy = _module_global(module, f"gemm_{dtype.name}_kept_busy", kept_busy_type,
+                               ir.Constant(kept_busy_type, None))
+    aligned_alloc = declare_function(module, "aligned_alloc", PTR, [I64, I64])
+    sched_yield = declare_function(module, "sched_yield", i32, [])
+    nbytes = _const(-(-elements * dtype.itemsize // 64) * 64)
+
+    def try_take(b: ir.IRBuilder, flag: ir.Value) -> ir.Value:
+        exchange = b.cmpxchg(flag, ir.Constant(i32, 0), ir.Constant(i32, 1), "acquire", "monotonic")
         return b.extract_value(exchange, 1)
 
     entry = b.block
+    scan = b.append_basic_block("workspaces.scan")
+    try_slot = b.append_basic_block("workspaces.try")
+    got_slot = b.append_basic_block("workspaces.kept")
+    next_slot = b.append_basic_block("workspaces.next")
     heap = b.append_basic_block("workspaces.heap")
     wait = b.append_basic_block("workspaces.wait")
     chosen = b.append_basic_block("workspaces.chosen")
-    b.cbranch(try_take(b), chosen, heap)
+    b.cbranch(try_take(b, busy), chosen, scan)
+
+    b.position_at_end(scan)
+    slot = b.phi(I64)
+    slot.add_incoming(_const(0), entry)
+    b.cbranch(b.icmp_signed("<", slot, _const(KEPT_WORKSPACES)), try_slot, heap)
+    b.position_at_end(try_slot)
+    flag = b.gep(kept_busy, [ir.Constant(i32, 0), slot], inbounds=True)
+    b.cbranch(try_take(b, flag), got_slot, next_slot)
+    b.position_at_end(next_slot)
+    slot.add_incoming(b.add(slot, _const(1)), next_slot)
+    b.branch(scan)
+
+    b.position_at_end(got_slot)
+    kept_number = b.add(slot, _const(1))
+    pointer_slot = b.gep(kept, [ir.Constant(i32, 0), slot], inbounds=True)
+    block = b.load(pointer_slot, typ=PTR)
+    with b.if_then(b.icmp_unsigned("==", b.ptrtoint(block, I64), _const(0))):
+        b.store(b.call(aligned_alloc, [_const(64), nbytes]), pointer_slot)
+    kept_block = b.load(pointer_slot, typ=PTR)
+    allocated = b.icmp_unsigned("!=", b.ptrtoint(kept_block, I64), _const(0))
+    with b.if_then(b.not_(allocated)):  # out of memory: give the slot back
+        b.store_atomic(ir.Constant(i32, 0), flag, "release", 4)
+    kept_done = b.block
+    b.cbranch(allocated, chosen, heap)
+
     b.position_at_end(heap)
-    nbytes = elements * dtype.itemsize
-    block = b.call(aligned_alloc, [_const(64), _const(-(-nbytes // 64) * 64)])
-    b.cbranch(b.icmp_unsigned("==", b.ptrtoint(block, I64), _const(0)), wait, chosen)
+    transient = b.call(aligned_alloc, [_const(64), nbytes])
+    b.cbranch(b.icmp_unsigned("==", b.ptrtoint(transient, I64), _const(0)), wait, chosen)
     b.position_at_end(wait)  # out of memory: wait for the module's block instead
     b.call(sched_yield, [])
-    b.cbranch(try_take(b), chosen, wait)
+    b.cbranch(try_take(b, busy), chosen, wait)
+
     b.position_at_end(chosen)
-    base = b.phi(PTR)
-    base.add_incoming(static.bitcast(PTR), entry)
-    base.add_incoming(static.bitcast(PTR), wait)
-    base.add_incoming(block, heap)
-    own = b.phi(ir.IntType(1))
-    own.add_incoming(ir.Constant(ir.IntType(1), 1), entry)
-    own.add_incoming(ir.Constant(ir.IntType(1), 1), wait)
-    own.add_incoming(ir.Constant(ir.IntType(1), 0), heap)
-    return base, own
+    base, which = b.phi(PTR), b.phi(I64)
+    for source, pointer, number in ((entry, static.bitcast(PTR), _const(0)), (wait, static.bitcast(PTR), _const(0)),
+                                    (kept_done, kept_block, kept_number), (heap, transient, _const(-1))):
+        base.add_incoming(pointer, source)
+        which.add_incoming(number, source)
+    return base, which
 
 
-def _give_back_workspaces(b: ir.IRBuilder, dtype: np.dtype, base: ir.Value, own: ir.Value) -> None:
-    busy = b.module.globals[f"gemm_{dtype.name}_workspaces_busy"]
+def _module_global(module: ir.Module, name: str, type_: ir.Type, value: ir.Constant) -> ir.GlobalVariable:
+    existing = module.globals.get(name)
+    if existing is not None:
+        return existing
+    variable = ir.GlobalVariable(module, type_, name=name)
+    variable.linkage = "internal"
+    variable.initializer = value
+    variable.align = 64
+    return variable
+
+
+def _give_back_workspaces(b: ir.IRBuilder, dtype: np.dtype, base: ir.Value, slot: ir.Value) -> None:
+    i32 = ir.IntType(32)
     free = declare_function(b.module, "free", ir.VoidType(), [PTR])
-    with b.if_else(own) as (module_block, heap_block):
-        with module_block:
-            b.store_atomic(ir.Constant(ir.IntType(32), 0), busy, "release", 4)
+    with b.if_else(b.icmp_signed(">=", slot, _const(0))) as (kept_block, heap_block):
+        with kept_block:
+            busy = b.module.globals[f"gemm_{dtype.name}_workspaces_busy"]
+            kept_busy = b.module.globals[f"gemm_{dtype.name}_kept_busy"]
+            kept_flag = b.gep(kept_busy, [ir.Constant(i32, 0), b.sub(slot, _const(1))], inbounds=True)
+            flag = b.select(b.icmp_signed("==", slot, _const(0)), busy, kept_flag)
+            b.store_atomic(ir.Constant(i32, 0), flag, "release", 4)
         with heap_block:
             b.call(free, [base])
 
@@ -859,15 +908,15 @@ class _Workspaces:
     """One call's packing memory: an A block per row part, then a B block per thread."""
 
     base: ir.Value
-    own: ir.Value          # i1: the module's own block (else a heap block to free)
+    slot: ir.Value         # i64: which block (``_take_workspaces``)
     dtype: np.dtype
     max_threads: int
 
     @classmethod
     def take(cls, b: ir.IRBuilder, dtype: np.dtype, max_threads: int) -> "_Workspaces":
         size_a, size_b = packing_sizes(gemm_shape(dtype))
-        base, own = _take_workspaces(b, dtype, max_threads * (ROW_PARTS_PER_THREAD * size_a + size_b))
-        return cls(base, own, dtype, max_threads)
+        base, slot = _take_workspaces(b, dtype, max_threads * (ROW_PARTS_PER_THREAD * size_a + size_b))
+        return cls(base, slot, dtype, max_threads)
 
     def a(self, b: ir.IRBuilder, part: ir.Value) -> ir.Value:
         size_a = packing_sizes(gemm_shape(self.dtype))[0]
@@ -879,7 +928,7 @@ class _Workspaces:
         return _gep(b, self.base, register_type(self.dtype), b.add(b.mul(thread, _const(size_b)), _const(first)))
 
     def give_back(self, b: ir.IRBuilder) -> None:
-        _give_back_workspaces(b, self.dtype, self.base, self.own)
+        _give_back_workspaces(b, self.dtype, self.base, self.slot)
 
 
 def _row_parts(b: ir.IRBuilder, parts: ir.Value, m: ir.Value, shape: GemmShape) -> ir.Value:

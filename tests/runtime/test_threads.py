@@ -94,9 +94,10 @@ def test_two_sessions_on_two_threads_equal_sequential_runs(size: str) -> None:
                 np.testing.assert_array_equal(g, e)
 
 
-@pytest.mark.parametrize("n", [96, 300])
-def test_matmul_from_two_threads(n: int) -> None:
-    """The GEMM library's packing workspaces are not shared between concurrent callers."""
+@pytest.mark.parametrize("n, callers", [(96, 2), (300, 2), (200, 12)])
+def test_matmul_from_several_threads(n: int, callers: int) -> None:
+    """The GEMM library's packing workspaces are not shared between concurrent callers: the module's
+    own block, the kept blocks, and (beyond them: 12 callers) blocks allocated for one call."""
     graph = cc.Graph()
     with graph.as_default():
         a = cc.placeholder("float32", (n, n))
@@ -104,16 +105,17 @@ def test_matmul_from_two_threads(n: int) -> None:
         product = a @ b
     rng = np.random.default_rng(0)
     inputs = [(rng.normal(size=(n, n)).astype("float32"), rng.normal(size=(n, n)).astype("float32"))
-              for _ in range(2)]
+              for _ in range(callers)]
     with Session(graph) as sess:
         expected = [sess.run(product, {a: x, b: y}) for x, y in inputs]
 
     def loop(index: int) -> int:
         x, y = inputs[index]
         with Session(graph) as own:
-            return sum(not np.array_equal(own.run(product, {a: x, b: y}), expected[index]) for _ in range(300))
+            return sum(not np.array_equal(own.run(product, {a: x, b: y}), expected[index])
+                       for _ in range(600 // callers))
 
-    assert run_in_threads([lambda i=i: loop(i) for i in range(2)]) == [0, 0]
+    assert run_in_threads([lambda i=i: loop(i) for i in range(callers)]) == [0] * callers
 
 
 def test_split_kernels_from_two_threads() -> None:
