@@ -781,15 +781,8 @@ def library_signature() -> ir.FunctionType:
 
 def _workspace_global(module: ir.Module, dtype: np.dtype, elements: int) -> ir.GlobalVariable:
     """The library's own packing workspaces, one block of ``elements`` (module data)."""
-    existing = module.globals.get(f"gemm_{dtype.name}_workspaces")
-    if existing is not None:
-        return existing
     array_type = ir.ArrayType(register_type(dtype), elements)
-    variable = ir.GlobalVariable(module, array_type, name=f"gemm_{dtype.name}_workspaces")
-    variable.linkage = "internal"
-    variable.initializer = ir.Constant(array_type, None)
-    variable.align = 64
-    return variable
+    return _module_global(module, f"gemm_{dtype.name}_workspaces", array_type, ir.Constant(array_type, None))
 
 
 # Blocks of packing workspace kept for calls made while the module's own block is taken (GEMMs
@@ -872,6 +865,7 @@ def _take_workspaces(b: ir.IRBuilder, dtype: np.dtype, elements: int) -> tuple[i
 
 
 def _module_global(module: ir.Module, name: str, type_: ir.Type, value: ir.Constant) -> ir.GlobalVariable:
+    """The module's internal global ``name`` (made once), on a cache line of its own."""
     existing = module.globals.get(name)
     if existing is not None:
         return existing
