@@ -424,6 +424,14 @@ def expected_after_one_step(batch: int) -> list[np.ndarray]:
     return [array for layer in params for array in layer]
 
 
+def batch_inputs(xb: np.ndarray, yb: np.ndarray, x_shape: tuple, in_variables: bool) -> tuple[Any, Any]:
+    """The graph's inputs x and y (labels): placeholders to feed, or untrained variables holding
+    the batch (``in_variables``: on a GPU it then stays on the device)."""
+    if in_variables:
+        return cc.Variable(xb, name="x", trainable=False), cc.Variable(yb, name="y", trainable=False)
+    return cc.placeholder("float32", shape=x_shape, name="x"), cc.placeholder("int32", shape=(None,), name="y")
+
+
 def build_graphgrad_mlp(batch: int, check_numerics: bool = False, sizes: tuple[int, ...] = MLP_SIZES,
                         make_optimizer: Callable[[], Any] | None = None, target: str = "cpu",
                         batch_in_variables: bool = False) -> tuple[Any, Any, dict, list[Any]]:
@@ -435,12 +443,7 @@ def build_graphgrad_mlp(batch: int, check_numerics: bool = False, sizes: tuple[i
     xb, yb = mlp_batch(batch, sizes=sizes)
     graph = cc.Graph()
     with graph.as_default():
-        if batch_in_variables:
-            x = cc.Variable(xb, name="x", trainable=False)
-            y = cc.Variable(yb, name="y", trainable=False)
-        else:
-            x = cc.placeholder("float32", shape=(None, sizes[0]), name="x")
-            y = cc.placeholder("int32", shape=(None,), name="y")
+        x, y = batch_inputs(xb, yb, (None, sizes[0]), batch_in_variables)
         hidden = x
         variables = []
         layers = initial_mlp_parameters(sizes=sizes)
@@ -704,12 +707,7 @@ def build_graphgrad_cnn(target: str = "cpu", batch: int = CNN_BATCH,
     params, xb, yb = cnn_data(batch=batch)
     graph = cc.Graph()
     with graph.as_default():
-        if batch_in_variables:
-            x = cc.Variable(xb, name="x", trainable=False)
-            y = cc.Variable(yb, name="y", trainable=False)
-        else:
-            x = cc.placeholder("float32", shape=(None, CNN_SIZE, CNN_SIZE, CNN_CHANNELS[0]), name="x")
-            y = cc.placeholder("int32", shape=(None,), name="y")
+        x, y = batch_inputs(xb, yb, (None, CNN_SIZE, CNN_SIZE, CNN_CHANNELS[0]), batch_in_variables)
         variables = [cc.Variable(p, name=name) for p, name in zip(params, CNN_NAMES)]
         filters1, bias1, filters2, bias2, dense_w, dense_b, logits_w, logits_b = variables
         hidden = cc.nn.relu(cc.nn.conv2d(x, filters1, strides=1, padding="SAME") + bias1)
