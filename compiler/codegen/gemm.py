@@ -576,9 +576,12 @@ def _emit_pack_window(module: ir.Module, dtype: np.dtype, width: int, pixel_rows
 def _walk_depth(b: ir.IRBuilder, depth: ir.Value, first_digits: list[ir.Value], counter: _Counter, fast_size: int,
                 fast_here: Callable[..., ir.Value], fast_step: Callable[..., None],
                 slow_step: Callable[..., None]) -> None:
-    """``for d in range(depth)``, with the depth item's digits carried along: where ``fast_here``
-    holds, ``fast_step`` packs ``fast_size`` depth steps at once, else ``slow_step`` one."""
+    """``for d in range(depth)``, with the depth item's digits and its (offset, h, w) carried along:
+    where ``fast_here`` holds, ``fast_step`` packs ``fast_size`` depth steps at once, else
+    ``slow_step`` one. Along the last digit (a row of pixels, a run of channels) the item moves by
+    a fixed step; it is recomputed from the digits only where that digit wraps."""
     entry = b.block
+    first_item = counter.item(b, first_digits)
     header = b.append_basic_block("d.header")
     body = b.append_basic_block("d.body")
     fast = b.append_basic_block("d.fast")
@@ -590,11 +593,12 @@ def _walk_depth(b: ir.IRBuilder, depth: ir.Value, first_digits: list[ir.Value], 
     d = b.phi(I64)
     d.add_incoming(_const(0), entry)
     digits = [b.phi(I64) for _ in range(3)]
-    for phi, value in zip(digits, first_digits):
+    item = [b.phi(I64) for _ in range(3)]
+    for phi, value in zip(digits + item, first_digits + first_item):
         phi.add_incoming(value, entry)
     b.cbranch(b.icmp_signed("<", d, depth), body, exit_block)
     b.position_at_end(body)
-    offset, h, w = counter.item(b, digits)
+    offset, h, w = item
     b.cbranch(fast_here(b, d, digits), fast, slow)
     steps = []
     for block, size, emit in ((fast, fast_size, fast_step), (slow, 1, slow_step)):
@@ -603,17 +607,33 @@ def _walk_depth(b: ir.IRBuilder, depth: ir.Value, first_digits: list[ir.Value], 
             emit(b, d, digits, offset, h, w)
         else:
             emit(b, d, offset, h, w)
-        steps.append((b.block, size, counter.advance(b, digits, _const(size))))
+        advanced = counter.advance(b, digits, _const(size))
+        moved = [b.add(value, b.mul(step, _const(size))) for value, step in zip(item, counter.steps[2])]
+        along = b.block
+        wrapped = b.append_basic_block("d.wrapped")
+        joined = b.append_basic_block("d.joined")
+        b.cbranch(b.icmp_unsigned(">=", b.add(digits[2], _const(size)), counter.extents[2]), wrapped, joined)
+        b.position_at_end(wrapped)
+        recomputed = counter.item(b, advanced)
+        b.branch(joined)
+        b.position_at_end(joined)
+        next_item = []
+        for kept, fresh in zip(moved, recomputed):
+            phi = b.phi(I64)
+            phi.add_incoming(kept, along)
+            phi.add_incoming(fresh, wrapped)
+            next_item.append(phi)
+        steps.append((b.block, size, advanced + next_item))
         b.branch(latch)
     b.position_at_end(latch)
-    next_digits = [b.phi(I64) for _ in range(3)]
+    carried = [b.phi(I64) for _ in range(6)]
     step = b.phi(I64)
-    for source, size, advanced in steps:
-        for phi, value in zip(next_digits, advanced):
+    for source, size, values in steps:
+        for phi, value in zip(carried, values):
             phi.add_incoming(value, source)
         step.add_incoming(_const(size), source)
     d.add_incoming(b.add(d, step), latch)
-    for phi, value in zip(digits, next_digits):
+    for phi, value in zip(digits + item, carried):
         phi.add_incoming(value, latch)
     b.branch(header)
     b.position_at_end(exit_block)
