@@ -105,8 +105,10 @@ def compile_step(fetches: Sequence[Tensor | Operation], feed_shapes: dict[Tensor
 def target_gpu(step: CompiledStep, arch: str = nvptx.DEFAULT_ARCH, limits: nvptx.GpuLimits = nvptx.DEFAULT_LIMITS,
                emulated: bool = False) -> CompiledStep:
     """The step for ``target="cuda"`` (or ``"cuda-emulated"``): ``kernels`` also shows the GPU
-    schedule, ``ptx`` is for ``arch`` with ``limits``, and when ``emulated`` the ``llvm`` stage is the
-    host module that runs the scheduled kernels block by block (what the runtime then runs).
+    schedule, ``ptx`` is for ``arch`` with ``limits``. When ``emulated`` the ``llvm`` stage is the
+    host module that runs the scheduled kernels block by block (what the runtime then runs);
+    otherwise ``llvm`` and ``llvm-opt`` are the kernels' NVPTX module before and after O3, and
+    ``asm`` is the PTX.
 
     The step's program becomes the GPU's: products with too few output tiles for the device are
     split along their depth (``nvptx.split_products``), each into a kernel of partial products
@@ -120,12 +122,17 @@ def target_gpu(step: CompiledStep, arch: str = nvptx.DEFAULT_ARCH, limits: nvptx
     # Made when asked for: the register counts come from assembling the PTX.
     step._lazy["kernels"] = lambda: kernels + "\n" + nvptx.format_schedule(
         nvptx.schedule_program(program, limits), nvptx.kernel_resources(step.dump("ptx"), arch))
+    step.texts.pop("llvm-opt", None)
+    step.texts.pop("asm", None)
     if emulated:
         start = time.perf_counter()
         step.texts["llvm"] = str(cuda_emulated.build_module(program, limits))
-        step.texts.pop("llvm-opt", None)
-        step.texts.pop("asm", None)
         step.timings["codegen"] = time.perf_counter() - start
+    else:  # the GPU's own module, not the CPU's: llvm, llvm-opt and asm (the PTX) of the kernels it loads
+        step.texts.pop("llvm", None)
+        step._lazy["llvm"] = lambda: str(nvptx.build_module(program, limits, arch))
+        step._lazy["llvm-opt"] = lambda: nvptx.optimized_ir(program, arch, limits)
+        step._lazy["asm"] = lambda: step.dump("ptx")
     return step
 
 

@@ -900,15 +900,26 @@ def build_module(program: Program, limits: GpuLimits = DEFAULT_LIMITS, arch: str
     return module
 
 
+def _optimized_module(program: Program, arch: str, limits: GpuLimits, ptx_isa: int | None) -> llvm.ModuleRef:
+    """The kernels' NVPTX module after LLVM's O3 (call with ``LLVM_LOCK`` held)."""
+    parsed = llvm.parse_assembly(str(build_module(program, limits, arch)))
+    parsed.verify()
+    machine = target_machine(arch, ptx_isa)
+    tuning = llvm.create_pipeline_tuning_options(speed_level=3)
+    builder = llvm.create_pass_builder(machine, tuning)
+    builder.getModulePassManager().run(parsed, builder)
+    return parsed
+
+
 def emit_ptx(program: Program, arch: str = DEFAULT_ARCH, limits: GpuLimits = DEFAULT_LIMITS,
              ptx_isa: int | None = None) -> str:
     """PTX text with one ``.entry`` per kernel, launched as ``schedule_program`` says; its
     ``.version`` is ``ptx_isa`` (see ``target_machine``)."""
     with LLVM_LOCK:
-        parsed = llvm.parse_assembly(str(build_module(program, limits, arch)))
-        parsed.verify()
-        machine = target_machine(arch, ptx_isa)
-        tuning = llvm.create_pipeline_tuning_options(speed_level=3)
-        builder = llvm.create_pass_builder(machine, tuning)
-        builder.getModulePassManager().run(parsed, builder)
-        return machine.emit_assembly(parsed)
+        return target_machine(arch, ptx_isa).emit_assembly(_optimized_module(program, arch, limits, ptx_isa))
+
+
+def optimized_ir(program: Program, arch: str = DEFAULT_ARCH, limits: GpuLimits = DEFAULT_LIMITS) -> str:
+    """The kernels' NVPTX LLVM IR after O3: what ``emit_ptx`` turns into PTX."""
+    with LLVM_LOCK:
+        return str(_optimized_module(program, arch, limits, None))

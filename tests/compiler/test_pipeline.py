@@ -147,6 +147,18 @@ def test_ptx_dump(graph) -> None:
     assert "call.uni" not in text  # no libdevice / function calls
 
 
+def test_the_cuda_steps_llvm_stages_are_the_gpus(graph) -> None:
+    # target="cuda" runs the PTX: its llvm, llvm-opt and asm stages show the module behind it, not
+    # the CPU's (checked here without a GPU, on the step the cuda target builds).
+    from compiler.pipeline import compile_step, target_gpu
+    x, _, y, feed, _ = _exp_x_w()
+    step = target_gpu(compile_step([y], {t: v.shape for t, v in feed.items()}), "sm_90")
+    assert 'target triple = "nvptx64-nvidia-cuda"' in step.dump("llvm")
+    assert STEP_SYMBOL not in step.dump("llvm")
+    assert "nvptx64-nvidia-cuda" in step.dump("llvm-opt") and "define" in step.dump("llvm-opt")
+    assert step.dump("asm") == step.dump("ptx") and ".target sm_90" in step.dump("asm")
+
+
 def test_graph_dump_lists_each_node_with_concrete_shapes(graph) -> None:
     _, _, y, feed, line = _exp_x_w(batch=5)
     with Session(graph) as sess:
