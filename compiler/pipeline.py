@@ -52,9 +52,11 @@ class CompiledStep:
 
 
 def compile_step(fetches: Sequence[Tensor | Operation], feed_shapes: dict[Tensor, tuple[int, ...]],
-                 check_numerics: bool = False) -> CompiledStep:
+                 check_numerics: bool = False, cpu_code: bool = True) -> CompiledStep:
     """Compile the step that computes ``fetches`` (and every assignment they trigger). With
-    ``check_numerics`` every float value the step computes is checked for NaN and Inf."""
+    ``check_numerics`` every float value the step computes is checked for NaN and Inf. Without
+    ``cpu_code`` (a step for the GPU targets, which ``target_gpu`` then lowers) the CPU's LLVM
+    module is made only if its ``llvm`` stage is asked for."""
     timings: dict[str, float] = {}
     start = time.perf_counter()
     roots = [f.op if isinstance(f, Tensor) else f for f in fetches]
@@ -80,19 +82,23 @@ def compile_step(fetches: Sequence[Tensor | Operation], feed_shapes: dict[Tensor
     texts["kernels"] = format_program(program)
     timings["fuse"] = time.perf_counter() - start
 
-    start = time.perf_counter()
-    texts["llvm"] = str(cpu.build_module(program))
-    timings["codegen"] = time.perf_counter() - start
+    def cpu_module_text() -> str:
+        start = time.perf_counter()
+        text = str(cpu.build_module(program))
+        timings["codegen"] = time.perf_counter() - start
+        return text
 
+    if cpu_code:
+        texts["llvm"] = cpu_module_text()
     step = CompiledStep(program, texts, timings)
     optimized: list[Any] = []
 
     def optimized_module() -> Any:  # the JIT keeps its own; this one is for the dumps
         if not optimized:
-            optimized.append(cpu.optimize(texts["llvm"]))
+            optimized.append(cpu.optimize(step.dump("llvm")))
         return optimized[0]
 
-    step._lazy = {"llvm-opt": lambda: str(optimized_module()),
+    step._lazy = {"llvm": cpu_module_text, "llvm-opt": lambda: str(optimized_module()),
                   "asm": lambda: cpu.emit_assembly(optimized_module()),
                   "ptx": lambda: nvptx.emit_ptx(program)}
     dump_dir = os.environ.get("GRAPHGRAD_DUMP")

@@ -326,7 +326,8 @@ class Session:
         with self._lock, LLVM_LOCK:  # one compile per key, and LLVM used by one thread at a time
             executable = self._cache.get(key)
             if executable is None:
-                step = compile_step(fetches, {t: tuple(v.shape) for t, v in feeds.items()}, self.check_numerics)
+                step = compile_step(fetches, {t: tuple(v.shape) for t, v in feeds.items()}, self.check_numerics,
+                                    cpu_code=self.target == "cpu")
                 if self.target == "cuda" and any(kernel.check for kernel in step.program.kernels):
                     raise CompileError("check_numerics ops are not checked on target='cuda' yet; run this "
                                        "step on 'cuda-emulated' or 'cpu' to check it")

@@ -159,6 +159,22 @@ def test_the_cuda_steps_llvm_stages_are_the_gpus(graph) -> None:
     assert step.dump("asm") == step.dump("ptx") and ".target sm_90" in step.dump("asm")
 
 
+def test_gpu_steps_make_no_cpu_module(graph, monkeypatch) -> None:
+    # A cuda-emulated step runs its own host module; the CPU's is made only when asked for.
+    from compiler.codegen import cpu
+    made = []
+    real = cpu.build_module
+    monkeypatch.setattr(cpu, "build_module", lambda *args, **kwargs: made.append(1) or real(*args, **kwargs))
+    _, _, y, feed, _ = _exp_x_w()
+    with Session(graph, target="cuda-emulated") as sess:
+        np.testing.assert_allclose(sess.run(y, feed), np.exp(feed[next(iter(feed))] * np.linspace(-1, 1, 3)),
+                                   rtol=1e-6)
+    assert made == []
+    with Session(graph) as sess:
+        sess.run(y, feed)
+    assert made == [1]
+
+
 def test_graph_dump_lists_each_node_with_concrete_shapes(graph) -> None:
     _, _, y, feed, line = _exp_x_w(batch=5)
     with Session(graph) as sess:
