@@ -37,3 +37,10 @@ class CompileError(GraphgradError, RuntimeError):
 class NumericsError(GraphgradError, ArithmeticError):
     """A checked value held NaN or Inf at run time (``cc.check_numerics``, ``add_check_numerics_ops``
     or ``Session(check_numerics=True)``); the run was stopped before it assigned any variable."""
+
+
+class RaceError(GraphgradError, RuntimeError):
+    """Two threads of a GPU kernel's block touched the same shared memory with no barrier between
+    them (or one read memory no thread wrote, or a copy still in flight), found by running the
+    kernel on the CPU with ``Session(target="cuda-emulated", racecheck=True)``; the run stopped
+    right after that kernel."""

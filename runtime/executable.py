@@ -13,7 +13,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from compiler.codegen.common import STACK_GROWTH_FAILED
-from compiler.errors import NumericsError
+from compiler.codegen.race_check import REPORT_FIELDS, describe_race
+from compiler.errors import NumericsError, RaceError
 from compiler.graph import Operation, Tensor
 from compiler.kernel_ir import FetchSpec, contiguous_strides
 from compiler.pipeline import CompiledStep, render_html_report, render_report
@@ -112,8 +113,8 @@ class CallBuffers:
                 array = np.empty(buffer.shape, dtype=buffer.dtype)
             self.arrays.append(array)
         # The table's last slot: the step's status word, 0 or the number of the kernel whose
-        # numerics check failed (the step stopped there).
-        self.status = np.zeros(1, dtype=np.int64)
+        # numerics check failed or that raced (the step stopped there), then a race's report.
+        self.status = np.zeros(1 + len(REPORT_FIELDS), dtype=np.int64)
         self.table = (ctypes.c_void_p * (len(self.arrays) + 1))()
         # A stack's memory is the step's own (malloc'ed by its first Reserve, grown by realloc): its
         # slot starts empty and is freed with these buffers.
@@ -242,7 +243,8 @@ class Executable:
                         for buffer in program.buffers if buffer.role in ("variable", "constant")}
         self._idle = [CallBuffers(program, self._shared)]  # taken by a run, given back after it
         self._feed_slots = [(tensor, index) for tensor, index in program.feeds.items()]
-        self._checked = any(kernel.check for kernel in program.kernels)  # has a status word to read
+        # has a status word to read
+        self._checked = step.racecheck is not None or any(kernel.check for kernel in program.kernels)
         variable_buffers = set(program.variables.values())
         self._lock = variable_lock if variable_buffers else None
         self._exclusive = any(kernel.out.buffer in variable_buffers for kernel in program.kernels)
@@ -403,7 +405,10 @@ class Executable:
             raise MemoryError("out of memory growing a loop's stack of per-iteration values")
         if self._checked and buffers.status[0]:
             failed = program.kernels[int(buffers.status[0]) - 1]
-            buffers.status[0] = 0
+            report = dict(zip(REPORT_FIELDS, (int(word) for word in buffers.status[1:])))
+            buffers.status[:] = 0
+            if report["kind"]:
+                raise RaceError(describe_race(failed, self.step.racecheck[int(program.kernels.index(failed))], report))
             raise NumericsError(f"{failed.check} (kernel {failed.name}); the step stopped before "
                                 "assigning any variable")
         if outputs is None:

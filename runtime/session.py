@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import threading
 from dataclasses import dataclass
@@ -109,7 +110,7 @@ class Session:
     """
 
     def __init__(self, graph: Graph | None = None, target: str = "cpu", arch: str | None = None,
-                 gpu_limits: GpuLimits | None = None, check_numerics: bool = False) -> None:
+                 gpu_limits: GpuLimits | None = None, check_numerics: bool = False, racecheck: bool | None = None) -> None:
         """``target``: "cpu" (LLVM, the default), "reference" (the numpy oracle), "cuda" (an NVIDIA
         GPU, through NVIDIA's cuda-bindings: ``pip install -e ".[cuda]"``; variables stay on the
         device between runs, see ``runtime.cuda``), or "cuda-emulated": the kernels ``target="cuda"``
@@ -122,7 +123,14 @@ class Session:
         ``check_numerics``: every float value a step computes is checked for NaN and Inf inside the
         compiled step (as ``cc.add_check_numerics_ops`` would); the first one found raises
         ``NumericsError`` naming the op, its line and, in the backward pass, the forward op whose
-        gradient it is, and the run assigns no variable. Not on ``target="cuda"`` yet."""
+        gradient it is, and the run assigns no variable. Not on ``target="cuda"`` yet.
+        ``racecheck`` (``target="cuda-emulated"`` only): every shared-memory access of the GPU
+        kernels is checked against the other threads of its block since the last barrier, as
+        ``compute-sanitizer --tool racecheck`` does on a GPU; the first race found raises
+        ``RaceError`` naming the kernel, its ops and lines, the shared array and the threads. It
+        runs the kernels several times slower: a tool for tests and for a schedule being written.
+        Unset, it follows the environment: ``GRAPHGRAD_RACECHECK=1`` checks every cuda-emulated
+        session of the process (as running it under compute-sanitizer would)."""
         if target not in TARGETS:
             raise ValueError(f"unknown target {target!r}; targets are {', '.join(TARGETS)}")
         if arch is not None and not re.fullmatch(r"sm_[0-9]{2,3}[a-z]?", arch):
@@ -130,8 +138,14 @@ class Session:
         if check_numerics and target == "cuda":
             raise ValueError("check_numerics=True is not supported on target='cuda' yet; use 'cuda-emulated' "
                              "or 'cpu' to find the op")
+        if racecheck and target != "cuda-emulated":
+            raise ValueError(f"racecheck=True needs target='cuda-emulated' (the GPU kernels run on the CPU, "
+                             f"checked), not {target!r}")
+        if racecheck is None:
+            racecheck = target == "cuda-emulated" and os.environ.get("GRAPHGRAD_RACECHECK", "") not in ("", "0")
         self.graph = graph or get_default_graph()
         self.target = target
+        self.racecheck = bool(racecheck)
         self.check_numerics = bool(check_numerics)
         self.gpu_limits = gpu_limits or DEFAULT_LIMITS
         self._variables: dict[Tensor, np.ndarray] = {}
@@ -332,7 +346,8 @@ class Session:
                     raise CompileError("check_numerics ops are not checked on target='cuda' yet; run this "
                                        "step on 'cuda-emulated' or 'cpu' to check it")
                 if self.target in ("cuda", "cuda-emulated"):
-                    step = target_gpu(step, self.arch, self.gpu_limits, emulated=self.target == "cuda-emulated")
+                    step = target_gpu(step, self.arch, self.gpu_limits, emulated=self.target == "cuda-emulated",
+                                      racecheck=self.racecheck)
                 if self.target == "cuda":
                     from .cuda import CudaExecutable
                     executable = CudaExecutable(step, fetches, self._device_variables,  # type: ignore[assignment]

@@ -14,7 +14,10 @@ from .kernel_body import kernel_buffers
 from .nvptx import DEFAULT_LIMITS, GpuLimits, schedule_program
 
 
-def build_module(program: Program, limits: GpuLimits = DEFAULT_LIMITS) -> ir.Module:
+def build_module(program: Program, limits: GpuLimits = DEFAULT_LIMITS, racecheck: bool = False) -> ir.Module:
+    """With ``racecheck`` each kernel checks its shared-memory accesses (``race_check``) and writes
+    the first race to the words after the step's status word; the step then stops after that
+    kernel with its number in the status word, as a failed numerics check does."""
     machine = host_target_machine()
     module = ir.Module(name="graphgrad_cuda_emulated")
     module.triple = machine.triple
@@ -38,11 +41,18 @@ def build_module(program: Program, limits: GpuLimits = DEFAULT_LIMITS) -> ir.Mod
         for index in range(len(program.buffers) + 1):  # loaded where they dominate every branch and loop
             if index not in stacks:
                 buffer_pointer(index)
-    functions = [emit_emulated_kernel(module, scheduled) for scheduled in schedule_program(program, limits)]
+    functions = [emit_emulated_kernel(module, scheduled, racecheck) for scheduled in schedule_program(program, limits)]
 
     def run_kernel(position: int) -> None:
         kernel = program.kernels[position]
-        b.call(functions[position], [buffer_pointer(index) for index in kernel_buffers(kernel)])
+        status = buffer_pointer(len(program.buffers))
+        report = [b.gep(status, [ir.Constant(I64, 1)], inbounds=True, source_etype=I64)] if racecheck else []
+        b.call(functions[position], [buffer_pointer(index) for index in kernel_buffers(kernel)] + report)
+        if racecheck:
+            raced = b.icmp_unsigned("!=", b.load(report[0], typ=I64), ir.Constant(I64, 0))
+            with b.if_then(raced):
+                b.store(ir.Constant(I64, position + 1), status)
+                b.ret_void()
         if kernel.check:
             emit_check_call(b, kernel, position, buffer_pointer(kernel.out.buffer),
                             buffer_pointer(len(program.buffers)))

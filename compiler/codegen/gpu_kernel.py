@@ -24,8 +24,10 @@ array with one slot per thread, so a shuffle is a loop that copies each thread's
 shared arrays are the block's stack memory; an asynchronous copy is a plain one, done when its
 phase is, so a wait has nothing left to do. Both run the same ``emit`` functions, so what CI tests
 on the CPU is the schedule that runs on the GPU, index arithmetic included.
-Threads of one phase run one after the other on the host, so a data race between barriers is not
-found here (``compute-sanitizer --tool racecheck`` finds those on a GPU).
+Threads of one phase run one after the other on the host, so a data race between barriers gives
+the right answer here; with ``racecheck`` every load and store of a phase is checked against what
+the block's other threads did to the same shared bytes since the last barrier (``race_check``),
+which finds such races on the CPU as ``compute-sanitizer --tool racecheck`` does on a GPU.
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ from typing import Callable, Sequence, Union
 import numpy as np
 from llvmlite import ir
 
+from . import race_check
 from .common import I32, I64, PTR, declare_function, emit_loop, memory_type
 
 
@@ -266,13 +269,17 @@ def _shuffle_down(b: ir.IRBuilder, value: ir.Value, delta: ir.Value, width: int)
 
 # -- host emulation --------------------------------------------------------------------------------
 
-def emit_emulated_kernel(module: ir.Module, scheduled: ScheduledKernel) -> ir.Function:
+def emit_emulated_kernel(module: ir.Module, scheduled: ScheduledKernel, racecheck: bool = False) -> ir.Function:
     """``name(buffers...)`` for the host: runs every block of the launch, each phase of a block
-    as a loop over its threads."""
-    block_function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * scheduled.buffer_count + [I64]),
+    as a loop over its threads. With ``racecheck`` it is ``name(buffers..., report)`` and checks
+    every shared-memory access of its phases (``race_check``), writing the first race found to
+    the int64 words at ``report``."""
+    extra = [PTR] if racecheck else []
+    block_function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * scheduled.buffer_count + extra + [I64]),
                                  name=f"{scheduled.name}.block")
     block_function.linkage = "internal"
     *arguments, block_index = block_function.args
+    report = arguments.pop() if racecheck else None
     b = ir.IRBuilder(block_function.append_basic_block("entry"))
     threads = scheduled.launch.block
     shared = {}
@@ -282,6 +289,10 @@ def emit_emulated_kernel(module: ir.Module, scheduled: ScheduledKernel) -> ir.Fu
     register_arrays = {register.name: (b.alloca(register.element, size=threads, name=register.name), register.element)
                        for register in scheduled.registers}
     repeat: list[ir.Value] = []
+    checker = shadow = None
+    if racecheck:
+        arrays = [(shared[array.name], array.count * race_check.byte_size(array.element)) for array in scheduled.shared]
+        checker, shadow = race_check.start_block(b, scheduled.name, arrays, report, block_index)
 
     def lower(statements: Sequence[Statement]) -> None:
         for statement in statements:
@@ -289,8 +300,23 @@ def emit_emulated_kernel(module: ir.Module, scheduled: ScheduledKernel) -> ir.Fu
                 def one_thread(b: ir.IRBuilder, thread: ir.Value, phase: Phase | AsyncCopy = statement) -> None:
                     registers = {name: b.gep(array, [thread], inbounds=True, source_etype=element)
                                  for name, (array, element) in register_arrays.items()}
-                    phase.emit(ThreadState(b, thread, block_index, arguments, repeat, shared, registers))
+                    if checker is None:
+                        phase.emit(ThreadState(b, thread, block_index, arguments, repeat, shared, registers))
+                        return
+                    checker.set(b, race_check.THREAD, b.trunc(b.add(thread, ir.Constant(I64, 1)), I32))
+                    checked = race_check.CheckingBuilder(b.block, checker)
+                    phase.emit(ThreadState(checked, thread, block_index, arguments, repeat, shared, registers))
+                    b.position_at_end(checked.block)
+                if checker is not None and isinstance(statement, AsyncCopy):
+                    checker.set(b, race_check.IN_ASYNC, 1)
                 emit_loop(b, threads, one_thread, name="thread")
+                if checker is not None and isinstance(statement, AsyncCopy):
+                    checker.set(b, race_check.IN_ASYNC, 0)
+                    checker.commit(b)
+            elif checker is not None and isinstance(statement, Barrier):
+                checker.barrier(b)
+            elif checker is not None and isinstance(statement, AsyncWait):
+                checker.wait(b, statement.pending)
             elif isinstance(statement, WarpShuffleDown):
                 assert statement.source != statement.target, "a shuffle reads and writes different registers"
                 source, element = register_arrays[statement.source]
@@ -317,9 +343,11 @@ def emit_emulated_kernel(module: ir.Module, scheduled: ScheduledKernel) -> ir.Fu
             # an AsyncWait has nothing to wait for
 
     lower(scheduled.statements)
+    if shadow is not None:
+        race_check.finish_block(b, shadow)
     b.ret_void()
 
-    function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * scheduled.buffer_count),
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * (scheduled.buffer_count + len(extra))),
                            name=scheduled.name)
     function.linkage = "internal"
     b = ir.IRBuilder(function.append_basic_block("entry"))

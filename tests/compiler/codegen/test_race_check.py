@@ -1,0 +1,158 @@
+"""Race checking of emulated GPU kernels (``codegen.race_check``): small hand-written schedules,
+each right or with one classic mistake, run on the CPU with the checker; the report must name the
+kind of race, the threads and the shared element, and the right schedules must report nothing.
+"""
+from __future__ import annotations
+
+import ctypes
+from typing import Sequence
+
+import llvmlite.binding as llvm
+import numpy as np
+import pytest
+from llvmlite import ir
+
+from compiler.codegen.common import I64, PTR
+from compiler.codegen.cpu import host_target_machine
+from compiler.codegen.gpu_kernel import (AsyncCopy, AsyncWait, Barrier, Launch, Phase, Repeat, ScheduledKernel,
+                                         SharedArray, ThreadState, emit_emulated_kernel)
+from compiler.codegen.race_check import REPORT_FIELDS, describe_race
+
+F32 = ir.FloatType()
+THREADS = 4
+
+
+def _run(statements: Sequence[object], threads: int = THREADS, blocks: int = 1,
+         shared_count: int = THREADS) -> tuple[np.ndarray, dict[str, int]]:
+    """Run a kernel ``k(input, output, report)`` of ``blocks`` blocks of ``threads`` threads with one
+    float shared array ``s``; returns the output and the race report."""
+    scheduled = ScheduledKernel("k", 2, Launch(block=threads, grid=blocks), tuple(statements),
+                                shared=(SharedArray("s", F32, shared_count),))
+    host = host_target_machine()
+    module = ir.Module(name="race_test")
+    module.triple = host.triple
+    module.data_layout = str(host.target_data)
+    kernel = emit_emulated_kernel(module, scheduled, racecheck=True)
+    entry = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR]), name="entry")
+    b = ir.IRBuilder(entry.append_basic_block())
+    b.call(kernel, list(entry.args))
+    b.ret_void()
+    # the engine owns the machine it is given: a fresh one, not the shared host machine
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(str(module)),
+                                        llvm.Target.from_triple(host.triple).create_target_machine())
+    engine.finalize_object()
+    inputs = np.arange(1, threads * blocks + 1, dtype=np.float32)
+    output = np.zeros(threads * blocks, np.float32)
+    report = np.zeros(len(REPORT_FIELDS), np.int64)
+    function = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(
+        engine.get_function_address("entry"))
+    function(inputs.ctypes.data, output.ctypes.data, report.ctypes.data)
+    return output, dict(zip(REPORT_FIELDS, (int(word) for word in report)))
+
+
+def _element(state: ThreadState, name: str, index: ir.Value) -> ir.Value:
+    return state.b.gep(state.shared(name), [index], inbounds=True, source_etype=F32)
+
+
+def _global(state: ThreadState, argument: int, index: ir.Value) -> ir.Value:
+    return state.b.gep(state.arguments[argument], [index], inbounds=True, source_etype=F32)
+
+
+def _global_index(state: ThreadState) -> ir.Value:
+    return state.b.add(state.b.mul(state.block, ir.Constant(I64, THREADS)), state.thread)
+
+
+def _neighbour(state: ThreadState) -> ir.Value:
+    return state.b.urem(state.b.add(state.thread, ir.Constant(I64, 1)), ir.Constant(I64, THREADS))
+
+
+def store_own(state: ThreadState) -> None:
+    """s[t] = input[block * T + t]"""
+    value = state.b.load(_global(state, 0, _global_index(state)), typ=F32)
+    state.b.store(value, _element(state, "s", state.thread))
+
+
+def load_neighbour(state: ThreadState) -> None:
+    """output[block * T + t] = s[(t + 1) % T]"""
+    value = state.b.load(_element(state, "s", _neighbour(state)), typ=F32)
+    state.b.store(value, _global(state, 1, _global_index(state)))
+
+
+def copy_own(state: ThreadState) -> None:
+    """s[t] = input[block * T + t], as an asynchronous copy"""
+    state.copy_to_shared(_element(state, "s", state.thread), state.arguments[0], _global_index(state),
+                         ir.Constant(ir.IntType(1), 1), np.dtype(np.float32))
+
+
+def store_thread_number_to_first(state: ThreadState) -> None:
+    state.b.store(state.b.uitofp(state.thread, F32), _element(state, "s", ir.Constant(I64, 0)))
+
+
+def _rotated(blocks: int = 1) -> np.ndarray:
+    values = np.arange(1, THREADS * blocks + 1, dtype=np.float32).reshape(blocks, THREADS)
+    return np.roll(values, -1, axis=1).reshape(-1)
+
+
+def test_a_barrier_between_write_and_read_is_no_race() -> None:
+    output, report = _run([Phase(store_own), Barrier(), Phase(load_neighbour)], blocks=2)
+    assert report["kind"] == 0
+    np.testing.assert_array_equal(output, _rotated(2))
+
+
+def test_read_after_write_without_a_barrier() -> None:
+    output, report = _run([Phase(store_own), Phase(load_neighbour)], blocks=2)
+    # The emulation runs every thread's write first, so its answer is right; a GPU's need not be.
+    np.testing.assert_array_equal(output, _rotated(2))
+    assert report == dict(kind=1, array=0, byte=4, thread=0, other=1, block=0, epoch=1)
+
+
+def test_write_after_read_without_a_barrier() -> None:
+    # Threads read their neighbour's element, then overwrite their own: thread 0 may overwrite
+    # s[0] before thread 3 has read it.
+    _, report = _run([Phase(store_own), Barrier(), Phase(load_neighbour), Phase(store_own)])
+    assert (report["kind"], report["thread"], report["other"], report["byte"]) == (3, 0, 3, 0)
+
+
+def test_write_after_write() -> None:
+    _, report = _run([Phase(store_thread_number_to_first), Barrier(), Phase(load_neighbour)])
+    assert (report["kind"], report["thread"], report["other"], report["byte"]) == (2, 1, 0, 0)
+
+
+def test_a_loop_without_a_closing_barrier_races_with_its_next_trip() -> None:
+    # The classic of double buffering: the next trip overwrites what a slower thread still reads.
+    body = (Phase(store_own), Barrier(), Phase(load_neighbour))
+    _, report = _run([Repeat(lambda b, block: ir.Constant(I64, 2), body)])
+    assert (report["kind"], report["thread"], report["other"], report["epoch"]) == (3, 0, 3, 2)
+    output, report = _run([Repeat(lambda b, block: ir.Constant(I64, 2), body + (Barrier(),))])
+    assert report["kind"] == 0
+    np.testing.assert_array_equal(output, _rotated())
+
+
+def test_reading_memory_no_thread_wrote() -> None:
+    _, report = _run([Phase(load_neighbour)])
+    assert (report["kind"], report["thread"], report["byte"]) == (5, 0, 4)
+
+
+@pytest.mark.parametrize("statements, kind", [
+    ((AsyncCopy(copy_own), AsyncWait(0), Barrier(), Phase(load_neighbour)), 0),
+    ((AsyncCopy(copy_own), Barrier(), Phase(load_neighbour)), 4),             # never waited for
+    ((AsyncCopy(copy_own), Barrier(), AsyncWait(0), Phase(load_neighbour)), 4),  # waited, no barrier after
+    ((AsyncCopy(copy_own), AsyncWait(1), Barrier(), Phase(load_neighbour)), 4),  # the group may be in flight
+    ((AsyncCopy(copy_own), AsyncCopy(copy_own), AsyncWait(1), Barrier(), Phase(load_neighbour)), 4),
+], ids=["waited-then-barrier", "no-wait", "barrier-before-wait", "pending-1", "newest-in-flight"])
+def test_asynchronous_copies_are_read_only_after_a_wait_and_a_barrier(statements: tuple, kind: int) -> None:
+    output, report = _run(statements)
+    assert report["kind"] == kind
+    np.testing.assert_array_equal(output, _rotated())
+
+
+def test_the_message_names_the_kernel_its_ops_the_array_and_the_threads() -> None:
+    class Kernel:
+        name = "k7"
+        covers = (("MatMul", "dense/MatMul", "model.py:12"),)
+    message = describe_race(Kernel(), ("k7_tiles", (("a_tile", 4), ("b_tile", 4))),
+                            dict(kind=1, array=1, byte=12, thread=3, other=5, block=2, epoch=4))
+    assert message.startswith("read after write in shared array 'b_tile' of GPU kernel k7_tiles")
+    for part in ("MatMul 'dense/MatMul' (model.py:12)", "block 2", "thread 3 reads what thread 5 wrote",
+                 "no barrier between", "element 3"):
+        assert part in message
