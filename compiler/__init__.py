@@ -17,7 +17,7 @@ from .autodiff import AggregationMethod, gradients, register_gradient_hook  # no
 from .custom_gradient import GradientRegistryError, RegisterGradient, custom_gradient  # noqa: F401
 from .dtypes import bool_, float32, float64, int32, int64  # noqa: F401
 from .errors import (CompileError, DTypeError, FeedError, GraphgradError, GraphMismatchError,  # noqa: F401
-                     NoGradientError, NumericsError, RaceError, ShapeError)
+                     NoGradientError, NumericsError, OutOfBoundsError, RaceError, ShapeError)
 from .hessians import hessian_vector_product, hessians  # noqa: F401
 from .graph import (Graph, GraphKeys, Operation, SourceLocation, Tensor, get_default_graph,  # noqa: F401
                     name_scope, reset_default_graph)

@@ -44,3 +44,9 @@ class RaceError(GraphgradError, RuntimeError):
     them (or one read memory no thread wrote, or a copy still in flight), found by running the
     kernel on the CPU with ``Session(target="cuda-emulated", racecheck=True)``; the run stopped
     right after that kernel."""
+
+
+class OutOfBoundsError(GraphgradError, IndexError):
+    """A GPU kernel read or wrote outside a buffer or a shared array, found by running it on the CPU
+    with ``Session(target="cuda-emulated", memcheck=True)`` (the access itself was dropped); the run
+    stopped right after that kernel."""

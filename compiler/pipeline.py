@@ -42,9 +42,9 @@ class CompiledStep:
     texts: dict[str, str]
     timings: dict[str, float] = field(default_factory=dict)
     _lazy: dict[str, Callable[[], str]] = field(default_factory=dict)
-    # cuda-emulated with race checking: per kernel, the scheduled kernel's name and its shared
-    # arrays (name, bytes per element), to name a race the step reports
-    racecheck: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] | None = None
+    # cuda-emulated with racecheck or memcheck: per kernel, the scheduled kernel's name, its shared
+    # arrays (name, bytes per element) and its buffer arguments (names), to name an error it reports
+    checked_kernels: tuple[tuple[str, tuple[tuple[str, int], ...], tuple[str, ...]], ...] | None = None
 
     def dump(self, stage: str) -> str:
         if stage not in STAGES:
@@ -112,11 +112,12 @@ def compile_step(fetches: Sequence[Tensor | Operation], feed_shapes: dict[Tensor
 
 
 def target_gpu(step: CompiledStep, arch: str = nvptx.DEFAULT_ARCH, limits: nvptx.GpuLimits = nvptx.DEFAULT_LIMITS,
-               emulated: bool = False, racecheck: bool = False) -> CompiledStep:
+               emulated: bool = False, racecheck: bool = False, memcheck: bool = False) -> CompiledStep:
     """The step for ``target="cuda"`` (or ``"cuda-emulated"``): ``kernels`` also shows the GPU
     schedule, ``ptx`` is for ``arch`` with ``limits``. When ``emulated`` the ``llvm`` stage is the
     host module that runs the scheduled kernels block by block (what the runtime then runs), with
-    ``racecheck`` checking their shared-memory accesses (``codegen.race_check``); otherwise
+    ``racecheck`` checking their shared-memory accesses for races and with ``memcheck`` every
+    access for its bounds (``codegen.sanitizer``); otherwise
     ``llvm`` and ``llvm-opt`` are the kernels' NVPTX module before and after O3, and ``asm`` is
     the PTX.
 
@@ -124,7 +125,7 @@ def target_gpu(step: CompiledStep, arch: str = nvptx.DEFAULT_ARCH, limits: nvptx
     split along their depth (``nvptx.split_products``), each into a kernel of partial products
     and one that sums them, and ``kernels`` shows those."""
     from .codegen import cuda_emulated
-    from .codegen.race_check import byte_size
+    from .codegen.sanitizer import byte_size
     program = step.program = nvptx.split_products(step.program, limits)
     step.texts.pop("kernels")
     kernels = format_program(program)
@@ -137,10 +138,12 @@ def target_gpu(step: CompiledStep, arch: str = nvptx.DEFAULT_ARCH, limits: nvptx
     step.texts.pop("asm", None)
     if emulated:
         start = time.perf_counter()
-        step.texts["llvm"] = str(cuda_emulated.build_module(program, limits, racecheck))
-        if racecheck:
-            step.racecheck = tuple((kernel.name, tuple((array.name, byte_size(array.element)) for array in kernel.shared))
-                                   for kernel in nvptx.schedule_program(program, limits))
+        step.texts["llvm"] = str(cuda_emulated.build_module(program, limits, racecheck, memcheck))
+        if racecheck or memcheck:
+            step.checked_kernels = tuple(
+                (scheduled.name, tuple((array.name, byte_size(array.element)) for array in scheduled.shared),
+                 cuda_emulated.describe_buffers(program, kernel))
+                for scheduled, kernel in zip(nvptx.schedule_program(program, limits), program.kernels))
         step.timings["codegen"] = time.perf_counter() - start
     else:  # the GPU's own module, not the CPU's: llvm, llvm-opt and asm (the PTX) of the kernels it loads
         step.texts.pop("llvm", None)

@@ -13,8 +13,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from compiler.codegen.common import STACK_GROWTH_FAILED
-from compiler.codegen.race_check import REPORT_FIELDS, describe_race
-from compiler.errors import NumericsError, RaceError
+from compiler.codegen.sanitizer import MEMORY_KINDS, REPORT_FIELDS, describe
+from compiler.errors import NumericsError, OutOfBoundsError, RaceError
 from compiler.graph import Operation, Tensor
 from compiler.kernel_ir import FetchSpec, contiguous_strides
 from compiler.pipeline import CompiledStep, render_html_report, render_report
@@ -244,7 +244,7 @@ class Executable:
         self._idle = [CallBuffers(program, self._shared)]  # taken by a run, given back after it
         self._feed_slots = [(tensor, index) for tensor, index in program.feeds.items()]
         # has a status word to read
-        self._checked = step.racecheck is not None or any(kernel.check for kernel in program.kernels)
+        self._checked = step.checked_kernels is not None or any(kernel.check for kernel in program.kernels)
         variable_buffers = set(program.variables.values())
         self._lock = variable_lock if variable_buffers else None
         self._exclusive = any(kernel.out.buffer in variable_buffers for kernel in program.kernels)
@@ -408,7 +408,8 @@ class Executable:
             report = dict(zip(REPORT_FIELDS, (int(word) for word in buffers.status[1:])))
             buffers.status[:] = 0
             if report["kind"]:
-                raise RaceError(describe_race(failed, self.step.racecheck[int(program.kernels.index(failed))], report))
+                message = describe(failed, self.step.checked_kernels[program.kernels.index(failed)], report)
+                raise (OutOfBoundsError if report["kind"] in MEMORY_KINDS else RaceError)(message)
             raise NumericsError(f"{failed.check} (kernel {failed.name}); the step stopped before "
                                 "assigning any variable")
         if outputs is None:

@@ -110,7 +110,8 @@ class Session:
     """
 
     def __init__(self, graph: Graph | None = None, target: str = "cpu", arch: str | None = None,
-                 gpu_limits: GpuLimits | None = None, check_numerics: bool = False, racecheck: bool | None = None) -> None:
+                 gpu_limits: GpuLimits | None = None, check_numerics: bool = False, racecheck: bool | None = None,
+                 memcheck: bool | None = None) -> None:
         """``target``: "cpu" (LLVM, the default), "reference" (the numpy oracle), "cuda" (an NVIDIA
         GPU, through NVIDIA's cuda-bindings: ``pip install -e ".[cuda]"``; variables stay on the
         device between runs, see ``runtime.cuda``), or "cuda-emulated": the kernels ``target="cuda"``
@@ -129,8 +130,11 @@ class Session:
         ``compute-sanitizer --tool racecheck`` does on a GPU; the first race found raises
         ``RaceError`` naming the kernel, its ops and lines, the shared array and the threads. It
         runs the kernels several times slower: a tool for tests and for a schedule being written.
-        Unset, it follows the environment: ``GRAPHGRAD_RACECHECK=1`` checks every cuda-emulated
-        session of the process (as running it under compute-sanitizer would)."""
+        ``memcheck`` (``target="cuda-emulated"`` only): every access of the GPU kernels to a buffer
+        or a shared array is checked against its bounds (``compute-sanitizer --tool memcheck``); one
+        outside is dropped and raises ``OutOfBoundsError`` after its kernel. Unset, each follows the
+        environment: ``GRAPHGRAD_RACECHECK=1`` and ``GRAPHGRAD_MEMCHECK=1`` check every
+        cuda-emulated session of the process (as running it under compute-sanitizer would)."""
         if target not in TARGETS:
             raise ValueError(f"unknown target {target!r}; targets are {', '.join(TARGETS)}")
         if arch is not None and not re.fullmatch(r"sm_[0-9]{2,3}[a-z]?", arch):
@@ -138,14 +142,18 @@ class Session:
         if check_numerics and target == "cuda":
             raise ValueError("check_numerics=True is not supported on target='cuda' yet; use 'cuda-emulated' "
                              "or 'cpu' to find the op")
-        if racecheck and target != "cuda-emulated":
-            raise ValueError(f"racecheck=True needs target='cuda-emulated' (the GPU kernels run on the CPU, "
-                             f"checked), not {target!r}")
+        for name, asked in (("racecheck", racecheck), ("memcheck", memcheck)):
+            if asked and target != "cuda-emulated":
+                raise ValueError(f"{name}=True needs target='cuda-emulated' (the GPU kernels run on the CPU, "
+                                 f"checked), not {target!r}")
         if racecheck is None:
             racecheck = target == "cuda-emulated" and os.environ.get("GRAPHGRAD_RACECHECK", "") not in ("", "0")
+        if memcheck is None:
+            memcheck = target == "cuda-emulated" and os.environ.get("GRAPHGRAD_MEMCHECK", "") not in ("", "0")
         self.graph = graph or get_default_graph()
         self.target = target
         self.racecheck = bool(racecheck)
+        self.memcheck = bool(memcheck)
         self.check_numerics = bool(check_numerics)
         self.gpu_limits = gpu_limits or DEFAULT_LIMITS
         self._variables: dict[Tensor, np.ndarray] = {}
@@ -347,7 +355,7 @@ class Session:
                                        "step on 'cuda-emulated' or 'cpu' to check it")
                 if self.target in ("cuda", "cuda-emulated"):
                     step = target_gpu(step, self.arch, self.gpu_limits, emulated=self.target == "cuda-emulated",
-                                      racecheck=self.racecheck)
+                                      racecheck=self.racecheck, memcheck=self.memcheck)
                 if self.target == "cuda":
                     from .cuda import CudaExecutable
                     executable = CudaExecutable(step, fetches, self._device_variables,  # type: ignore[assignment]

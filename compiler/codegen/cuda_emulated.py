@@ -14,9 +14,10 @@ from .kernel_body import kernel_buffers
 from .nvptx import DEFAULT_LIMITS, GpuLimits, schedule_program
 
 
-def build_module(program: Program, limits: GpuLimits = DEFAULT_LIMITS, racecheck: bool = False) -> ir.Module:
-    """With ``racecheck`` each kernel checks its shared-memory accesses (``race_check``) and writes
-    the first race to the words after the step's status word; the step then stops after that
+def build_module(program: Program, limits: GpuLimits = DEFAULT_LIMITS, racecheck: bool = False,
+                 memcheck: bool = False) -> ir.Module:
+    """With ``racecheck`` or ``memcheck`` each kernel checks its accesses (``sanitizer``) and writes
+    the first error to the words after the step's status word; the step then stops after that
     kernel with its number in the status word, as a failed numerics check does."""
     machine = host_target_machine()
     module = ir.Module(name="graphgrad_cuda_emulated")
@@ -41,14 +42,16 @@ def build_module(program: Program, limits: GpuLimits = DEFAULT_LIMITS, racecheck
         for index in range(len(program.buffers) + 1):  # loaded where they dominate every branch and loop
             if index not in stacks:
                 buffer_pointer(index)
-    functions = [emit_emulated_kernel(module, scheduled, racecheck) for scheduled in schedule_program(program, limits)]
+    checked = racecheck or memcheck
+    functions = [emit_emulated_kernel(module, scheduled, racecheck, memcheck, buffer_bytes(program, kernel))
+                 for scheduled, kernel in zip(schedule_program(program, limits), program.kernels)]
 
     def run_kernel(position: int) -> None:
         kernel = program.kernels[position]
         status = buffer_pointer(len(program.buffers))
-        report = [b.gep(status, [ir.Constant(I64, 1)], inbounds=True, source_etype=I64)] if racecheck else []
+        report = [b.gep(status, [ir.Constant(I64, 1)], inbounds=True, source_etype=I64)] if checked else []
         b.call(functions[position], [buffer_pointer(index) for index in kernel_buffers(kernel)] + report)
-        if racecheck:
+        if checked:
             raced = b.icmp_unsigned("!=", b.load(report[0], typ=I64), ir.Constant(I64, 0))
             with b.if_then(raced):
                 b.store(ir.Constant(I64, position + 1), status)
@@ -60,3 +63,21 @@ def build_module(program: Program, limits: GpuLimits = DEFAULT_LIMITS, racecheck
                   lambda step: emit_reserve(b, step, table, buffer_pointer, buffer_pointer(len(program.buffers))))
     b.ret_void()
     return module
+
+
+def buffer_bytes(program: Program, kernel: object) -> list[int | None]:
+    """The size of each buffer argument of ``kernel``'s function, None for a stack (it grows)."""
+    sizes: list[int | None] = []
+    for index in kernel_buffers(kernel):  # type: ignore[arg-type]
+        buffer = program.buffers[index]
+        sizes.append(None if buffer.role == "stack" else buffer.nbytes)
+    return sizes
+
+
+def describe_buffers(program: Program, kernel: object) -> tuple[str, ...]:
+    """How an error message names each buffer argument of ``kernel``'s function."""
+    names = []
+    for index in kernel_buffers(kernel):  # type: ignore[arg-type]
+        buffer = program.buffers[index]
+        names.append(f"b{index} ({buffer.label or buffer.role}, {buffer.nbytes} bytes)")
+    return tuple(names)

@@ -26,8 +26,9 @@ phase is, so a wait has nothing left to do. Both run the same ``emit`` functions
 on the CPU is the schedule that runs on the GPU, index arithmetic included.
 Threads of one phase run one after the other on the host, so a data race between barriers gives
 the right answer here; with ``racecheck`` every load and store of a phase is checked against what
-the block's other threads did to the same shared bytes since the last barrier (``race_check``),
-which finds such races on the CPU as ``compute-sanitizer --tool racecheck`` does on a GPU.
+the block's other threads did to the same shared bytes since the last barrier, and with
+``memcheck`` against the bounds of its buffer or shared array (``sanitizer``): what
+``compute-sanitizer`` finds on a GPU, found on the CPU.
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ from typing import Callable, Sequence, Union
 import numpy as np
 from llvmlite import ir
 
-from . import race_check
+from . import sanitizer
 from .common import I32, I64, PTR, declare_function, emit_loop, memory_type
 
 
@@ -269,17 +270,19 @@ def _shuffle_down(b: ir.IRBuilder, value: ir.Value, delta: ir.Value, width: int)
 
 # -- host emulation --------------------------------------------------------------------------------
 
-def emit_emulated_kernel(module: ir.Module, scheduled: ScheduledKernel, racecheck: bool = False) -> ir.Function:
+def emit_emulated_kernel(module: ir.Module, scheduled: ScheduledKernel, racecheck: bool = False,
+                         memcheck: bool = False, buffer_bytes: Sequence[int | None] = ()) -> ir.Function:
     """``name(buffers...)`` for the host: runs every block of the launch, each phase of a block
-    as a loop over its threads. With ``racecheck`` it is ``name(buffers..., report)`` and checks
-    every shared-memory access of its phases (``race_check``), writing the first race found to
-    the int64 words at ``report``."""
-    extra = [PTR] if racecheck else []
+    as a loop over its threads. With ``racecheck`` or ``memcheck`` it is ``name(buffers...,
+    report)`` and checks every access of its phases (``sanitizer``; ``buffer_bytes``: each buffer's
+    size, None where it is not known), writing the first error found to the int64 words at ``report``."""
+    checked = racecheck or memcheck
+    extra = [PTR] if checked else []
     block_function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * scheduled.buffer_count + extra + [I64]),
                                  name=f"{scheduled.name}.block")
     block_function.linkage = "internal"
     *arguments, block_index = block_function.args
-    report = arguments.pop() if racecheck else None
+    report = arguments.pop() if checked else None
     b = ir.IRBuilder(block_function.append_basic_block("entry"))
     threads = scheduled.launch.block
     shared = {}
@@ -289,10 +292,12 @@ def emit_emulated_kernel(module: ir.Module, scheduled: ScheduledKernel, racechec
     register_arrays = {register.name: (b.alloca(register.element, size=threads, name=register.name), register.element)
                        for register in scheduled.registers}
     repeat: list[ir.Value] = []
-    checker = shadow = None
-    if racecheck:
-        arrays = [(shared[array.name], array.count * race_check.byte_size(array.element)) for array in scheduled.shared]
-        checker, shadow = race_check.start_block(b, scheduled.name, arrays, report, block_index)
+    checker = None
+    if checked:
+        arrays = [(shared[array.name], array.count * sanitizer.byte_size(array.element)) for array in scheduled.shared]
+        sizes = list(buffer_bytes) + [None] * (len(arguments) - len(buffer_bytes))
+        checker = sanitizer.start_block(b, racecheck, memcheck, arrays, list(zip(arguments, sizes)), report,
+                                        block_index)
 
     def lower(statements: Sequence[Statement]) -> None:
         for statement in statements:
@@ -303,15 +308,15 @@ def emit_emulated_kernel(module: ir.Module, scheduled: ScheduledKernel, racechec
                     if checker is None:
                         phase.emit(ThreadState(b, thread, block_index, arguments, repeat, shared, registers))
                         return
-                    checker.set(b, race_check.THREAD, b.trunc(b.add(thread, ir.Constant(I64, 1)), I32))
-                    checked = race_check.CheckingBuilder(b.block, checker)
-                    phase.emit(ThreadState(checked, thread, block_index, arguments, repeat, shared, registers))
-                    b.position_at_end(checked.block)
+                    checker.set(b, sanitizer.THREAD, b.trunc(b.add(thread, ir.Constant(I64, 1)), I32))
+                    checking = sanitizer.CheckingBuilder(b.block, checker)
+                    phase.emit(ThreadState(checking, thread, block_index, arguments, repeat, shared, registers))
+                    b.position_at_end(checking.block)
                 if checker is not None and isinstance(statement, AsyncCopy):
-                    checker.set(b, race_check.IN_ASYNC, 1)
+                    checker.set(b, sanitizer.IN_ASYNC, 1)
                 emit_loop(b, threads, one_thread, name="thread")
                 if checker is not None and isinstance(statement, AsyncCopy):
-                    checker.set(b, race_check.IN_ASYNC, 0)
+                    checker.set(b, sanitizer.IN_ASYNC, 0)
                     checker.commit(b)
             elif checker is not None and isinstance(statement, Barrier):
                 checker.barrier(b)
@@ -343,8 +348,8 @@ def emit_emulated_kernel(module: ir.Module, scheduled: ScheduledKernel, racechec
             # an AsyncWait has nothing to wait for
 
     lower(scheduled.statements)
-    if shadow is not None:
-        race_check.finish_block(b, shadow)
+    if checker is not None:
+        sanitizer.finish_block(b, checker)
     b.ret_void()
 
     function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * (scheduled.buffer_count + len(extra))),

@@ -7,8 +7,9 @@ reductions of a few elements already get a block each (strided folds, warp
 shuffles, shared memory and a barrier), scans run in chunks with a carried total, and matmuls and
 convolutions run as double-buffered tiled GEMMs with partial tiles (``test_cuda_conv`` has more
 convolution geometries); the same PTX assembles for sm_80 and sm_90. The op table runs with race
-checking (``racecheck=True``): no kernel of it reads or writes shared memory another thread of its
-block touches without a barrier between.
+and memory checks (``racecheck=True, memcheck=True``): no kernel of it reads or writes shared
+memory another thread of its block touches without a barrier between, or any memory outside its
+buffers and shared arrays.
 """
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ def _fetches(row: Row, dtype: str, with_gradients: bool):
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
 def test_emulated_gpu_schedule_matches_reference(row: Row, dtype: str) -> None:
     graph, fetches, feeds = _fetches(row, dtype, with_gradients=dtype == "float64")
-    with Session(graph, target="reference") as ref, Session(graph, target="cuda-emulated", gpu_limits=SMALL, racecheck=True) as gpu:
+    with Session(graph, target="reference") as ref, Session(graph, target="cuda-emulated", gpu_limits=SMALL, racecheck=True,
+                                                             memcheck=True) as gpu:
         expected = ref.run(fetches, feeds)
         actual = gpu.run(fetches, feeds)
     for want, got in zip(expected, actual):

@@ -1,8 +1,8 @@
-"""``Session(target="cuda-emulated", racecheck=True)`` on the real GPU schedules: the tiled GEMM
-(double-buffered, asynchronous copies), block reductions and block scans report no race as they
-are, and each one reports a race, naming the user's op and line, once a barrier or a wait it needs
-is taken out of its schedule. (The whole op table runs with race checking in
-``test_cuda_emulated``; the rules themselves are tested in ``tests/compiler/codegen/test_race_check``.)
+"""``Session(target="cuda-emulated", racecheck=True, memcheck=True)`` on the real GPU schedules: the
+tiled GEMM (double-buffered, asynchronous copies), block reductions and block scans report no race
+as they are, and each one reports a race, naming the user's op and line, once a barrier or a wait
+it needs is taken out of its schedule; a write past a buffer is dropped and reported. (The whole op table runs with race checking in
+``test_cuda_emulated``; the rules themselves are tested in ``tests/compiler/codegen/test_sanitizer``.)
 """
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ import pytest
 
 import compiler as cc
 from compiler.codegen import cuda_emulated
-from compiler.codegen.gpu_kernel import AsyncWait, Barrier, Repeat, ScheduledKernel
+from compiler.codegen.gpu_kernel import AsyncWait, Barrier, Phase, Repeat, ScheduledKernel, ThreadState
+from compiler.codegen.common import I64
+from llvmlite import ir
 from runtime import Session
 
 from .test_cuda_emulated import SMALL
@@ -74,7 +76,7 @@ def _mutated_schedules(monkeypatch: pytest.MonkeyPatch, drop: Callable[[object],
 @pytest.mark.parametrize("name", sorted(BUILDERS))
 def test_the_schedules_as_they_are_have_no_race(name: str) -> None:
     graph, output, feeds, expected = BUILDERS[name]()
-    with Session(graph, target="cuda-emulated", gpu_limits=SMALL, racecheck=True) as sess:
+    with Session(graph, target="cuda-emulated", gpu_limits=SMALL, racecheck=True, memcheck=True) as sess:
         np.testing.assert_allclose(sess.run(output, feeds), expected, rtol=1e-5, atol=1e-5)
 
 
@@ -84,7 +86,7 @@ def test_a_schedule_without_its_barriers_races(name: str, op_name: str, monkeypa
     _mutated_schedules(monkeypatch, lambda statement: isinstance(statement, Barrier))
     graph, output, feeds, _ = BUILDERS[name]()
     with Session(graph, target="cuda-emulated", gpu_limits=SMALL, racecheck=True) as sess:
-        with pytest.raises(cc.RaceError, match=rf"'{op_name}' \(.*test_cuda_race_check.py:\d+\).*thread \d+"):
+        with pytest.raises(cc.RaceError, match=rf"'{op_name}' \(.*test_cuda_sanitizer.py:\d+\).*thread \d+"):
             sess.run(output, feeds)
 
 
@@ -124,6 +126,26 @@ def _flatten(statements: tuple) -> list:
     return flat
 
 
-def test_racecheck_needs_the_emulated_target() -> None:
-    with pytest.raises(ValueError, match="racecheck=True needs target='cuda-emulated'"):
-        Session(cc.Graph(), target="cpu", racecheck=True)
+def test_a_write_past_a_buffer_is_dropped_and_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    original = cuda_emulated.schedule_program
+
+    def write_past_the_output(state: ThreadState) -> None:   # out[len + thread] = 7
+        element = ir.FloatType()
+        index = state.b.add(ir.Constant(I64, 19 * 11), state.thread)
+        state.b.store(ir.Constant(element, 7.0), state.b.gep(state.arguments[0], [index], source_etype=element))
+
+    def schedule(program, limits):  # type: ignore[no-untyped-def]
+        return [dataclasses.replace(kernel, statements=kernel.statements + (Phase(write_past_the_output),))
+                for kernel in original(program, limits)]
+    monkeypatch.setattr(cuda_emulated, "schedule_program", schedule)
+    graph, output, feeds, _ = _matmul()
+    with Session(graph, target="cuda-emulated", gpu_limits=SMALL, memcheck=True) as sess:
+        with pytest.raises(cc.OutOfBoundsError, match=r"out-of-bounds write of buffer b\d+ \(.*836 bytes\) in GPU kernel "
+                                                      r".*'product' \(.*thread 0 writes 4 bytes at byte 836"):
+            sess.run(output, feeds)
+
+
+@pytest.mark.parametrize("check", ["racecheck", "memcheck"])
+def test_the_checks_need_the_emulated_target(check: str) -> None:
+    with pytest.raises(ValueError, match=f"{check}=True needs target='cuda-emulated'"):
+        Session(cc.Graph(), target="cpu", **{check: True})

@@ -1,6 +1,7 @@
-"""Race checking of emulated GPU kernels (``codegen.race_check``): small hand-written schedules,
-each right or with one classic mistake, run on the CPU with the checker; the report must name the
-kind of race, the threads and the shared element, and the right schedules must report nothing.
+"""Race and memory checks of emulated GPU kernels (``codegen.sanitizer``): small hand-written
+schedules, each right or with one classic mistake, run on the CPU with the checks; the report must
+name the kind of error, the threads and the element, an out-of-bounds access must not happen, and
+the right schedules must report nothing.
 """
 from __future__ import annotations
 
@@ -16,23 +17,28 @@ from compiler.codegen.common import I64, PTR
 from compiler.codegen.cpu import host_target_machine
 from compiler.codegen.gpu_kernel import (AsyncCopy, AsyncWait, Barrier, Launch, Phase, Repeat, ScheduledKernel,
                                          SharedArray, ThreadState, emit_emulated_kernel)
-from compiler.codegen.race_check import REPORT_FIELDS, describe_race
+from compiler.codegen.sanitizer import REPORT_FIELDS, SHARED_BIT, describe
 
 F32 = ir.FloatType()
 THREADS = 4
 
 
+GUARD = 4   # floats after each buffer's end that the kernel is not told about
+
+
 def _run(statements: Sequence[object], threads: int = THREADS, blocks: int = 1,
          shared_count: int = THREADS) -> tuple[np.ndarray, dict[str, int]]:
     """Run a kernel ``k(input, output, report)`` of ``blocks`` blocks of ``threads`` threads with one
-    float shared array ``s``; returns the output and the race report."""
+    float shared array ``s``, racecheck and memcheck on; returns the output (with ``GUARD`` floats
+    past the end the kernel should never touch) and the report."""
     scheduled = ScheduledKernel("k", 2, Launch(block=threads, grid=blocks), tuple(statements),
                                 shared=(SharedArray("s", F32, shared_count),))
     host = host_target_machine()
     module = ir.Module(name="race_test")
     module.triple = host.triple
     module.data_layout = str(host.target_data)
-    kernel = emit_emulated_kernel(module, scheduled, racecheck=True)
+    size = 4 * threads * blocks
+    kernel = emit_emulated_kernel(module, scheduled, racecheck=True, memcheck=True, buffer_bytes=(size, size))
     entry = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR]), name="entry")
     b = ir.IRBuilder(entry.append_basic_block())
     b.call(kernel, list(entry.args))
@@ -41,13 +47,14 @@ def _run(statements: Sequence[object], threads: int = THREADS, blocks: int = 1,
     engine = llvm.create_mcjit_compiler(llvm.parse_assembly(str(module)),
                                         llvm.Target.from_triple(host.triple).create_target_machine())
     engine.finalize_object()
-    inputs = np.arange(1, threads * blocks + 1, dtype=np.float32)
-    output = np.zeros(threads * blocks, np.float32)
+    inputs = np.arange(1, threads * blocks + 1 + GUARD, dtype=np.float32)
+    output = np.zeros(threads * blocks + GUARD, np.float32)
     report = np.zeros(len(REPORT_FIELDS), np.int64)
     function = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(
         engine.get_function_address("entry"))
     function(inputs.ctypes.data, output.ctypes.data, report.ctypes.data)
-    return output, dict(zip(REPORT_FIELDS, (int(word) for word in report)))
+    assert not output[threads * blocks:].any(), "a write past the end happened"
+    return output[:threads * blocks], dict(zip(REPORT_FIELDS, (int(word) for word in report)))
 
 
 def _element(state: ThreadState, name: str, index: ir.Value) -> ir.Value:
@@ -103,7 +110,7 @@ def test_read_after_write_without_a_barrier() -> None:
     output, report = _run([Phase(store_own), Phase(load_neighbour)], blocks=2)
     # The emulation runs every thread's write first, so its answer is right; a GPU's need not be.
     np.testing.assert_array_equal(output, _rotated(2))
-    assert report == dict(kind=1, array=0, byte=4, thread=0, other=1, block=0, epoch=1)
+    assert report == dict(kind=1, place=0, byte=4, thread=0, other=1, block=0, epoch=1)
 
 
 def test_write_after_read_without_a_barrier() -> None:
@@ -150,9 +157,48 @@ def test_the_message_names_the_kernel_its_ops_the_array_and_the_threads() -> Non
     class Kernel:
         name = "k7"
         covers = (("MatMul", "dense/MatMul", "model.py:12"),)
-    message = describe_race(Kernel(), ("k7_tiles", (("a_tile", 4), ("b_tile", 4))),
-                            dict(kind=1, array=1, byte=12, thread=3, other=5, block=2, epoch=4))
+    message = describe(Kernel(), ("k7_tiles", (("a_tile", 4), ("b_tile", 4)), ("b0 (out, 64 bytes)",)),
+                       dict(kind=1, place=1, byte=12, thread=3, other=5, block=2, epoch=4))
     assert message.startswith("read after write in shared array 'b_tile' of GPU kernel k7_tiles")
     for part in ("MatMul 'dense/MatMul' (model.py:12)", "block 2", "thread 3 reads what thread 5 wrote",
                  "no barrier between", "element 3"):
         assert part in message
+    message = describe(Kernel(), ("k7_tiles", (), ("b0 (out, 64 bytes)", "b3 (x, 16 bytes)")),
+                       dict(kind=6, place=1, byte=16, thread=3, other=4, block=0, epoch=16))
+    assert message.startswith("out-of-bounds read of buffer b3 (x, 16 bytes) in GPU kernel k7_tiles")
+    assert "thread 3 reads 4 bytes at byte 16, outside its 16 bytes" in message
+
+
+def load_next_global(state: ThreadState) -> None:
+    """output[i] = input[i + 1]: the last thread reads past the end"""
+    index = state.b.add(_global_index(state), ir.Constant(I64, 1))
+    state.b.store(state.b.load(_global(state, 0, index), typ=F32), _global(state, 1, _global_index(state)))
+
+
+def store_past_the_end(state: ThreadState) -> None:
+    """output[i + 1] = input[i]: the last thread writes past the end"""
+    value = state.b.load(_global(state, 0, _global_index(state)), typ=F32)
+    state.b.store(value, _global(state, 1, state.b.add(_global_index(state), ir.Constant(I64, 1))))
+
+
+def store_next_shared(state: ThreadState) -> None:
+    """s[t + 1] = input[t]: the last thread writes past the shared array"""
+    value = state.b.load(_global(state, 0, _global_index(state)), typ=F32)
+    state.b.store(value, _element(state, "s", state.b.add(state.thread, ir.Constant(I64, 1))))
+
+
+def test_a_read_past_a_buffer_is_reported_and_reads_nothing_there() -> None:
+    output, report = _run([Phase(load_next_global)])
+    assert (report["kind"], report["place"], report["byte"], report["thread"], report["other"]) == (6, 0, 16, 3, 4)
+    np.testing.assert_array_equal(output[:3], [2, 3, 4])
+
+
+def test_a_write_past_a_buffer_is_reported_and_dropped() -> None:
+    output, report = _run([Phase(store_past_the_end)])   # _run checks that the guard stayed 0
+    assert (report["kind"], report["place"], report["byte"], report["thread"]) == (7, 1, 16, 3)
+    np.testing.assert_array_equal(output[1:], [1, 2, 3])
+
+
+def test_a_write_past_a_shared_array_is_reported() -> None:
+    _, report = _run([Phase(store_next_shared)])
+    assert (report["kind"], report["place"], report["byte"], report["thread"]) == (7, SHARED_BIT, 16, 3)
