@@ -13,9 +13,10 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 
 
-def run_example(name: str, *args: str, timeout: float = 60.0) -> str:
-    """Run ``examples/<name>`` with this interpreter; return its stdout, failing on a non-zero exit."""
-    env = dict(os.environ)
+def run_example(name: str, *args: str, timeout: float = 60.0, environment: dict[str, str] | None = None) -> str:
+    """Run ``examples/<name>`` with this interpreter (and ``environment`` added to its environment);
+    return its stdout, failing on a non-zero exit."""
+    env = dict(os.environ, **(environment or {}))
     # The repository root first, so the packages import from this checkout however it is installed.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
     env.pop("GRAPHGRAD_DUMP", None)
@@ -127,11 +128,13 @@ def test_train_rnn_digits_reaches_90_percent_and_the_reference_agrees() -> None:
                                                       ("train_cnn_digits.py", "1", 0.75),
                                                       ("train_rnn_digits.py", "1", 0.5)])
 def test_examples_train_with_the_gpu_kernels_emulated(script: str, epochs: str, at_least: float) -> None:
-    """Every kernel of the examples' steps, as scheduled for the GPU, run on the CPU: a short
-    training run still learns (the full runs reach 0.95 and 0.97 on the cpu target)."""
+    """Every kernel of the examples' steps, as scheduled for the GPU, run on the CPU with the race
+    and memory checks of ``compute-sanitizer`` (a race or an access out of bounds would stop the
+    run): a short training run still learns (the full runs reach 0.95 and 0.97 on the cpu target)."""
     pytest.importorskip("sklearn")
     pytest.importorskip("tqdm")
-    output = run_example(script, "--target", "cuda-emulated", "--epochs", epochs, timeout=120.0)
+    output = run_example(script, "--target", "cuda-emulated", "--epochs", epochs, timeout=180.0,
+                         environment={"GRAPHGRAD_RACECHECK": "1", "GRAPHGRAD_MEMCHECK": "1"})
     assert "(cuda-emulated)" in output
     match = re.search(r"^test accuracy: (\d\.\d{3})$", output, re.MULTILINE)
     assert match, output
