@@ -317,6 +317,10 @@ class Kernel:
     def out_space(self) -> tuple[int, ...]:
         return tuple(n for a, n in enumerate(self.space) if a not in self.reduce_axes)
 
+    def notes(self) -> tuple[str, ...]:
+        """Lines the ``kernels`` listing adds about how this kernel runs (a target's kernels say more)."""
+        return ()
+
 
 @dataclass(frozen=True)
 class Branch:
@@ -487,6 +491,7 @@ def format_program(program: Program) -> str:
             out.append("  then checked: its output must hold no NaN or Inf")
         if kernel.window is not None:
             out.append("  " + format_window(kernel.window))
+        out.extend("  " + note for note in kernel.notes())
         for i, acc in enumerate(kernel.operands):
             off = f" + {acc.offset}" if acc.offset else ""
             out.append(f"  in{i} = b{acc.buffer} strides {list(acc.strides)}{off}")

@@ -292,6 +292,13 @@ class SplitKPartial(Kernel):
     slices: int = 1
     slice_steps: int = 0
 
+    def notes(self) -> tuple[str, ...]:
+        workspace_slice = _product(self.out_space)
+        return (f"split along the depth (split-K): {self.slices} slices of {self.slice_steps} steps of the "
+                f"tile's depth (the last one shorter where the depth ends); slice s sums its part of the depth into "
+                f"b{self.out.buffer} at offset s * {workspace_slice} (the strides above walk slice 0), and "
+                f"{self.name.removesuffix('_partials')}_sum adds the slices in order",)
+
 
 @dataclass(frozen=True)
 class SplitKSum(Kernel):

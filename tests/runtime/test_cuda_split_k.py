@@ -128,6 +128,12 @@ def test_split_products_match_numpy(case: Case, dtype: str) -> None:
         arena, offset = program.placement[workspace.index]
         assert offset + workspace.nbytes <= program.arenas[arena]
         assert f"b{workspace.index}: {dtype}[{'x'.join(map(str, workspace.shape))}]" in kernels
+        # The listing says the kernel is a slice of the depth, not the whole reduction it reads as.
+        listing = kernels[kernels.index(f"kernel {partial.name} "):]
+        listing = listing[:listing.index("\nkernel ", 1)]
+        assert (f"split along the depth (split-K): {partial.slices} slices of {partial.slice_steps} steps" in listing
+                and f"into b{workspace.index} at offset s * {workspace.nbytes // workspace.shape[0] // np.dtype(dtype).itemsize}"
+                in listing and f"{after_partial.name} adds the slices in order" in listing), listing
 
 
 def test_split_products_inside_a_branch_keep_their_order() -> None:
