@@ -7,8 +7,9 @@ on the mlp-b128 training step, in three neighbourhoods:
   spin) or torch (its OpenMP threads spin), in the same process;
 - under load: the same, while two other processes keep both cores busy.
 
-Every case runs in its own process (the pool is chosen once per process). Speed is only printed,
-never asserted::
+For scale, torch eager's own MLP step (its OpenMP pool) runs in the same neighbourhoods: how much
+a spinning foreign pool costs a library that does nothing about it. Every case runs in its own
+process (the pool is chosen once per process). Speed is only printed, never asserted::
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python examples/benchmarks/pools.py
 """
@@ -30,13 +31,18 @@ ROOT = Path(__file__).resolve().parents[2]
 CASE = """
 import json, sys, time
 sys.path[:0] = [{root!r}, {here!r}]
-neighbour = {neighbour!r}
-if neighbour == "torch":
+neighbour, library = {neighbour!r}, {library!r}
+if neighbour == "torch" or library == "torch":
     import torch
 import numpy as np
 import workloads
-workloads.import_graphgrad()
-sess, train_op, feed, _ = workloads.build_graphgrad_mlp(128)
+if library == "torch":
+    libs = workloads.open_libraries("torch", use_torch_compile=False)
+    step, _ = workloads.torch_mlp_step(libs, 128, compiled=False)
+else:
+    workloads.import_graphgrad()
+    sess, train_op, feed, _ = workloads.build_graphgrad_mlp(128)
+    step = lambda: sess.run(train_op, feed)
 rng = np.random.default_rng(4)
 a, b = (rng.standard_normal((512, 512)).astype(np.float32) for _ in range(2))
 if neighbour == "torch":
@@ -48,27 +54,33 @@ elif neighbour == "numpy":
 else:
     wake = lambda: None
 for _ in range(20):
-    sess.run(train_op, feed)
+    step()
 samples = []
 for _ in range({rounds}):
     total = 0.0
     for _ in range({steps}):
         wake()
         start = time.perf_counter()
-        sess.run(train_op, feed)
+        step()
         total += time.perf_counter() - start
     samples.append(total / {steps})
-from runtime import jit
-print(json.dumps(dict(pool=jit._pool[0].kind, median=sorted(samples)[len(samples) // 2])))
+if library == "torch":
+    kind = "torch"
+else:
+    from runtime import jit
+    kind = jit._pool[0].kind
+print(json.dumps(dict(pool=kind, median=sorted(samples)[len(samples) // 2])))
 """
 
 HOG = "import time\nend = time.time() + {seconds}\nwhile time.time() < end:\n    pass\n"
 
 
 def run_case(pool: str, neighbour: str, loaded: bool, rounds: int, steps: int) -> dict:
-    env = dict(os.environ, GRAPHGRAD_POOL=pool)
+    """One process: graphgrad's step on ``pool`` ("own" or "openmp"), or torch eager's step
+    (``pool="torch"``), in a neighbourhood."""
+    env = dict(os.environ, GRAPHGRAD_POOL="own" if pool == "torch" else pool)
     code = CASE.format(root=str(ROOT), here=str(Path(__file__).parent), neighbour=neighbour, rounds=rounds,
-                       steps=steps)
+                       steps=steps, library="torch" if pool == "torch" else "graphgrad")
     hogs = [subprocess.Popen([sys.executable, "-c", HOG.format(seconds=600)]) for _ in range(2 if loaded else 0)]
     try:
         time.sleep(0.5 if hogs else 0)
@@ -92,13 +104,13 @@ def main() -> None:
           f"{os.cpu_count()} logical CPUs")
     figures: dict[str, dict[str, float]] = {}
     rows = [(neighbour, loaded) for loaded in (False, True) for neighbour in ("alone", "numpy", "torch")]
-    print(f"{'neighbourhood':<28}{'own pool':>12}{'openmp':>12}")
+    print(f"{'neighbourhood':<28}{'own pool':>12}{'openmp':>12}{'torch eager':>14}")
     for neighbour, loaded in rows:
         label = ("beside " + neighbour if neighbour != "alone" else "alone") + (", under load" if loaded else "")
         cells = {pool: run_case(pool, neighbour, loaded, args.rounds, args.steps)["median"] * 1e3
-                 for pool in ("own", "openmp")}
+                 for pool in ("own", "openmp", "torch")}
         figures[label] = cells
-        print(f"{label:<28}{cells['own']:>9.2f} ms{cells['openmp']:>9.2f} ms", flush=True)
+        print(f"{label:<28}{cells['own']:>9.2f} ms{cells['openmp']:>9.2f} ms{cells['torch']:>11.2f} ms", flush=True)
     if args.json:
         args.json.write_text(json.dumps(dict(cpu=cpu_model(), figures_ms=figures), indent=2))
 
