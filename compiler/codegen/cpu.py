@@ -39,6 +39,11 @@ GEMM_MIN_WORK = 4096
 # The CPU initialises a reduction's output and walks its reduced axes in any order (the body adds
 # into the output), reassociates register sums so they vectorise, and runs scatters on one thread.
 CPU_RULES = BodyRules(output_holds_partial=True, reassociate=True, atomic_scatter=False)
+# A reduction over at most this many points per output (a 3x3 convolution of one channel, a 2x2
+# pooling window) runs them all inside each point, written out one after another, its sum in a
+# register: no pass that sets the output to the identity and no reading it back, and the loop
+# around the point (often the channels) vectorises.
+SMALL_REDUCTION = 16
 
 
 def thread_count() -> int:
@@ -86,13 +91,26 @@ class KernelPlan:
     outer: int            # trip count of the outermost loop (1 when there is none)
     parts: int            # > 1: the outermost loop is split into this many parts
     gemm: bool
+    unrolled: tuple[int, ...] = ()   # reduced axes the point runs whole, unrolled (a small reduction)
 
 
 def plan_kernel(kernel: Kernel, threads: int) -> KernelPlan:
     if _uses_gemm(kernel):
         return KernelPlan((), (), 1, 1, True)
     axes = tuple(loop_axes(kernel)) if 0 not in kernel.space else ()
-    order = tuple(_loop_order(axes))
+    unrolled: tuple[int, ...] = ()
+    points = 1
+    for axis in axes:
+        points *= axis.size if axis.reduced else 1
+    kept = [axis for axis in axes if not axis.reduced]
+    if (kernel.reduce_axes and not kernel.scan and not kernel.accumulate and kernel.scatter is None and kept
+            and points <= SMALL_REDUCTION):
+        # The output's own loops (in their usual order), each point unrolling the reduced ones.
+        outside = [k for k, axis in enumerate(axes) if not axis.reduced]
+        unrolled = tuple(k for k, axis in enumerate(axes) if axis.reduced)
+        order = tuple(outside[k] for k in _loop_order(kept))
+    else:
+        order = tuple(_loop_order(axes))
     outer = axes[order[0]].size if order else 1
     work = 1
     for axis in axes:
@@ -102,7 +120,8 @@ def plan_kernel(kernel: Kernel, threads: int) -> KernelPlan:
     splittable = (bool(order) and not axes[order[0]].reduced and work >= PARALLEL_MIN_WORK and outer > 1
                   and kernel.scatter is None)  # points of a scatter may add into one element
     # More parts than threads, so a thread that is descheduled holds up only a small share.
-    return KernelPlan(axes, order, outer, min(4 * threads, outer) if splittable and threads > 1 else 1, False)
+    return KernelPlan(axes, order, outer, min(4 * threads, outer) if splittable and threads > 1 else 1, False,
+                      unrolled)
 
 
 def emit_kernel(module: ir.Module, kernel: Kernel, plan: KernelPlan) -> tuple[ir.Function, ir.Function | None]:
@@ -119,7 +138,7 @@ def emit_kernel(module: ir.Module, kernel: Kernel, plan: KernelPlan) -> tuple[ir
     builder = ir.IRBuilder(function.append_basic_block("entry"))
     body = KernelBody(kernel, function.args[:len(buffers)], plan.axes, CPU_RULES)
     init_function = None
-    if kernel.reduce_axes and not plan.gemm and not kernel.accumulate and not kernel.scan:
+    if kernel.reduce_axes and not plan.gemm and not kernel.accumulate and not kernel.scan and not plan.unrolled:
         init_function = _emit_init(module, kernel, len(buffers))
 
     if plan.gemm:
@@ -141,6 +160,9 @@ def _emit_loops(builder: ir.IRBuilder, body: KernelBody, plan: KernelPlan, start
         return b.sub(stop, start) if depth == 0 else plan.axes[order[depth]].size
 
     def walk(b: ir.IRBuilder, depth: int) -> None:
+        if depth == len(walked) and plan.unrolled:
+            body.emit_unrolled_point(b, [(k, plan.axes[k].size) for k in plan.unrolled])
+            return
         if depth == len(walked):
             loops = [ReducedLoop(order[depth], trip_count(b, depth), start if depth == 0 else None)] if in_body else []
             body.emit_point(b, loops)

@@ -10,6 +10,7 @@ What differs between targets beyond the walk is in ``BodyRules``.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -103,6 +104,23 @@ class KernelBody:
         if self.rules.output_holds_partial or kernel.accumulate:
             total = combine(lowering, kernel.combiner, dtype, load_element(b, self.out_pointer, dtype, index), total)
         store_element(b, total, self.out_pointer, dtype, index)
+
+    def emit_unrolled_point(self, b: ir.IRBuilder, reduced: Sequence[tuple[int, int]]) -> None:
+        """The output element of the current point: the whole reduction over the ``reduced`` axes
+        (position, size; a few points in all), written out point by point in their order, stored
+        without reading the output (which needs no initialisation)."""
+        kernel = self.kernel
+        dtype = kernel.out_dtype
+        total = identity_of(kernel.combiner, dtype)
+        for indices in itertools.product(*(range(size) for _, size in reduced)):
+            for (axis, _), index in zip(reduced, indices):
+                self.values[axis] = ir.Constant(I64, index)
+            lowering = self.lowering(b)
+            total = combine(lowering, kernel.combiner, dtype, total, self.term(b, lowering),
+                            reassociate=self.rules.reassociate)
+        for axis, _ in reduced:  # the output does not walk them
+            self.values[axis] = ir.Constant(I64, 0)
+        store_element(b, total, self.out_pointer, dtype, self.lowering(b).out_index())
 
     def term(self, b: ir.IRBuilder, lowering: ExprLowering) -> ir.Value:
         """The body at the current point, times the kernel's scale."""

@@ -56,3 +56,35 @@ def test_plan_never_splits_a_reduced_outer_loop() -> None:
         if plan.parts > 1:
             assert not plan.axes[plan.order[0]].reduced
     np.testing.assert_array_equal(got, np.full(64, 4096, "float32"))
+
+
+SMALL_REDUCTIONS = {
+    # name: (build, x shape, whether every output's reduction is small enough to run whole in a point)
+    "rows-of-4": (lambda x: cc.reduce_sum(x, axis=0), (4, 300), True),
+    "conv-3x3-one-channel": (lambda x: cc.nn.conv2d(x, cc.constant(np.linspace(-1, 1, 9 * 5).reshape(3, 3, 1, 5)),
+                                                    strides=1, padding="SAME"), (3, 7, 6, 1), True),
+    "pool-2x2": (lambda x: cc.nn.max_pool(x, ksize=2, strides=2, padding="SAME"), (2, 9, 8, 3), True),
+    "rows-of-16-min": (lambda x: cc.reduce_min(x, axis=1), (33, 16), True),
+    "rows-of-17": (lambda x: cc.reduce_sum(x, axis=0), (17, 40), False),
+    "everything": (lambda x: cc.reduce_sum(x), (3, 4), False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SMALL_REDUCTIONS))
+def test_small_reductions_run_whole_in_each_point(name: str) -> None:
+    """A reduction over at most ``cpu.SMALL_REDUCTION`` points per output is unrolled inside the
+    point, with no pass that first sets the output to the identity; the results stay the reference's."""
+    build, x_shape, small = SMALL_REDUCTIONS[name]
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float64", x_shape)
+        out = build(x)
+    feeds = {x: np.random.default_rng(1).normal(size=x_shape)}
+    with Session(graph) as sess, Session(graph, target="reference") as ref:
+        exe = sess.compile(out, feeds)
+        reductions = [kernel for kernel in exe.program.kernels if kernel.reduce_axes]
+        assert reductions
+        for kernel in reductions:
+            assert bool(cpu.plan_kernel(kernel, 2).unrolled) == small
+            assert (f"{kernel.name}_init" in exe.dump("llvm")) == (not small)
+        np.testing.assert_allclose(sess.run(out, feeds), ref.run(out, feeds), rtol=1e-12, atol=1e-12)
