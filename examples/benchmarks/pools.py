@@ -99,11 +99,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--no-load", action="store_true", help="skip the rows under load (a quicker run)")
     args = parser.parse_args()
     print(f"mlp-b128 step, median of {args.rounds} rounds of {args.steps} steps; {cpu_model()}, "
           f"{os.cpu_count()} logical CPUs")
     figures: dict[str, dict[str, float]] = {}
-    rows = [(neighbour, loaded) for loaded in (False, True) for neighbour in ("alone", "numpy", "torch")]
+    rows = [(neighbour, loaded) for loaded in ((False,) if args.no_load else (False, True))
+            for neighbour in ("alone", "numpy", "torch")]
     print(f"{'neighbourhood':<28}{'own pool':>12}{'openmp':>12}{'torch eager':>14}")
     for neighbour, loaded in rows:
         label = ("beside " + neighbour if neighbour != "alone" else "alone") + (", under load" if loaded else "")

@@ -1,4 +1,4 @@
-"""Smoke test of ``examples/benchmarks/run.py``: it runs, checks results, and writes its JSON.
+"""Smoke tests of ``examples/benchmarks/run.py`` (it runs, checks results, and writes its JSON) and of ``pools.py``.
 
 No assertion is made on speed (DESIGN.md, principle 7): only that every number is there and positive.
 Every run goes through the worker processes (one per library) that run.py starts.
@@ -268,3 +268,17 @@ def test_gpu_goals(workload: str, graphgrad_ms: float, others_ms: dict, copy_ms:
         assert goal.line("cuda-emulated").endswith("not a GPU measurement]")
     if copy_ms is not None:
         assert next(iter(copy_ms)) in goal.measure
+
+
+def test_pools_comparison_times_every_pool_in_every_quiet_neighbourhood(tmp_path: Path) -> None:
+    """pools.py, shortened: each of graphgrad's pools and torch eager's own step, alone and right
+    after a numpy or a torch matmul, each in its own process, into the JSON."""
+    pytest.importorskip("torch")
+    figures = tmp_path / "pools.json"
+    completed = subprocess.run([sys.executable, str(SCRIPT.parent / "pools.py"), "--rounds", "1", "--steps", "2",
+                                "--no-load", "--json", str(figures)], capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr
+    written = json.loads(figures.read_text())
+    assert set(written["figures_ms"]) == {"alone", "beside numpy", "beside torch"}
+    for cells in written["figures_ms"].values():
+        assert set(cells) == {"own", "openmp", "torch"} and all(value > 0 for value in cells.values())
