@@ -20,7 +20,7 @@ from compiler.kernel_ir import FetchSpec, contiguous_strides
 from compiler.pipeline import CompiledStep, render_html_report, render_report
 
 from .jit import NativeStep
-from .link import kernel_work
+from .link import chained_kernels, kernel_work
 
 
 def read_fetch(arrays: Sequence[np.ndarray], spec: FetchSpec) -> np.ndarray:
@@ -233,7 +233,7 @@ class Executable:
         self.step = step
         self.fetches = list(fetches)
         program = step.program
-        self._native = NativeStep(step.texts["llvm"], kernel_work(program))
+        self._native = NativeStep(step.texts["llvm"], kernel_work(program), chained_kernels(program))
         self._profiled: NativeStep | None = None
         self._profiled_parts: list[tuple[int, bool]] = []   # per kernel: (parts, runs as a GEMM)
         self.last_profile: list[dict[str, Any]] | None = None
@@ -314,7 +314,7 @@ class Executable:
             self._profiled_parts = [(plan.parts, plan.gemm) for plan in
                                     (plan_kernel(kernel, threads) for kernel in kernels)]
             self._profiled = NativeStep(str(build_module(self.step.program, profile=True)),
-                                        kernel_work(self.step.program))
+                                        kernel_work(self.step.program), chained_kernels(self.step.program))
         counters = (ctypes.c_uint64 * (len(kernels) + 1)).from_address(
             self._profiled.global_address(PROFILE_SYMBOL))
         part_count = sum(parts for parts, _ in self._profiled_parts if parts > 1)

@@ -33,7 +33,7 @@ from compiler.codegen import threads
 from compiler.codegen.common import LLVM_LOCK
 from compiler.codegen.cpu import STEP_SYMBOL, host_target_machine, new_host_target_machine, optimize, thread_count
 from compiler.codegen.gemm import LIBRARY_SYMBOLS, build_library, gemm_shape
-from compiler.codegen.tiers import FULL, HOT, HOT_WORK, LIBRARY, LIGHT, Tier
+from compiler.codegen.tiers import FULL, HOT, HOT_CHAINS, HOT_WORK, LIBRARY, LIGHT, Tier
 
 from . import cache, link
 
@@ -172,12 +172,13 @@ def _is_hot(functions: tuple[str, ...], work: Mapping[str, int] | None) -> bool:
     return any(size is None or size >= HOT_WORK for size in (link.work_of(name, work) for name in functions))
 
 
-def compile_step(module_text: str, work: Mapping[str, int] | None = None
+def compile_step(module_text: str, work: Mapping[str, int] | None = None, chained: frozenset[str] = frozenset()
                  ) -> tuple[Any, dict[str, float], dict[str, int]]:
     """An engine holding a step module's machine code: each kernel of at least HOT_WORK points
-    (``work``: ``link.kernel_work``; without it, every kernel) compiled on its own at HOT, the
-    others with the entry point at LIGHT. Also returns the timings by phase and how many pieces
-    were compiled, loaded from the on-disk cache and reused from this process."""
+    (``work``: ``link.kernel_work``; without it, every kernel) compiled on its own at HOT (at
+    HOT_CHAINS for the kernels named in ``chained``: ``link.chained_kernels``), the others with
+    the entry point at LIGHT. Also returns the timings by phase and how many pieces were
+    compiled, loaded from the on-disk cache and reused from this process."""
     with LLVM_LOCK:
         pieces = link.split_module(module_text, STEP_SYMBOL, lambda functions: _is_hot(functions, work))
         if pieces is None:
@@ -186,7 +187,8 @@ def compile_step(module_text: str, work: Mapping[str, int] | None = None
             return engine, timings, {"compiled": int(missed), "loaded": int(not missed), "reused": 0}
         linker = _Linker()
         for unit in pieces.units:
-            linker.add(unit.text, HOT)
+            chains = any(link.kernel_of(name, chained) is not None for name in unit.functions)
+            linker.add(unit.text, HOT_CHAINS if chains else HOT)
         linker.add(pieces.entry, LIGHT)
         return linker.link(), linker.timings, linker.counts
 
@@ -362,10 +364,11 @@ class NativeStep:
     it every kernel is compiled at ``HOT``. ``pieces`` counts the pieces compiled, loaded from the
     on-disk cache and reused from this process (see ``compile_step``)."""
 
-    def __init__(self, module_text: str, work: Mapping[str, int] | None = None) -> None:
+    def __init__(self, module_text: str, work: Mapping[str, int] | None = None,
+                 chained: frozenset[str] = frozenset()) -> None:
         ensure_pool()
         ensure_libraries(module_text)
-        self._engine, self.timings, self.pieces = compile_step(module_text, work)
+        self._engine, self.timings, self.pieces = compile_step(module_text, work, chained)
         with LLVM_LOCK:
             address = self._engine.get_function_address(STEP_SYMBOL)
         if not address:

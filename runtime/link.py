@@ -23,10 +23,10 @@ import hashlib
 import math
 import re
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Callable, Collection, Mapping
 
 from compiler.codegen.cpu import plan_kernel, thread_count
-from compiler.kernel_ir import Branch, Loop, Program, schedule_kernels
+from compiler.kernel_ir import Branch, Gather, Loop, Prim, Program, ScalarExpr, schedule_kernels
 
 # A global name as llvmlite prints it (always quoted) or as LLVM does (bare where it may be).
 _REFERENCE = re.compile(r'@"((?:[^"\\]|\\.)*)"|@([-a-zA-Z$._][-a-zA-Z$._0-9]*)')
@@ -245,10 +245,32 @@ def kernel_work(program: Program) -> dict[str, int]:
     return work
 
 
-def work_of(name: str, work: Mapping[str, int]) -> int | None:
-    """The work of the kernel that function ``name`` belongs to (``k7`` for ``k7_init``), or None."""
+# Primitives whose evaluation is a long chain of dependent operations (mathlib's polynomials,
+# reductions of the argument and divisions).
+_LONG_PRIMITIVES = frozenset({"exp", "expm1", "log", "log1p", "tanh", "sigmoid", "sin", "cos", "erf", "pow"})
+
+
+def chained_kernels(program: Program) -> frozenset[str]:
+    """Names of the elementwise kernels whose body evaluates a transcendental function: compiled
+    with more vectors interleaved per iteration (``tiers.HOT_CHAINS``) when they are large."""
+    def long_chain(expr: ScalarExpr) -> bool:
+        if isinstance(expr, Prim):
+            return expr.op in _LONG_PRIMITIVES or any(long_chain(arg) for arg in expr.args)
+        return isinstance(expr, Gather) and long_chain(expr.index)
+    return frozenset(kernel.name for kernel in program.kernels
+                     if kernel.kind == "elementwise" and long_chain(kernel.body))
+
+
+def kernel_of(name: str, kernels: Collection[str]) -> str | None:
+    """Which of ``kernels`` function ``name`` belongs to (``k7`` for ``k7_init``), or None."""
     while name:
-        if name in work:
-            return work[name]
+        if name in kernels:
+            return name
         name = name.rpartition("_")[0]
     return None
+
+
+def work_of(name: str, work: Mapping[str, int]) -> int | None:
+    """The work of the kernel that function ``name`` belongs to (``k7`` for ``k7_init``), or None."""
+    kernel = kernel_of(name, work)
+    return None if kernel is None else work[kernel]

@@ -538,7 +538,16 @@ def optimize(module_text: str, tier: Tier = FULL) -> llvm.ModuleRef:
         tuning.loop_unrolling = tier.unroll
         tuning.loop_interleaving = tier.interleave
         builder = llvm.create_pass_builder(host_target_machine(), tuning)
-        builder.getModulePassManager().run(parsed, builder)
+        # LLVM takes a fixed interleave count only as a process-wide option: set for this run
+        # of the passes alone (LLVM_LOCK is held), then back to the cost model's choice.
+        forced = tier.interleave and tier.interleave_count > 0
+        if forced:
+            llvm.set_option("", f"-force-vector-interleave={tier.interleave_count}")
+        try:
+            builder.getModulePassManager().run(parsed, builder)
+        finally:
+            if forced:
+                llvm.set_option("", "-force-vector-interleave=0")
         return parsed
 
 

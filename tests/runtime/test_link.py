@@ -15,7 +15,7 @@ import pytest
 import compiler as cc
 from compiler.codegen.cpu import STEP_SYMBOL
 from compiler.codegen.gemm import LIBRARY_SYMBOLS, build_library
-from compiler.codegen.tiers import HOT_WORK
+from compiler.codegen.tiers import HOT, HOT_CHAINS, HOT_WORK
 from compiler.pipeline import compile_step
 from runtime import Session, jit, link
 
@@ -138,6 +138,36 @@ def test_small_kernels_stay_with_the_entry_point() -> None:
     assert all(link.work_of(name, work) >= HOT_WORK for name in unit.functions)
     small = [name for name, size in work.items() if size < HOT_WORK]
     assert all(f'define internal void @"{name}"' in split.entry for name in small)
+
+
+def test_large_elementwise_kernels_of_transcendentals_interleave_four_vectors(monkeypatch) -> None:
+    """Only elementwise kernels whose body evaluates exp, tanh, ... compile at HOT_CHAINS (four
+    vectors per iteration); others, reductions with an exp among them, keep HOT."""
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (64, 128), name="x")
+        fetches = [cc.tanh(x) * 2.0, x * 3.0 + 1.0, cc.reduce_sum(cc.exp(x), axis=1)]
+    feeds = {x: np.linspace(-2, 2, 64 * 128, dtype="float32").reshape(64, 128)}
+    tiers: dict[str, str] = {}
+    add = jit._Linker.add
+
+    def record(self, text, tier, key=None):  # type: ignore[no-untyped-def]
+        names = [line.split('@"', 1)[1].split('"', 1)[0] for line in (text if isinstance(text, str) else "").splitlines()
+                 if line.startswith("define")]
+        for name in names:
+            tiers[name] = tier.name
+        return add(self, text, tier, key)
+    monkeypatch.setattr(jit._Linker, "add", record)
+    with Session(graph) as sess:
+        program = sess.compile(fetches, feeds).program
+        results = sess.run(fetches, feeds)
+    chained = link.chained_kernels(program)
+    kinds = {kernel.name: kernel.kind for kernel in program.kernels}
+    assert len(chained) == 1 and all(kinds[name] == "elementwise" for name in chained)
+    assert sorted(set(tiers.values())) == ["hot", "hot-chains", "light"]
+    assert "interleave_count=4" in HOT_CHAINS.describe() and "interleave_count" not in HOT.describe()
+    np.testing.assert_allclose(results[0], np.tanh(feeds[x]) * 2.0, rtol=2e-6)
+    np.testing.assert_allclose(results[2], np.exp(feeds[x]).sum(axis=1), rtol=2e-6)
 
 
 def test_kernels_in_a_loop_count_as_large() -> None:
