@@ -5,8 +5,8 @@ LLVM's O3 costs milliseconds per kernel, most of it vectorising and unrolling lo
 for a kernel that walks many points; on one that walks a few hundred the time saved per run is a
 few microseconds, and code that is vectorised by hand (the GEMM library's micro-kernel and
 packers) gains nothing from LLVM's IR passes at all. The JIT (``runtime.jit``) compiles each
-kernel of at least ``HOT_WORK`` points on its own at ``HOT`` and the others with the step's entry
-point at ``LIGHT``. The dumps (``llvm-opt``, ``asm``) show the whole step at ``FULL``.
+kernel of at least ``HOT_WORK`` points on its own at ``HOT`` (``HOT_CHAINS`` for an elementwise
+one of transcendental functions) and the others with the step's entry point at ``LIGHT``. The dumps (``llvm-opt``, ``asm``) show the whole step at ``FULL``.
 """
 from __future__ import annotations
 
