@@ -127,7 +127,8 @@ class Session:
         gradient it is, and the run assigns no variable. Not on ``target="cuda"`` yet.
         ``racecheck`` (``target="cuda-emulated"`` only): every shared-memory access of the GPU
         kernels is checked against the other threads of its block since the last barrier, as
-        ``compute-sanitizer --tool racecheck`` does on a GPU; the first race found raises
+        ``compute-sanitizer --tool racecheck`` does on a GPU, and every access to a kernel's output
+        against the other threads of its launch; the first race found raises
         ``RaceError`` naming the kernel, its ops and lines, the shared array and the threads. It
         runs the kernels several times slower: a tool for tests and for a schedule being written.
         ``memcheck`` (``target="cuda-emulated"`` only): every access of the GPU kernels to a buffer

@@ -26,7 +26,8 @@ phase is, so a wait has nothing left to do. Both run the same ``emit`` functions
 on the CPU is the schedule that runs on the GPU, index arithmetic included.
 Threads of one phase run one after the other on the host, so a data race between barriers gives
 the right answer here; with ``racecheck`` every load and store of a phase is checked against what
-the block's other threads did to the same shared bytes since the last barrier, and with
+the block's other threads did to the same shared bytes since the last barrier (and the launch's
+other threads to the same bytes of the kernel's output), and with
 ``memcheck`` against the bounds of its buffer or shared array (``sanitizer``): what
 ``compute-sanitizer`` finds on a GPU, found on the CPU.
 """
@@ -278,10 +279,15 @@ def emit_emulated_kernel(module: ir.Module, scheduled: ScheduledKernel, racechec
     size, None where it is not known), writing the first error found to the int64 words at ``report``."""
     checked = racecheck or memcheck
     extra = [PTR] if checked else []
-    block_function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * scheduled.buffer_count + extra + [I64]),
+    # racecheck over the launch: a shadow of the output, made by the kernel, passed to each block
+    output_bytes = buffer_bytes[0] if racecheck and buffer_bytes and buffer_bytes[0] else None
+    watched = [PTR] if output_bytes is not None else []
+    block_function = ir.Function(module, ir.FunctionType(ir.VoidType(),
+                                                         [PTR] * scheduled.buffer_count + extra + watched + [I64]),
                                  name=f"{scheduled.name}.block")
     block_function.linkage = "internal"
     *arguments, block_index = block_function.args
+    launch_shadow = arguments.pop() if watched else None
     report = arguments.pop() if checked else None
     b = ir.IRBuilder(block_function.append_basic_block("entry"))
     threads = scheduled.launch.block
@@ -298,6 +304,8 @@ def emit_emulated_kernel(module: ir.Module, scheduled: ScheduledKernel, racechec
         sizes = list(buffer_bytes) + [None] * (len(arguments) - len(buffer_bytes))
         checker = sanitizer.start_block(b, racecheck, memcheck, arrays, list(zip(arguments, sizes)), report,
                                         block_index)
+        checker.output_shadow = launch_shadow
+        checker.threads = threads
 
     def lower(statements: Sequence[Statement]) -> None:
         for statement in statements:
@@ -356,7 +364,11 @@ def emit_emulated_kernel(module: ir.Module, scheduled: ScheduledKernel, racechec
                            name=scheduled.name)
     function.linkage = "internal"
     b = ir.IRBuilder(function.append_basic_block("entry"))
-    emit_loop(b, scheduled.launch.grid, lambda b, block: b.call(block_function, list(function.args) + [block]),
+    shadow = sanitizer.output_shadow(b, output_bytes) if output_bytes is not None else None
+    emit_loop(b, scheduled.launch.grid,
+              lambda b, block: b.call(block_function, list(function.args) + ([shadow] if shadow is not None else []) + [block]),
               name="block")
+    if shadow is not None:
+        sanitizer.free_output_shadow(b, shadow)
     b.ret_void()
     return function

@@ -23,6 +23,12 @@ An interval between two barriers is an *epoch*; each byte of shared memory has a
 32-bit words: the epoch and thread (+1) of its last write and that write's copy group (+1, 0 for a
 plain store), and the epoch and thread (+1, or ``MANY``) of its reads.
 
+racecheck also watches the kernel's output buffer across the whole launch, where no barrier
+orders threads of different blocks: a store to a byte of it that another thread of the
+launch stored to, or a load of one, is a race (two tiles or two grid-stride trips that overlap, a
+kernel reading what another block writes). Atomic adds (scatter) are not loads or stores here.
+Each word's shadow is the (block, thread + 1) of its last store.
+
 memcheck checks that every access to a buffer argument or a shared array lies inside it; an access
 outside is reported and does not happen (a read gives what a scratch slot holds), so a wild
 index cannot take the Python process down.
@@ -51,11 +57,14 @@ STATE_WORDS = 6
 # for buffers.
 REPORT_FIELDS = ("kind", "place", "byte", "thread", "other", "block", "epoch")
 RACE_KINDS = {1: "read after write", 2: "write after write", 3: "write after read",
-              4: "read of an asynchronous copy still in flight", 5: "read of uninitialised shared memory"}
+              4: "read of an asynchronous copy still in flight", 5: "read of uninitialised shared memory",
+              8: "write after write", 9: "read after write"}
+GLOBAL_KINDS = (8, 9)                  # in the output buffer, between threads of one launch
 MEMORY_KINDS = {6: "out-of-bounds read", 7: "out-of-bounds write"}
 SHARED_BIT = 1 << 40                   # ``place`` of an out-of-bounds shared-memory access: index | SHARED_BIT
 SCRATCH_BYTES = 64                     # where an out-of-bounds access goes instead (the widest vector: 64 bytes)
 CHECK_BYTES_SYMBOL = "graphgrad_race_check_bytes"
+CHECK_WORDS_SYMBOL = "graphgrad_race_check_output"
 BOUNDS_SYMBOL = "graphgrad_bounds_check"
 
 
@@ -102,6 +111,8 @@ class BlockChecker:
     shared: list[tuple[ir.Value, int]]
     buffers: list[tuple[ir.Value, int | None]]
     find_shared: ir.Function | None = None   # run-time pointers: which shared array, if any
+    output_shadow: ir.Value | None = None    # int64 per byte of buffer 0 over the launch (racecheck)
+    threads: int = 1                         # the launch's threads per block
     _shadow_offsets: list[int] = field(default_factory=list)
 
     def word(self, b: ir.IRBuilder, index: int) -> ir.Value:
@@ -142,6 +153,12 @@ class BlockChecker:
                 return address
         for index, (argument, buffer_bytes) in enumerate(self.buffers):
             if root is argument:
+                if index == 0 and self.output_shadow is not None and buffer_bytes is not None:
+                    offset = b.sub(b.ptrtoint(address, I64), b.ptrtoint(argument, I64))
+                    b.call(_emit_check_output(b.module), [self.state, self.output_shadow, self.report, self.block,
+                                                          ir.Constant(I64, self.threads), offset,
+                                                          ir.Constant(I64, size), ir.Constant(I64, buffer_bytes),
+                                                          write])
                 if self.memcheck and buffer_bytes is not None:
                     offset = b.sub(b.ptrtoint(address, I64), b.ptrtoint(argument, I64))
                     return self._bounded(b, address, offset, size, buffer_bytes, index, write)
@@ -278,6 +295,68 @@ def _emit_bounds_check(module: ir.Module) -> ir.Function:
     return function
 
 
+def _emit_check_output(module: ir.Module) -> ir.Function:
+    """``check(state, shadow, report, block, threads, offset, size, extent, is_write)``: the bytes
+    ``offset .. offset + size`` of the output (those inside ``0 .. extent``) against the thread of
+    the launch that last stored to each. A shadow word is ``epoch << 32 | block * threads + thread
+    + 1`` (0: no store yet); a store by another thread is a race unless it was in this block before
+    a barrier this thread has passed. A store makes this thread the last one."""
+    existing = module.globals.get(CHECK_WORDS_SYMBOL)
+    if existing is not None:
+        return existing
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR, I64, I64, I64, I64, I64, I1]),
+                           name=CHECK_WORDS_SYMBOL)
+    function.linkage = "internal"
+    function.attributes.add("noinline")
+    state, shadow, report, block, threads, offset, size, extent, is_write = function.args
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+
+    def state_word(index: int) -> ir.Value:
+        return b.zext(b.load(b.gep(state, [ir.Constant(I64, index)], inbounds=True, source_etype=I32), typ=I32), I64)
+    thread, epoch = state_word(THREAD), state_word(EPOCH)        # thread is already +1
+    identity = b.add(b.mul(block, threads), thread)                # never 0
+    me = b.or_(b.shl(epoch, ir.Constant(I64, 32)), identity)
+    first = b.select(b.icmp_signed("<", offset, ir.Constant(I64, 0)), ir.Constant(I64, 0), offset)
+    end = b.add(offset, size)
+    end = b.select(b.icmp_signed(">", end, extent), extent, end)
+    count = b.sub(end, first)
+    count = b.select(b.icmp_signed("<", count, ir.Constant(I64, 0)), ir.Constant(I64, 0), count)
+    low = ir.Constant(I64, 0xFFFFFFFF)
+
+    def one_byte(b: ir.IRBuilder, index: ir.Value) -> None:
+        byte = b.add(first, index)
+        slot = b.gep(shadow, [byte], inbounds=True, source_etype=I64)
+        writer = b.load(slot, typ=I64)
+        writer_identity = b.and_(writer, low)
+        linear = b.sub(writer_identity, ir.Constant(I64, 1))
+        writer_block = b.udiv(linear, threads)
+        ordered = b.and_(b.icmp_unsigned("==", writer_block, block),
+                         b.icmp_unsigned("<", b.lshr(writer, ir.Constant(I64, 32)), epoch))
+        other = b.and_(b.icmp_unsigned("!=", writer_identity, ir.Constant(I64, 0)),
+                       b.icmp_unsigned("!=", writer_identity, identity))
+        with b.if_then(b.and_(other, b.not_(ordered))):
+            _report(b, report, {"kind": b.select(is_write, ir.Constant(I64, 8), ir.Constant(I64, 9)),
+                                "place": ir.Constant(I64, 0), "byte": byte,
+                                "thread": b.sub(thread, ir.Constant(I64, 1)),
+                                "other": b.urem(linear, threads), "block": block, "epoch": writer_block})
+        with b.if_then(is_write):
+            b.store(me, slot)
+
+    emit_loop(b, count, one_byte, name="byte")
+    b.ret_void()
+    return function
+
+
+def output_shadow(b: ir.IRBuilder, output_bytes: int) -> ir.Value:
+    """A zeroed shadow of a launch's output: one int64 per byte (free with ``free_output_shadow``)."""
+    calloc = declare_function(b.module, "calloc", PTR, [I64, I64])
+    return b.call(calloc, [ir.Constant(I64, max(output_bytes, 1)), ir.Constant(I64, 8)])
+
+
+def free_output_shadow(b: ir.IRBuilder, shadow: ir.Value) -> None:
+    b.call(declare_function(b.module, "free", ir.VoidType(), [PTR]), [shadow])
+
+
 def _emit_check_bytes(module: ir.Module) -> ir.Function:
     """``check_bytes(state, shadow, report, block, array, offset, count, is_write)``: the race rules
     of the module's docstring, byte by byte; the first race found goes into the report."""
@@ -368,6 +447,11 @@ def describe(kernel: object, scheduled: tuple[str, tuple[tuple[str, int], ...], 
         return (f"{MEMORY_KINDS[kind]} of {target} in {where}: thread {report['thread']} {verb} {report['other']} "
                 f"bytes at byte {report['byte']}, outside its {report['epoch']} bytes; the access was dropped and "
                 "the run stopped after this kernel")
+    if kind in GLOBAL_KINDS:
+        verb = "writes" if kind == 8 else "reads"
+        return (f"{RACE_KINDS[kind]} in the output buffer {buffers[0]} of {where}: thread {report['thread']} {verb} "
+                f"byte {report['byte']}, which thread {report['other']} of block {report['epoch']} "
+                "wrote in the same launch, with nothing ordering the two; the run stopped after this kernel")
     array, element_bytes = arrays[report["place"]]
     other = "several other threads" if report["other"] < 0 else f"thread {report['other']}"
     if kind == 1:

@@ -126,22 +126,41 @@ def _flatten(statements: tuple) -> list:
     return flat
 
 
-def test_a_write_past_a_buffer_is_dropped_and_named(monkeypatch: pytest.MonkeyPatch) -> None:
+def _with_extra_phase(monkeypatch: pytest.MonkeyPatch, emit: Callable[[ThreadState], None]) -> None:
+    """Every scheduled kernel gets one more phase, ``emit``, at its end."""
     original = cuda_emulated.schedule_program
 
-    def write_past_the_output(state: ThreadState) -> None:   # out[len + thread] = 7
-        element = ir.FloatType()
-        index = state.b.add(ir.Constant(I64, 19 * 11), state.thread)
-        state.b.store(ir.Constant(element, 7.0), state.b.gep(state.arguments[0], [index], source_etype=element))
-
     def schedule(program, limits):  # type: ignore[no-untyped-def]
-        return [dataclasses.replace(kernel, statements=kernel.statements + (Phase(write_past_the_output),))
+        return [dataclasses.replace(kernel, statements=kernel.statements + (Phase(emit),))
                 for kernel in original(program, limits)]
     monkeypatch.setattr(cuda_emulated, "schedule_program", schedule)
+
+
+def _store_float(state: ThreadState, value: ir.Value, index: ir.Value) -> None:
+    """output[index] = value"""
+    element = ir.FloatType()
+    state.b.store(value, state.b.gep(state.arguments[0], [index], source_etype=element))
+
+
+def test_a_write_past_a_buffer_is_dropped_and_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    # out[len + thread] = 7
+    _with_extra_phase(monkeypatch, lambda state: _store_float(
+        state, ir.Constant(ir.FloatType(), 7.0), state.b.add(ir.Constant(I64, 19 * 11), state.thread)))
     graph, output, feeds, _ = _matmul()
     with Session(graph, target="cuda-emulated", gpu_limits=SMALL, memcheck=True) as sess:
         with pytest.raises(cc.OutOfBoundsError, match=r"out-of-bounds write of buffer b\d+ \(.*836 bytes\) in GPU kernel "
                                                       r".*'product' \(.*thread 0 writes 4 bytes at byte 836"):
+            sess.run(output, feeds)
+
+
+def test_two_threads_storing_one_output_element_race(monkeypatch: pytest.MonkeyPatch) -> None:
+    # out[0] = thread, by every thread
+    _with_extra_phase(monkeypatch, lambda state: _store_float(
+        state, state.b.uitofp(state.thread, ir.FloatType()), ir.Constant(I64, 0)))
+    graph, output, feeds, _ = _reduction()
+    with Session(graph, target="cuda-emulated", gpu_limits=SMALL, racecheck=True) as sess:
+        with pytest.raises(cc.RaceError, match=r"write after write in the output buffer b\d+ .*'row_sums' .*"
+                                               r"writes byte 0, which thread \d+ of block \d+ wrote"):
             sess.run(output, feeds)
 
 
