@@ -20,7 +20,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from .. import dtypes
-from ..kernel_ir import Kernel, Program
+from ..kernel_ir import Access, Kernel, Program
 from .common import (LLVM_LOCK, PTR, LoopAxis, declare_function, element_pointer, emit_carried_loop, emit_loop,
                      emit_reserve, emit_schedule,
                      identity_of, linear_index, load_element, loop_axes, store_element)
@@ -44,6 +44,10 @@ CPU_RULES = BodyRules(output_holds_partial=True, reassociate=True, atomic_scatte
 # register: no pass that sets the output to the identity and no reading it back, and the loop
 # around the point (often the channels) vectorises.
 SMALL_REDUCTION = 16
+# A sum into at most this many outputs over many points whose loops start with a reduced one (a
+# bias gradient: a sum over the batch) splits that outer reduced loop across the pool: each part
+# sums into its own copy of the output, and the copies are added in part order afterwards.
+PARTIAL_MAX_OUTPUTS = 4096
 
 
 def thread_count() -> int:
@@ -92,6 +96,7 @@ class KernelPlan:
     parts: int            # > 1: the outermost loop is split into this many parts
     gemm: bool
     unrolled: tuple[int, ...] = ()   # reduced axes the point runs whole, unrolled (a small reduction)
+    partial: int = 0      # > 0: the parts split a reduced outer loop, each into its own output of this many elements
 
 
 def plan_kernel(kernel: Kernel, threads: int) -> KernelPlan:
@@ -115,6 +120,24 @@ def plan_kernel(kernel: Kernel, threads: int) -> KernelPlan:
     work = 1
     for axis in axes:
         work *= axis.size
+    outputs = math.prod(axis.size for axis in kept)
+    # Only where the usual plan cannot split at all (its outer loop is reduced). Where it splits a
+    # short outer loop unevenly (a filter gradient of one channel over its 3 filter rows) it still
+    # measures better: its inner loops keep the sums in registers, where a point per tap and pixel
+    # would load and store its output row.
+    poorly_split = bool(order) and axes[order[0]].reduced
+    if (not unrolled and kept and poorly_split and kernel.combiner == "sum" and not kernel.scan and not kernel.accumulate
+            and kernel.scatter is None and threads > 1 and work >= PARALLEL_MIN_WORK
+            and outputs <= PARTIAL_MAX_OUTPUTS and kernel.out.offset == 0
+            and Access(kernel.out.buffer, tuple(s for a, s in enumerate(kernel.out.strides)
+                                                if a not in kernel.reduce_axes)).is_contiguous(kernel.out_space)):
+        reduced = [k for k, axis in enumerate(axes) if axis.reduced]
+        outside = [k for k, axis in enumerate(axes) if not axis.reduced]
+        partial_order = tuple(reduced + [outside[k] for k in _loop_order(kept)])
+        partial_outer = axes[partial_order[0]].size
+        if partial_outer >= 2 * threads:
+            return KernelPlan(axes, partial_order, partial_outer, min(4 * threads, partial_outer), False, (),
+                              outputs)
     # Split only kernels big enough to pay for waking the pool, and never along a reduced axis
     # (parts must write disjoint outputs).
     splittable = (bool(order) and not axes[order[0]].reduced and work >= PARALLEL_MIN_WORK and outer > 1
@@ -194,14 +217,13 @@ def _emit_init(module: ir.Module, kernel: Kernel, buffer_count: int) -> ir.Funct
     return function
 
 
-def _emit_part(module: ir.Module, kernel: Kernel, main: ir.Function, plan: KernelPlan,
-               buffer_count: int, part_slots: ir.GlobalVariable | None = None, first_slot: int = 0
-               ) -> ir.Function:
-    """``kernel_part(ptr buffers, i64 part)``: one of ``plan.parts`` slices of the outermost loop,
-    for the worker pool. With ``part_slots`` (profiling), the part also records its start and end
-    cycle counter and the thread that ran it in slot ``first_slot + part`` (three i64 each)."""
+def _begin_part(module: ir.Module, name: str, plan: KernelPlan, buffer_count: int
+                ) -> tuple[ir.Function, ir.IRBuilder, ir.Value, ir.Value, ir.Value, list[ir.Value]]:
+    """A pool task ``name(ptr buffers, i64 part)`` begun: (function, builder, part, start, stop,
+    pointers), with part's range [start, stop) of the outermost loop (equal chunks of
+    ``plan.outer``) and the buffer pointers from the task's table."""
     i64 = ir.IntType(64)
-    function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, i64]), name=f"{kernel.name}_part")
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, i64]), name=name)
     function.linkage = "internal"
     table, part = function.args
     b = ir.IRBuilder(function.append_basic_block("entry"))
@@ -209,19 +231,84 @@ def _emit_part(module: ir.Module, kernel: Kernel, main: ir.Function, plan: Kerne
     start = b.mul(part, ir.Constant(i64, chunk))
     stop = b.add(start, ir.Constant(i64, chunk))
     stop = b.select(b.icmp_signed("<", stop, ir.Constant(i64, plan.outer)), stop, ir.Constant(i64, plan.outer))
-    pointers = [b.load(b.gep(table, [ir.Constant(i64, i)], source_etype=PTR), typ=PTR)
-                for i in range(buffer_count)]
+    pointers = [b.load(b.gep(table, [ir.Constant(i64, i)], source_etype=PTR), typ=PTR) for i in range(buffer_count)]
+    return function, b, part, start, stop, pointers
+
+
+def _emit_part(module: ir.Module, kernel: Kernel, main: ir.Function, plan: KernelPlan,
+               buffer_count: int, part_slots: ir.GlobalVariable | None = None, first_slot: int = 0
+               ) -> ir.Function:
+    """``kernel_part(ptr buffers, i64 part)``: one of ``plan.parts`` slices of the outermost loop,
+    for the worker pool. With ``part_slots`` (profiling), the part also records its start and end
+    cycle counter and the thread that ran it in slot ``first_slot + part`` (three i64 each)."""
+    function, b, part, start, stop, pointers = _begin_part(module, f"{kernel.name}_part", plan, buffer_count)
+    _call_part(b, main, pointers + [start, stop], part, part_slots, first_slot)
+    b.ret_void()
+    return function
+
+
+def _call_part(b: ir.IRBuilder, main: ir.Function, arguments: list[ir.Value], part: ir.Value,
+               part_slots: ir.GlobalVariable | None, first_slot: int) -> None:
+    """Call ``main`` for one part; with ``part_slots`` (profiling), record its start and end cycle
+    counter and the thread that ran it in slot ``first_slot + part``."""
     if part_slots is None:
-        b.call(main, pointers + [start, stop])
-        b.ret_void()
-        return function
-    read_counter = declare_function(module, "llvm.readcyclecounter", i64, [])
+        b.call(main, arguments)
+        return
+    i64 = ir.IntType(64)
+    read_counter = declare_function(b.module, "llvm.readcyclecounter", i64, [])
     began = b.call(read_counter, [])
-    b.call(main, pointers + [start, stop])
+    b.call(main, arguments)
     ended = b.call(read_counter, [])
     slot = b.mul(b.add(part, ir.Constant(i64, first_slot)), ir.Constant(i64, 3))
     for offset, value in enumerate((began, ended, _thread_id(b))):
         b.store(value, b.gep(part_slots, [ir.Constant(i64, 0), b.add(slot, ir.Constant(i64, offset))]))
+
+
+def _emit_partial_run(b: ir.IRBuilder, kernel: Kernel, plan: KernelPlan, main: ir.Function, init: ir.Function,
+                      pointers: list[ir.Value], context: ir.Value, parallel: ir.Function,
+                      part_slots: ir.GlobalVariable | None = None, first_slot: int = 0) -> None:
+    """Run a ``plan.partial`` kernel: ``plan.parts`` copies of its (contiguous) output, each set to
+    the identity and summed into by one part of the outer reduced loop, then added in part order
+    into the output."""
+    module = b.module
+    i64 = ir.IntType(64)
+    dtype = kernel.out_dtype
+    stride = -(-plan.partial * dtype.itemsize // 64) * 64           # each copy on its own cache lines
+    malloc = declare_function(module, "malloc", PTR, [i64])
+    copies = b.call(malloc, [ir.Constant(i64, stride * plan.parts)])
+    failed = b.icmp_unsigned("==", b.ptrtoint(copies, i64), ir.Constant(i64, 0))
+    with b.if_else(failed) as (then, otherwise):
+        with then:   # out of memory for the copies: the whole reduction on this thread, as planned otherwise
+            b.call(init, pointers)
+            b.call(main, pointers + [ir.Constant(i64, 0), ir.Constant(i64, plan.outer)])
+        with otherwise:
+            for part in range(plan.parts):
+                b.call(init, [b.gep(copies, [ir.Constant(i64, part * stride)], source_etype=ir.IntType(8))]
+                       + pointers[1:])
+            for index, pointer in enumerate([copies] + pointers[1:]):
+                b.store(pointer, b.gep(context, [ir.Constant(i64, index)], source_etype=PTR))
+            task = _emit_partial_part(module, kernel, main, plan, len(pointers), stride, part_slots, first_slot)
+            b.call(parallel, [task, context, ir.Constant(i64, plan.parts)])
+
+            def add(b: ir.IRBuilder, index: ir.Value) -> None:
+                total = load_element(b, copies, dtype, index)
+                for part in range(1, plan.parts):
+                    copy = b.gep(copies, [ir.Constant(i64, part * stride)], source_etype=ir.IntType(8))
+                    value = load_element(b, copy, dtype, index)
+                    total = b.fadd(total, value) if dtypes.is_floating(dtype) else b.add(total, value)
+                store_element(b, total, pointers[0], dtype, index)
+            emit_loop(b, plan.partial, add, name="copies")
+            b.call(declare_function(module, "free", ir.VoidType(), [PTR]), [copies])
+
+
+def _emit_partial_part(module: ir.Module, kernel: Kernel, main: ir.Function, plan: KernelPlan, buffer_count: int,
+                       stride: int, part_slots: ir.GlobalVariable | None = None, first_slot: int = 0) -> ir.Function:
+    """``kernel_copy(ptr buffers, i64 part)``: one part of the outer reduced loop, summed into copy
+    ``part`` of the output (buffer 0 of the table points at the first copy)."""
+    i64 = ir.IntType(64)
+    function, b, part, start, stop, pointers = _begin_part(module, f"{kernel.name}_copy", plan, buffer_count)
+    pointers[0] = b.gep(pointers[0], [b.mul(part, ir.Constant(i64, stride))], source_etype=ir.IntType(8))
+    _call_part(b, main, pointers + [start, stop], part, part_slots, first_slot)
     b.ret_void()
     return function
 
@@ -420,6 +507,11 @@ def build_module(program: Program, profile: bool = False) -> ir.Module:
 
     def run(kernel: Kernel, plan: KernelPlan, main: ir.Function, init: ir.Function | None, position: int) -> None:
         pointers = [buffer_pointer(i) for i in kernel_buffers(kernel)]
+        if plan.partial:
+            assert context is not None and parallel is not None and init is not None
+            _emit_partial_run(builder, kernel, plan, main, init, pointers, context, parallel, part_slots,
+                              first_slots[position])
+            return
         if init is not None:
             builder.call(init, pointers)
         if plan.parts > 1:

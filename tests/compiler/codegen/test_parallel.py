@@ -2,6 +2,8 @@
 and as the numpy reference; the plan shows which kernels are split."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -43,19 +45,29 @@ def test_split_kernels_match_one_thread_and_reference(name: str, monkeypatch) ->
     np.testing.assert_allclose(results["1"], results["2"], rtol=1e-13, atol=1e-13)
 
 
-def test_plan_never_splits_a_reduced_outer_loop() -> None:
+def test_a_reduced_outer_loop_is_split_only_into_copies_of_the_output() -> None:
+    """Parts must not add into one output element at once: a split reduced loop (a sum into few
+    outputs over many points) gives each part its own copy of the output, added in part order."""
     graph = cc.Graph()
     with graph.as_default():
         x = cc.placeholder("float32", (4096, 64))
+        y = cc.placeholder("float64", (300, 700))
         total = cc.reduce_sum(x, axis=0)
-    with Session(graph) as sess:
-        exe = sess.compile(total, {x: np.ones((4096, 64), "float32")})
-        got = sess.run(total, {x: np.ones((4096, 64), "float32")})
-    for kernel in exe.program.kernels:
-        plan = cpu.plan_kernel(kernel, 2)
-        if plan.parts > 1:
-            assert not plan.axes[plan.order[0]].reduced
-    np.testing.assert_array_equal(got, np.full(64, 4096, "float32"))
+        rows = cc.reduce_sum(y, axis=1)              # 300 outputs of 700 points: split by its outputs
+        columns = cc.reduce_sum(y * y, axis=0)       # 700 outputs of 300 points: into copies
+    feeds = {x: np.ones((4096, 64), "float32"), y: np.random.default_rng(3).normal(size=(300, 700))}
+    with Session(graph) as sess, Session(graph, target="reference") as ref:
+        exe = sess.compile([total, rows, columns], feeds)
+        got = sess.run([total, rows, columns], feeds)
+        want = ref.run([total, rows, columns], feeds)
+    plans = [cpu.plan_kernel(kernel, 2) for kernel in exe.program.kernels]
+    for plan in plans:
+        if plan.parts > 1 and plan.axes[plan.order[0]].reduced:
+            assert plan.partial == math.prod(axis.size for axis in plan.axes if not axis.reduced)
+    assert sum(plan.partial > 0 for plan in plans) == 2 and sum(plan.parts > 1 and not plan.partial for plan in plans) == 1
+    np.testing.assert_array_equal(got[0], np.full(64, 4096, "float32"))
+    for actual, expected in zip(got[1:], want[1:]):
+        np.testing.assert_allclose(actual, expected, rtol=1e-12)
 
 
 SMALL_REDUCTIONS = {
