@@ -138,12 +138,13 @@ def target_gpu(step: CompiledStep, arch: str = nvptx.DEFAULT_ARCH, limits: nvptx
     step.texts.pop("asm", None)
     if emulated:
         start = time.perf_counter()
-        step.texts["llvm"] = str(cuda_emulated.build_module(program, limits, racecheck, memcheck))
+        scheduled = nvptx.schedule_program(program, limits)
+        step.texts["llvm"] = str(cuda_emulated.build_module(program, limits, racecheck, memcheck, scheduled))
         if racecheck or memcheck:
             step.checked_kernels = tuple(
-                (scheduled.name, tuple((array.name, byte_size(array.element)) for array in scheduled.shared),
+                (one.name, tuple((array.name, byte_size(array.element)) for array in one.shared),
                  cuda_emulated.describe_buffers(program, kernel))
-                for scheduled, kernel in zip(nvptx.schedule_program(program, limits), program.kernels))
+                for one, kernel in zip(scheduled, program.kernels))
         step.timings["codegen"] = time.perf_counter() - start
     else:  # the GPU's own module, not the CPU's: llvm, llvm-opt and asm (the PTX) of the kernels it loads
         step.texts.pop("llvm", None)

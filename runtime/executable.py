@@ -404,11 +404,12 @@ class Executable:
             buffers.status[0] = 0
             raise MemoryError("out of memory growing a loop's stack of per-iteration values")
         if self._checked and buffers.status[0]:
-            failed = program.kernels[int(buffers.status[0]) - 1]
+            position = int(buffers.status[0]) - 1
+            failed = program.kernels[position]
             report = dict(zip(REPORT_FIELDS, (int(word) for word in buffers.status[1:])))
             buffers.status[:] = 0
             if report["kind"]:
-                message = describe(failed, self.step.checked_kernels[program.kernels.index(failed)], report)
+                message = describe(failed, self.step.checked_kernels[position], report)
                 raise (OutOfBoundsError if report["kind"] in MEMORY_KINDS else RaceError)(message)
             raise NumericsError(f"{failed.check} (kernel {failed.name}); the step stopped before "
                                 "assigning any variable")

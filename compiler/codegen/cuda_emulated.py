@@ -4,21 +4,24 @@ entry point, so the runtime runs it like a CPU step (one native call per step).
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 from llvmlite import ir
 
 from ..kernel_ir import Program
 from .common import I64, PTR, emit_reserve, emit_schedule
 from .cpu import STEP_SYMBOL, emit_check_call, host_target_machine
-from .gpu_kernel import emit_emulated_kernel
+from .gpu_kernel import ScheduledKernel, emit_emulated_kernel
 from .kernel_body import kernel_buffers
 from .nvptx import DEFAULT_LIMITS, GpuLimits, schedule_program
 
 
 def build_module(program: Program, limits: GpuLimits = DEFAULT_LIMITS, racecheck: bool = False,
-                 memcheck: bool = False) -> ir.Module:
+                 memcheck: bool = False, scheduled: Sequence[ScheduledKernel] | None = None) -> ir.Module:
     """With ``racecheck`` or ``memcheck`` each kernel checks its accesses (``sanitizer``) and writes
     the first error to the words after the step's status word; the step then stops after that
-    kernel with its number in the status word, as a failed numerics check does."""
+    kernel with its number in the status word, as a failed numerics check does. ``scheduled``:
+    ``schedule_program(program, limits)`` when the caller already has it."""
     machine = host_target_machine()
     module = ir.Module(name="graphgrad_cuda_emulated")
     module.triple = machine.triple
@@ -43,8 +46,10 @@ def build_module(program: Program, limits: GpuLimits = DEFAULT_LIMITS, racecheck
             if index not in stacks:
                 buffer_pointer(index)
     checked = racecheck or memcheck
-    functions = [emit_emulated_kernel(module, scheduled, racecheck, memcheck, buffer_bytes(program, kernel))
-                 for scheduled, kernel in zip(schedule_program(program, limits), program.kernels)]
+    if scheduled is None:
+        scheduled = schedule_program(program, limits)
+    functions = [emit_emulated_kernel(module, one, racecheck, memcheck, buffer_bytes(program, kernel))
+                 for one, kernel in zip(scheduled, program.kernels)]
 
     def run_kernel(position: int) -> None:
         kernel = program.kernels[position]

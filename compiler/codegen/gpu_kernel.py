@@ -303,9 +303,7 @@ def emit_emulated_kernel(module: ir.Module, scheduled: ScheduledKernel, racechec
         arrays = [(shared[array.name], array.count * sanitizer.byte_size(array.element)) for array in scheduled.shared]
         sizes = list(buffer_bytes) + [None] * (len(arguments) - len(buffer_bytes))
         checker = sanitizer.start_block(b, racecheck, memcheck, arrays, list(zip(arguments, sizes)), report,
-                                        block_index)
-        checker.output_shadow = launch_shadow
-        checker.threads = threads
+                                        block_index, launch_shadow, threads)
 
     def lower(statements: Sequence[Statement]) -> None:
         for statement in statements:
@@ -364,11 +362,11 @@ def emit_emulated_kernel(module: ir.Module, scheduled: ScheduledKernel, racechec
                            name=scheduled.name)
     function.linkage = "internal"
     b = ir.IRBuilder(function.append_basic_block("entry"))
-    shadow = sanitizer.output_shadow(b, output_bytes) if output_bytes is not None else None
+    shadow = sanitizer.new_shadow(b, output_bytes, 8) if output_bytes is not None else None
     emit_loop(b, scheduled.launch.grid,
               lambda b, block: b.call(block_function, list(function.args) + ([shadow] if shadow is not None else []) + [block]),
               name="block")
     if shadow is not None:
-        sanitizer.free_output_shadow(b, shadow)
+        sanitizer.free_shadow(b, shadow)
     b.ret_void()
     return function

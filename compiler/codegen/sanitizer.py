@@ -206,9 +206,11 @@ class CheckingBuilder(ir.IRBuilder):
 
 
 def start_block(b: ir.IRBuilder, racecheck: bool, memcheck: bool, shared: Sequence[tuple[ir.Value, int]],
-                buffers: Sequence[tuple[ir.Value, int | None]], report: ir.Value, block: ir.Value) -> BlockChecker:
+                buffers: Sequence[tuple[ir.Value, int | None]], report: ir.Value, block: ir.Value,
+                output_shadow: ir.Value | None = None, threads: int = 1) -> BlockChecker:
     """At the start of an emulated block: its checker over the ``shared`` arrays (alloca, bytes)
-    and the ``buffers`` (argument, bytes or None); ``finish_block`` at its end frees the shadow."""
+    and the ``buffers`` (argument, bytes or None), with the launch's ``output_shadow`` (``new_shadow``)
+    when the output is watched; ``finish_block`` at its end frees the shared arrays' shadow."""
     module = b.module
     state = b.alloca(I32, size=STATE_WORDS, name="check.state")
     for index in range(STATE_WORDS):
@@ -222,10 +224,9 @@ def start_block(b: ir.IRBuilder, racecheck: bool, memcheck: bool, shared: Sequen
         offsets.append(total)
         total += size
     if racecheck:
-        calloc = declare_function(module, "calloc", PTR, [I64, I64])
-        shadow = b.call(calloc, [ir.Constant(I64, max(total, 1)), ir.Constant(I64, 4 * SHADOW_WORDS)])
+        shadow = new_shadow(b, total, 4 * SHADOW_WORDS)
     checker = BlockChecker(racecheck, memcheck, state, shadow, scratch, report, block, list(shared), list(buffers),
-                           _shadow_offsets=offsets)
+                           output_shadow=output_shadow, threads=threads, _shadow_offsets=offsets)
     if racecheck and shared:
         checker.find_shared = _emit_find_shared(module, [size for _, size in shared], offsets)
     return checker
@@ -233,7 +234,18 @@ def start_block(b: ir.IRBuilder, racecheck: bool, memcheck: bool, shared: Sequen
 
 def finish_block(b: ir.IRBuilder, checker: BlockChecker) -> None:
     if checker.shadow is not None:
-        b.call(declare_function(b.module, "free", ir.VoidType(), [PTR]), [checker.shadow])
+        free_shadow(b, checker.shadow)
+
+
+def new_shadow(b: ir.IRBuilder, bytes_watched: int, shadow_bytes: int) -> ir.Value:
+    """A zeroed shadow of ``shadow_bytes`` per watched byte (``calloc``; ``free_shadow`` it): the
+    shared arrays' (five int32 per byte) or, for a launch, the output's (one int64 per byte)."""
+    calloc = declare_function(b.module, "calloc", PTR, [I64, I64])
+    return b.call(calloc, [ir.Constant(I64, max(bytes_watched, 1)), ir.Constant(I64, shadow_bytes)])
+
+
+def free_shadow(b: ir.IRBuilder, shadow: ir.Value) -> None:
+    b.call(declare_function(b.module, "free", ir.VoidType(), [PTR]), [shadow])
 
 
 def _unique_name(module: ir.Module, stem: str) -> str:
@@ -345,16 +357,6 @@ def _emit_check_output(module: ir.Module) -> ir.Function:
     emit_loop(b, count, one_byte, name="byte")
     b.ret_void()
     return function
-
-
-def output_shadow(b: ir.IRBuilder, output_bytes: int) -> ir.Value:
-    """A zeroed shadow of a launch's output: one int64 per byte (free with ``free_output_shadow``)."""
-    calloc = declare_function(b.module, "calloc", PTR, [I64, I64])
-    return b.call(calloc, [ir.Constant(I64, max(output_bytes, 1)), ir.Constant(I64, 8)])
-
-
-def free_output_shadow(b: ir.IRBuilder, shadow: ir.Value) -> None:
-    b.call(declare_function(b.module, "free", ir.VoidType(), [PTR]), [shadow])
 
 
 def _emit_check_bytes(module: ir.Module) -> ir.Function:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import compiler as cc
-from compiler.codegen import cuda_emulated
+from compiler.codegen import nvptx
 from compiler.codegen.gpu_kernel import AsyncWait, Barrier, Phase, Repeat, ScheduledKernel, ThreadState
 from compiler.codegen.common import I64
 from llvmlite import ir
@@ -65,12 +65,12 @@ def _without(statements: tuple, drop: Callable[[object], bool]) -> tuple:
 
 
 def _mutated_schedules(monkeypatch: pytest.MonkeyPatch, drop: Callable[[object], bool]) -> None:
-    original = cuda_emulated.schedule_program
+    original = nvptx.schedule_program
 
     def schedule(program, limits):  # type: ignore[no-untyped-def]
         kernels: list[ScheduledKernel] = original(program, limits)
         return [dataclasses.replace(kernel, statements=_without(kernel.statements, drop)) for kernel in kernels]
-    monkeypatch.setattr(cuda_emulated, "schedule_program", schedule)
+    monkeypatch.setattr(nvptx, "schedule_program", schedule)
 
 
 @pytest.mark.parametrize("name", sorted(BUILDERS))
@@ -101,7 +101,7 @@ def test_the_gemm_reads_its_asynchronous_copies_only_after_waiting(monkeypatch: 
 def test_each_barrier_of_the_gemm_is_needed(monkeypatch: pytest.MonkeyPatch) -> None:
     graph, output, feeds, _ = _matmul()
     with Session(graph, target="cuda-emulated", gpu_limits=SMALL) as sess:
-        barriers = sum(isinstance(s, Barrier) for kernel in cuda_emulated.schedule_program(
+        barriers = sum(isinstance(s, Barrier) for kernel in nvptx.schedule_program(
             sess.compile(output, feeds).program, SMALL) for s in _flatten(kernel.statements))
     assert barriers >= 2
     for dropped in range(barriers):
@@ -128,12 +128,12 @@ def _flatten(statements: tuple) -> list:
 
 def _with_extra_phase(monkeypatch: pytest.MonkeyPatch, emit: Callable[[ThreadState], None]) -> None:
     """Every scheduled kernel gets one more phase, ``emit``, at its end."""
-    original = cuda_emulated.schedule_program
+    original = nvptx.schedule_program
 
     def schedule(program, limits):  # type: ignore[no-untyped-def]
         return [dataclasses.replace(kernel, statements=kernel.statements + (Phase(emit),))
                 for kernel in original(program, limits)]
-    monkeypatch.setattr(cuda_emulated, "schedule_program", schedule)
+    monkeypatch.setattr(nvptx, "schedule_program", schedule)
 
 
 def _store_float(state: ThreadState, value: ir.Value, index: ir.Value) -> None:
