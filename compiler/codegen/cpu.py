@@ -121,20 +121,27 @@ def plan_kernel(kernel: Kernel, threads: int) -> KernelPlan:
     for axis in axes:
         work *= axis.size
     outputs = math.prod(axis.size for axis in kept)
-    # Only where the usual plan cannot split at all (its outer loop is reduced). Where it splits a
-    # short outer loop unevenly (a filter gradient of one channel over its 3 filter rows) it still
-    # measures better: its inner loops keep the sums in registers, where a point per tap and pixel
-    # would load and store its output row.
+    # Where the usual plan cannot split at all (its outer loop is reduced), the parts split the
+    # reduced loops, which go outside. Where it splits a short outer loop unevenly (a filter
+    # gradient of one channel: its 3 filter rows on 2 threads), the parts split its outermost long
+    # reduced loop instead (the batch), moved outside the usual order: the loops inside keep their
+    # order, so the sums stay in registers and each part reads its slice of the input once per
+    # filter tap while it is still in cache (the usual order streams the whole input once per tap).
     poorly_split = bool(order) and axes[order[0]].reduced
-    if (not unrolled and kept and poorly_split and kernel.combiner == "sum" and not kernel.scan and not kernel.accumulate
-            and kernel.scatter is None and threads > 1 and work >= PARALLEL_MIN_WORK
+    unevenly_split = bool(order) and not poorly_split and outer < 4 * threads and outer % threads != 0
+    if (not unrolled and kept and (poorly_split or unevenly_split) and kernel.combiner == "sum" and not kernel.scan
+            and not kernel.accumulate and kernel.scatter is None and threads > 1 and work >= PARALLEL_MIN_WORK
             and outputs <= PARTIAL_MAX_OUTPUTS and kernel.out.offset == 0
             and Access(kernel.out.buffer, tuple(s for a, s in enumerate(kernel.out.strides)
                                                 if a not in kernel.reduce_axes)).is_contiguous(kernel.out_space)):
-        reduced = [k for k, axis in enumerate(axes) if axis.reduced]
-        outside = [k for k, axis in enumerate(axes) if not axis.reduced]
-        partial_order = tuple(reduced + [outside[k] for k in _loop_order(kept)])
-        partial_outer = axes[partial_order[0]].size
+        if poorly_split:
+            reduced = [k for k, axis in enumerate(axes) if axis.reduced]
+            outside = [k for k, axis in enumerate(axes) if not axis.reduced]
+            partial_order = tuple(reduced + [outside[k] for k in _loop_order(kept)])
+        else:
+            first = next((k for k in order[:-1] if axes[k].reduced and axes[k].size >= 2 * threads), None)
+            partial_order = (first,) + tuple(k for k in order if k != first) if first is not None else ()
+        partial_outer = axes[partial_order[0]].size if partial_order else 0
         if partial_outer >= 2 * threads:
             return KernelPlan(axes, partial_order, partial_outer, min(4 * threads, partial_outer), False, (),
                               outputs)

@@ -70,6 +70,44 @@ def test_a_reduced_outer_loop_is_split_only_into_copies_of_the_output() -> None:
         np.testing.assert_allclose(actual, expected, rtol=1e-12)
 
 
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_an_unevenly_split_outer_loop_gives_way_to_copies_over_the_batch(threads: int,
+                                                                                        monkeypatch) -> None:
+    """A one-channel convolution's filter gradient loops over its 3 filter rows first, which 2 or 3
+    threads split as 2+1 or 1+1+1 rows (only the second is even). Uneven, its parts instead split
+    the batch, moved outermost, each into its own copy of the 3x3x1x8 output; the results equal one
+    thread's and the reference's."""
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float64", (16, 20, 20, 1))
+        filters = cc.placeholder("float64", (3, 3, 1, 8))
+        y = cc.nn.conv2d(x, filters, strides=1, padding="SAME")
+        weights = cc.placeholder("float64", (16, 20, 20, 8))
+        (gradient,) = cc.gradients(cc.reduce_sum(y * weights), [filters])
+    rng = np.random.default_rng(4)
+    feeds = {x: rng.normal(size=(16, 20, 20, 1)), filters: rng.normal(size=(3, 3, 1, 8)),
+             weights: rng.normal(size=(16, 20, 20, 8))}
+    results = {}
+    for count in ("1", str(threads)):
+        monkeypatch.setenv("GRAPHGRAD_THREADS", count)
+        with Session(graph) as sess:
+            exe = sess.compile(gradient, feeds)
+            results[count] = sess.run(gradient, feeds)
+    (kernel,) = [k for k in exe.program.kernels if "Conv2DBackpropFilter" in str(k.covers)]
+    plan = cpu.plan_kernel(kernel, threads)
+    outer = plan.axes[plan.order[0]]
+    if threads == 2:
+        assert outer.reduced and outer.size == 16 and plan.partial == 3 * 3 * 8 and plan.parts == 8
+        usual = [k for k in plan.order[1:]]
+        assert [plan.axes[k].size for k in usual[:2]] == [3, 3]     # the filter rows and columns next
+    else:
+        assert not outer.reduced and outer.size == 3 and plan.parts == 3 and not plan.partial
+    with Session(graph, target="reference") as ref:
+        expected = ref.run(gradient, feeds)
+    np.testing.assert_allclose(results[str(threads)], expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(results["1"], results[str(threads)], rtol=1e-13, atol=1e-13)
+
 SMALL_REDUCTIONS = {
     # name: (build, x shape, whether every output's reduction is small enough to run whole in a point)
     "rows-of-4": (lambda x: cc.reduce_sum(x, axis=0), (4, 300), True),
