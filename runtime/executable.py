@@ -39,31 +39,39 @@ class ReadWriteLock:
     stream of inference calls cannot starve a training step."""
 
     def __init__(self) -> None:
-        self._condition = threading.Condition(threading.Lock())
+        self._mutex = threading.Lock()
+        self._condition = threading.Condition(self._mutex)
         self._readers = 0
         self._writing = False
         self._writers_waiting = 0
+        self._waiting = 0          # threads in wait(): only then does a release wake anyone
 
     def acquire(self, exclusive: bool) -> None:
-        with self._condition:
+        with self._mutex:
             if exclusive:
-                self._writers_waiting += 1
-                while self._writing or self._readers:
-                    self._condition.wait()
-                self._writers_waiting -= 1
+                if self._writing or self._readers:
+                    self._writers_waiting += 1
+                    self._waiting += 1
+                    while self._writing or self._readers:
+                        self._condition.wait()
+                    self._waiting -= 1
+                    self._writers_waiting -= 1
                 self._writing = True
             else:
-                while self._writing or self._writers_waiting:
-                    self._condition.wait()
+                if self._writing or self._writers_waiting:
+                    self._waiting += 1
+                    while self._writing or self._writers_waiting:
+                        self._condition.wait()
+                    self._waiting -= 1
                 self._readers += 1
 
     def release(self, exclusive: bool) -> None:
-        with self._condition:
+        with self._mutex:
             if exclusive:
                 self._writing = False
             else:
                 self._readers -= 1
-            if not self._readers:
+            if not self._readers and self._waiting:
                 self._condition.notify_all()
 
 
@@ -243,6 +251,9 @@ class Executable:
                         for buffer in program.buffers if buffer.role in ("variable", "constant")}
         self._idle = [CallBuffers(program, self._shared)]  # taken by a run, given back after it
         self._feed_slots = [(tensor, index) for tensor, index in program.feeds.items()]
+        # Per fetch: whether it is its whole buffer, in order (then a run returns a copy of the array).
+        self._whole_fetches = [spec is not None and spec.offset == 0 and program.buffers[spec.buffer].shape == spec.shape
+                               and spec.strides == contiguous_strides(spec.shape) for spec in program.fetches]
         # has a status word to read
         self._checked = step.checked_kernels is not None or any(kernel.check for kernel in program.kernels)
         variable_buffers = set(program.variables.values())
@@ -414,7 +425,8 @@ class Executable:
             raise NumericsError(f"{failed.check} (kernel {failed.name}); the step stopped before "
                                 "assigning any variable")
         if outputs is None:
-            return [None if spec is None else read_fetch(current, spec) for spec in program.fetches]
+            return [current[spec.buffer].copy() if whole else None if spec is None else read_fetch(current, spec)
+                    for spec, whole in zip(program.fetches, self._whole_fetches)]
         results: list[np.ndarray | None] = []
         for spec, target in zip(program.fetches, outputs):
             if spec is None:

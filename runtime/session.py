@@ -99,6 +99,63 @@ class _Plan:
     split: Callable[..., list[Any]] | None = None  # the runner of a split step (SPLIT_RUNNER)
 
 
+def _executable_key(fetches: list[Any], feeds: dict[Tensor, np.ndarray]) -> Any:
+    """A session's compiled steps are kept per fetch set and fed shapes."""
+    return tuple(id(f) for f in fetches), tuple(sorted((id(t), v.shape) for t, v in feeds.items()))
+
+
+def _repeat_key(fetches: Any, feed_dict: Any) -> Any:
+    """The key of a run that ``_RepeatRun`` may redo: one tensor or operation, or a flat list or
+    tuple of them, fed nothing or a dict. Ids only: an entry under the key keeps those objects
+    alive, so a live object with one of its ids is that very object. None: not a candidate."""
+    kind = type(fetches)
+    if kind is Tensor or kind is Operation:
+        fetch_key: Any = id(fetches)
+    elif kind is list or kind is tuple:
+        fetch_key = (kind, *map(id, fetches))
+    else:
+        return None
+    if feed_dict is None:
+        return fetch_key, None
+    if type(feed_dict) is not dict:
+        return None
+    return fetch_key, tuple(map(id, feed_dict))
+
+
+_NOT_REPEATED = object()   # what a ``_RepeatRun`` returns when the feeds differ from the first run's
+
+
+@dataclass(frozen=True)
+class _RepeatRun:
+    """A run done before whose every check holds again when its feeds are numpy arrays of the same
+    shapes and dtypes (the key holds the same fetches and feed keys): the loop of a training
+    script. It runs the same executable straight away; any other feed takes the full path."""
+
+    executable: Any
+    leaves: list[Any]                                   # these two keep the key's ids alive
+    feed_keys: tuple[Tensor, ...]
+    feed_layout: tuple[tuple[tuple[int, ...], np.dtype], ...]
+    kind: type | None                                   # list or tuple; None for a single fetch
+
+    def __call__(self, feed_dict: dict | None, out: Any) -> Any:
+        if feed_dict is not None:
+            for value, (shape, dtype) in zip(feed_dict.values(), self.feed_layout):
+                if type(value) is not np.ndarray or value.shape != shape or value.dtype is not dtype:
+                    return _NOT_REPEATED
+        wanted = None
+        if out is not None:   # ``out=`` mirrors the fetches: an array, or a list or tuple of them
+            if self.kind is None:
+                wanted = [out]
+            elif (type(out) is list or type(out) is tuple) and len(out) == len(self.leaves):
+                wanted = list(out)
+            else:
+                return _NOT_REPEATED
+        values = self.executable.run(feed_dict or {}, wanted)
+        if self.kind is None:
+            return values[0]
+        return values if self.kind is list else tuple(values)
+
+
 class Session:
     """Runs parts of a graph. ``target="cpu"`` compiles each fetch set to one native step.
 
@@ -171,6 +228,7 @@ class Session:
         self._lock = threading.RLock()  # the variables' arrays and the compiled steps are made once
         self._cache: dict[Any, Executable] = {}
         self._plans: dict[tuple[int, ...], _Plan] = {}
+        self._repeats: dict[Any, _RepeatRun] = {}   # by ``_repeat_key``
         self._closed = False
 
     # -- context manager -----------------------------------------------------------------------
@@ -189,6 +247,7 @@ class Session:
                 self._device_variables.release()
         self._cache.clear()
         self._plans.clear()
+        self._repeats.clear()
         self._variables.clear()
         self._closed = True
 
@@ -299,6 +358,11 @@ class Session:
         extension to TF1's signature) mirrors ``fetches`` with preallocated arrays (or None) that
         receive the results, so a loop can reuse its output memory.
         """
+        repeat = self._repeats.get(_repeat_key(fetches, feed_dict))
+        if repeat is not None and not self._closed:
+            result = repeat(feed_dict, out)
+            if result is not _NOT_REPEATED:
+                return result
         leaves, rebuild, feeds, plan = self._prepare(fetches, feed_dict)
         targets = _outputs_like(fetches, out, len(leaves)) if out is not None else None
         if plan.split is not None:
@@ -324,11 +388,31 @@ class Session:
             values = self._executable(compute, feeds).run(feeds, wanted)
         else:  # the CUDA step holds the session's device variables alone while it runs
             values = self._executable(compute, feeds).run(feeds, wanted)
+        if self.target != "reference":
+            self._remember_repeat(fetches, feed_dict, feeds, plan)
         by_leaf = dict(zip(map(id, compute), values))
         results = [by_leaf.get(id(leaf)) for leaf in leaves]
         for position in plan.summaries:  # the step computed the numbers; only the encoding is here
             results[position] = encode_summary(leaves[position], results[position])
         return rebuild(results)
+
+    def _remember_repeat(self, fetches: Any, feed_dict: Any, feeds: dict[Tensor, np.ndarray], plan: _Plan) -> None:
+        """Keep a run that ``_RepeatRun`` can redo: the fetches all computed (no initializer or
+        summary among them), and every feed a placeholder given an array used as it is."""
+        key = _repeat_key(fetches, feed_dict)
+        if (key is None or plan.initializes or plan.summaries or len(plan.compute) != len(plan.leaves)
+                or not all(type(leaf) is Tensor or type(leaf) is Operation for leaf in plan.leaves)):
+            return
+        items = list((feed_dict or {}).items())
+        if not all(type(tensor) is Tensor and type(value) is np.ndarray and feeds.get(tensor) is value
+                   for tensor, value in items):
+            return
+        executable = self._cache.get(_executable_key(plan.compute, feeds))
+        if executable is None:
+            return
+        self._repeats[key] = _RepeatRun(executable, plan.leaves, tuple(t for t, _ in items),
+                                        tuple((v.shape, v.dtype) for _, v in items),
+                                        None if type(fetches) in (Tensor, Operation) else type(fetches))
 
     def _run_reference(self, fetches: list[Any], feeds: dict, needed: list[Operation]) -> list[Any]:
         # Shape rules run with the fed shapes first, so errors name the op and line as on "cpu".
@@ -341,8 +425,7 @@ class Session:
         return values
 
     def _executable(self, fetches: list[Any], feeds: dict[Tensor, np.ndarray]) -> Executable:
-        key = (tuple(id(f) for f in fetches),
-               tuple(sorted((id(t), v.shape) for t, v in feeds.items())))
+        key = _executable_key(fetches, feeds)
         executable = self._cache.get(key)
         if executable is not None:
             return executable

@@ -529,6 +529,7 @@ def test_a_failed_step_lists_its_kernels_and_says_whether_the_session_goes_on(fa
             fake.sync_failure = CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
         else:
             sess._cache.clear()      # a fresh step: launched kernel by kernel on its first run
+            sess._repeats.clear()
             fake.launch_failure = (kernels[0].name, CUresult.CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
         with pytest.raises(CudaError) as error:
             sess.run(m.train, m.feeds)

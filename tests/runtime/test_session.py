@@ -334,6 +334,100 @@ def test_closed_session_raises(graph) -> None:
         ctx.run(y, {x: np.ones(2, "float32")})
 
 
+
+def test_a_repeated_run_skips_the_checks_only_while_its_feeds_match(graph, monkeypatch) -> None:
+    """The loop of a training script (the same fetches, the same feed keys, arrays of the same
+    shapes and dtypes) runs its compiled step straight away; any other feed goes through the
+    full checks, with their errors and conversions, and gets the result a first run would."""
+    train, loss, feeds, variables = _mlp(batch=4)
+    x, y = feeds
+    prepared = []
+    original = Session._prepare
+
+    def counting(self, fetches, feed_dict):
+        prepared.append(self)
+        return original(self, fetches, feed_dict)
+
+    monkeypatch.setattr(Session, "_prepare", counting)
+    with Session(graph) as sess, Session(graph) as fresh:
+        fetches = [loss, train]
+        for step in range(3):
+            value, none = sess.run(fetches, feeds)
+            assert none is None and np.isfinite(value)
+            assert fresh.run(fetches, feeds)[0] == value      # both sessions took the same steps
+        assert len(prepared) == 2                              # one full run per session, then repeats
+        assert isinstance(sess.run(tuple(fetches), feeds), tuple) and fresh.run(tuple(fetches), feeds)
+        assert isinstance(sess.run(loss, feeds), np.ndarray)
+        prepared.clear()
+        # other feeds than the repeated ones: each takes the full path, once
+        as_float64 = {x: feeds[x].astype("float64"), y: feeds[y]}
+        with pytest.raises(cc.FeedError, match="without losing"):
+            sess.run(loss, as_float64)
+        as_list = {x: feeds[x].tolist(), y: feeds[y]}
+        np.testing.assert_allclose(sess.run(loss, as_list), fresh.run(loss, feeds), rtol=1e-6)
+        longer = {x: np.concatenate([feeds[x], feeds[x]]), y: np.concatenate([feeds[y], feeds[y]])}
+        np.testing.assert_allclose(sess.run(loss, longer), fresh.run(loss, longer), rtol=1e-6)
+        with pytest.raises(cc.FeedError, match="does not match"):
+            sess.run(loss, {x: feeds[x][:, :5], y: feeds[y]})
+        with pytest.raises(cc.FeedError, match="you must feed"):
+            sess.run(loss, {x: feeds[x]})
+        assert prepared.count(sess) == 5
+        fetches.append(variables[0])                           # the same list, one more fetch
+        assert len(sess.run(fetches, feeds)) == 3
+        # out= on a repeated run: written into, returned, refused when it is not an array
+        prepared.clear()
+        target = np.empty((), "float32")
+        for _ in range(2):
+            assert sess.run(loss, feeds, out=target) is target and target == sess.run(loss, feeds)
+            assert sess.run([loss, train], feeds, out=[target, None])[0] is target
+        assert prepared.count(sess) == 1     # the first: `longer` above has taken the key's place since
+        with pytest.raises(ValueError, match="writeable array of shape"):
+            sess.run(loss, feeds, out=np.empty(3, "float32"))
+        with pytest.raises(ValueError, match="same structure"):
+            sess.run([loss, train], feeds, out=[target])
+    with pytest.raises(RuntimeError, match="closed"):
+        sess.run(loss, feeds)
+
+
+def test_the_variable_lock_lets_readers_share_and_writers_wait_their_turn() -> None:
+    """Readers run together; a writer runs alone, and a writer waiting keeps new readers out."""
+    import threading
+    import time
+
+    from runtime.executable import ReadWriteLock
+    lock = ReadWriteLock()
+    order: list[str] = []
+    lock.acquire(False)
+    lock.acquire(False)                                        # two readers at once
+
+    def writer() -> None:
+        lock.acquire(True)
+        order.append("writer")
+        lock.release(True)
+
+    def reader() -> None:
+        lock.acquire(False)
+        order.append("reader")
+        lock.release(False)
+    threads = [threading.Thread(target=writer)]
+    threads[0].start()
+    while not lock._writers_waiting:                           # the writer waits for both readers
+        time.sleep(0.001)
+    threads.append(threading.Thread(target=reader))
+    threads[1].start()
+    while lock._waiting < 2:                                   # the new reader waits behind the writer
+        time.sleep(0.001)
+    assert order == []
+    lock.release(False)
+    assert order == []
+    lock.release(False)
+    for thread in threads:
+        thread.join(timeout=10)
+    assert order == ["writer", "reader"]
+    lock.acquire(True)                                         # free again, and nobody left waiting
+    assert lock._waiting == 0 and lock._readers == 0
+    lock.release(True)
+
 def test_session_uses_the_default_graph(graph) -> None:
     v = cc.Variable(np.ones(2, "float32"), name="v")
     with Session() as sess:
