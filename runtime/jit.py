@@ -248,7 +248,8 @@ class _Pool:
 
     def __init__(self) -> None:
         self.engine, _ = compile_module(str(threads.build_pool_module(host_target_machine().triple)))
-        for name in (threads.PARALLEL_SYMBOL,):
+        for name in (threads.PARALLEL_SYMBOL, threads.STEP_ENTER_SYMBOL, threads.STEP_LEAVE_SYMBOL,
+                     threads.POOL_THREADS_SYMBOL):
             llvm.add_symbol(name, self.engine.get_function_address(name))
         address = self.engine.get_function_address
         self._worker = ctypes.CFUNCTYPE(None, ctypes.c_int64)(address(threads.WORKER_SYMBOL))

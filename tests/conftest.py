@@ -34,6 +34,16 @@ def _private_compile_cache(tmp_path_factory):
     yield
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _worker_pool_at_full_size():
+    """The worker pool starts once per process, with the threads of that moment (workers stay):
+    started here, before a test sets GRAPHGRAD_THREADS=1 for itself, so that the split kernels and
+    GEMMs of every later test run on all of the pool's threads, not serially."""
+    from runtime import jit
+    jit.ensure_pool()
+    yield
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
     """The ptxas report of the GPU tests (registers and spills per arch), when any assembled PTX."""
     from .runtime import ptxas_check

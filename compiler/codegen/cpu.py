@@ -27,7 +27,7 @@ from .common import (LLVM_LOCK, PTR, LoopAxis, declare_function, element_pointer
 from .gemm import (LIBRARY_SYMBOL, WINDOW_FIELDS, WINDOW_LIBRARY_SYMBOL, library_signature,
                    window_library_signature, window_product_pays)
 from .kernel_body import BodyRules, KernelBody, ReducedLoop, kernel_buffers
-from .threads import PARALLEL_SYMBOL
+from .threads import PARALLEL_SYMBOL, POOL_THREADS_SYMBOL, count_running_step
 from .tiers import FULL, Tier
 
 STEP_SYMBOL = "graphgrad_step"
@@ -422,6 +422,15 @@ def _emit_window_gemm_call(builder: ir.IRBuilder, kernel: Kernel, out_pointer: i
         ir.Constant(i64, int(kernel.accumulate))])
 
 
+def _gemm_threads(b: ir.IRBuilder) -> ir.Value:
+    """The threads a GEMM may split across: ``graphgrad_pool_threads()``, 1 while other steps run
+    (a product split for two threads but run serially packs its A block twice). A GEMM's split
+    never changes its sums (each element's depth is walked in one order), so neither does this;
+    a window product's depth split does, so it is always split alike (serially while others run)."""
+    threads = declare_function(b.module, POOL_THREADS_SYMBOL, ir.IntType(64), [])
+    return b.call(threads, [])
+
+
 def _emit_gemm_call(builder: ir.IRBuilder, kernel: Kernel, out_pointer: ir.Value,
                     operand_pointers: Sequence[ir.Value]) -> None:
     """A matmul kernel as (a loop over batch indices of) one blocked, threaded GEMM."""
@@ -443,7 +452,7 @@ def _emit_gemm_call(builder: ir.IRBuilder, kernel: Kernel, out_pointer: ir.Value
         gemm = declare_function(b.module, LIBRARY_SYMBOL.format(dtype=dtype.name), ir.VoidType(),
                                 library_signature().args)
         b.call(gemm, [
-            ir.Constant(i64, thread_count()),
+            _gemm_threads(b),
             ir.Constant(i64, space[layout.m]), ir.Constant(i64, space[layout.n]), ir.Constant(i64, space[layout.k]),
             pointer(operand_pointers[0], a_access.strides, a_access.offset),
             ir.Constant(i64, a_access.strides[layout.m]), ir.Constant(i64, a_access.strides[layout.k]),
@@ -577,6 +586,7 @@ def build_module(program: Program, profile: bool = False) -> ir.Module:
     emit_schedule(builder, program.steps(), run_kernel, buffer_pointer,
                   lambda step: emit_reserve(builder, step, table, buffer_pointer, buffer_pointer(len(program.buffers))))
     builder.ret_void()
+    count_running_step(step)
     return module
 
 

@@ -22,6 +22,12 @@ Concurrent callers: the pool runs one task at a time. A caller takes it by compa
 ``pool_busy``; a caller that finds it taken (another Python thread's step, or a part of a task
 that itself asks for the pool) runs its parts serially on its own thread instead of waiting, so
 nothing can deadlock and every caller computes the same parts in the same way.
+
+Concurrent steps: every compiled step calls ``graphgrad_step_enter()`` first and
+``graphgrad_step_leave()`` before it returns. While more than one step is running (steps of
+several Python threads, or of several Sessions), each runs its parts serially on its own thread:
+the steps already keep the cores busy between them, and a step that handed parts to the workers
+would wait for a worker descheduled in favour of another step's thread.
 """
 from __future__ import annotations
 
@@ -37,6 +43,9 @@ PARALLEL_SYMBOL = "graphgrad_parallel"
 WORKER_SYMBOL = "graphgrad_pool_worker"
 STOP_SYMBOL = "graphgrad_pool_stop"
 SET_WORKERS_SYMBOL = "graphgrad_pool_set_workers"
+STEP_ENTER_SYMBOL = "graphgrad_step_enter"
+STEP_LEAVE_SYMBOL = "graphgrad_step_leave"
+POOL_THREADS_SYMBOL = "graphgrad_pool_threads"
 USE_OPENMP_SYMBOL = "graphgrad_pool_use_openmp"
 SPINS = 20000                     # checks before sleeping (a few tens of microseconds)
 _FUTEX = {"x86_64": 202, "aarch64": 98}
@@ -69,6 +78,7 @@ class _Pool:
     workers: ir.GlobalVariable
     quit_flag: ir.GlobalVariable
     busy: ir.GlobalVariable           # 1 while a caller owns the pool
+    steps: ir.GlobalVariable          # compiled steps running now, in any thread
     openmp: ir.GlobalVariable         # GOMP_parallel of the process's OpenMP runtime, or null
     futex: int | None                 # the futex system call's number (Linux), else None
     syscall: ir.Function | None
@@ -88,6 +98,7 @@ class _Pool:
         workers = _global(module, "pool_workers", I64, 0)
         quit_flag = _global(module, "pool_quit", I32, 0)
         busy = _global(module, "pool_busy", I32, 0)
+        steps = _global(module, "pool_steps", I64, 0)
         openmp = _global(module, "pool_openmp", PTR, None)
         syscall = None
         if futex:
@@ -95,7 +106,7 @@ class _Pool:
         sched_yield = declare_function(module, "sched_yield", I32, [])
         pause = declare_function(module, "llvm.x86.sse2.pause", ir.VoidType(), []) if arch == "x86_64" else None
         return cls(wakeup, ticket, remaining, function_slot, argument_slot, generation, workers, quit_flag, busy,
-                   openmp, futex, syscall, sched_yield, pause)
+                   steps, openmp, futex, syscall, sched_yield, pause)
 
     def relax(self, b: ir.IRBuilder) -> None:
         if self.pause is not None:
@@ -146,6 +157,8 @@ def build_pool_module(triple: str) -> ir.Module:
     _emit_set_workers(module, pool)
     _emit_use_openmp(module, pool)
     _emit_stop(module, pool)
+    _emit_step_counting(module, pool)
+    _emit_pool_threads(module, pool)
     return module
 
 
@@ -210,7 +223,8 @@ def _emit_parallel(module: ir.Module, pool: _Pool, claim: ir.Function) -> None:
     serial = b.append_basic_block("serial")
     shared = b.append_basic_block("shared")
     take = b.append_basic_block("take")
-    b.cbranch(b.or_(b.icmp_unsigned("<=", count, ir.Constant(I64, 1)),
+    others_running = b.icmp_unsigned(">", b.load_atomic(pool.steps, "monotonic", 8), ir.Constant(I64, 1))
+    b.cbranch(b.or_(b.or_(b.icmp_unsigned("<=", count, ir.Constant(I64, 1)), others_running),
                     b.or_(b.icmp_unsigned("==", helpers, ir.Constant(I64, 0)),
                           b.icmp_unsigned(">", count, ir.Constant(I64, MAX_PARTS)))), serial, take)
     b.position_at_end(take)
@@ -287,6 +301,40 @@ def _emit_stop(module: ir.Module, pool: _Pool) -> None:
     b.atomic_rmw("add", pool.wakeup, ir.Constant(I32, 1), "acq_rel")
     pool.wake_all(b, pool.wakeup)
     b.ret_void()
+
+
+def _emit_step_counting(module: ir.Module, pool: _Pool) -> None:
+    """``graphgrad_step_enter()`` and ``graphgrad_step_leave()``: count the compiled steps running."""
+    for name, operation in ((STEP_ENTER_SYMBOL, "add"), (STEP_LEAVE_SYMBOL, "sub")):
+        function = ir.Function(module, ir.FunctionType(ir.VoidType(), []), name=name)
+        b = ir.IRBuilder(function.append_basic_block("entry"))
+        b.atomic_rmw(operation, pool.steps, ir.Constant(I64, 1), "monotonic")
+        b.ret_void()
+
+
+def _emit_pool_threads(module: ir.Module, pool: _Pool) -> None:
+    """``graphgrad_pool_threads()``: how many threads a task started now would run on: the workers
+    and the caller, or 1 while another step is running (its parts run serially then)."""
+    function = ir.Function(module, ir.FunctionType(I64, []), name=POOL_THREADS_SYMBOL)
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    others_running = b.icmp_unsigned(">", b.load_atomic(pool.steps, "monotonic", 8), ir.Constant(I64, 1))
+    everyone = b.add(b.load(pool.workers, typ=I64), ir.Constant(I64, 1))
+    b.ret(b.select(others_running, ir.Constant(I64, 1), everyone))
+
+
+def count_running_step(step: ir.Function) -> None:
+    """Make a compiled step's entry point count itself among the running steps: enter first, leave
+    before each of its returns (a failed numerics check returns early)."""
+    module = step.module
+    enter = declare_function(module, STEP_ENTER_SYMBOL, ir.VoidType(), [])
+    leave = declare_function(module, STEP_LEAVE_SYMBOL, ir.VoidType(), [])
+    b = ir.IRBuilder()
+    b.position_at_start(step.entry_basic_block)
+    b.call(enter, [])
+    for block in step.blocks:
+        if isinstance(block.terminator, ir.Ret):
+            b.position_before(block.terminator)
+            b.call(leave, [])
 
 
 def _call_task(b: ir.IRBuilder, task: ir.Value, argument: ir.Value, part: ir.Value) -> None:

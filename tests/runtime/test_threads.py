@@ -176,6 +176,73 @@ def test_one_session_training_from_two_threads_applies_whole_steps(target: str) 
     np.testing.assert_array_equal(values, np.full(1000, 500 * 0.5 + 500 * 1.5, "float32"))
 
 
+def _pool_function(name: str, restype: Any = None) -> Callable[[], Any]:
+    import ctypes
+
+    from runtime import jit
+    jit.ensure_pool()
+    return ctypes.CFUNCTYPE(restype)(jit._pool[0].engine.get_function_address(name))
+
+
+def test_a_step_runs_serially_while_another_step_runs() -> None:
+    """Steps count themselves while they run (also when a numerics check stops one early); while
+    more than one runs, a GEMM is told it has one thread, and split kernels run on their caller."""
+    import ctypes
+
+    from compiler.codegen import threads
+    from compiler.codegen.cpu import thread_count
+    pool_threads = _pool_function(threads.POOL_THREADS_SYMBOL, ctypes.c_int64)
+    enter, leave = _pool_function(threads.STEP_ENTER_SYMBOL), _pool_function(threads.STEP_LEAVE_SYMBOL)
+    everyone = pool_threads()                 # the workers and the caller (tests/conftest.py starts the pool)
+    assert everyone == thread_count()
+    enter()                                   # one step running (the caller's own): all threads
+    assert pool_threads() == everyone
+    enter()                                   # a second one: each on its own thread
+    assert pool_threads() == 1
+    leave()
+    leave()
+    assert pool_threads() == everyone
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (4,))
+        y = cc.log(x)
+    with Session(graph, check_numerics=True) as sess:
+        with pytest.raises(cc.NumericsError):
+            sess.run(y, {x: np.array([1.0, 0.0, 2.0, 3.0], "float32")})
+        assert pool_threads() == everyone     # the step that stopped early has left
+
+
+def build_conv_model(seed: int) -> Model:
+    """A convolution with a filter gradient deep enough to be split along its depth (its parts'
+    sums are added in part order, so a different split would round differently)."""
+    rng = np.random.default_rng(seed)
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (8, 24, 24, 4), name="x")
+        target = cc.placeholder("float32", (8, 24, 24, 16), name="target")
+        filters = cc.Variable((rng.normal(size=(3, 3, 4, 16)) * 0.2).astype("float32"), name="filters")
+        prediction = cc.tanh(cc.nn.conv2d(x, filters, padding="SAME"))
+        loss = cc.reduce_mean(cc.square(prediction - target))
+        train_op = optim.GradientDescentOptimizer(0.1).minimize(loss)
+
+    def step(sess: Session, k: int) -> Any:
+        data = np.random.default_rng((seed, k))
+        return sess.run([loss, train_op], {x: data.normal(size=(8, 24, 24, 4)).astype("float32"),
+                                           target: data.uniform(-1, 1, (8, 24, 24, 16)).astype("float32")})[0]
+    return Model(graph, x, prediction, [filters], step)
+
+
+def test_concurrent_convolution_training_equals_sequential_bit_for_bit() -> None:
+    """Two Sessions training convolutions at once run their steps serially (another step is
+    running) and still compute every sum as when each runs alone on the pool."""
+    models = [build_conv_model(seed) for seed in (4, 5)]
+    steps = 30
+    sequential = [train(model, steps) for model in models]
+    concurrent = run_in_threads([lambda m=m: train(m, steps) for m in models])
+    for expected, got in zip(sequential, concurrent):
+        for e, g in zip(expected, got):
+            np.testing.assert_array_equal(g, e)
+
 OPENMP_SCRIPT = """
 import threading
 import numpy as np, compiler as cc
