@@ -7,7 +7,7 @@ import pytest
 
 import compiler as cc
 from compiler.codegen import cpu
-from compiler.codegen.gemm import DEPTH_SPLIT_MIN_BLOCKS, SHARED_MIN_BLOCKS, gemm_shape
+from compiler.codegen.gemm import DEPTH_SPLIT_MIN_BLOCKS, IN_PLACE_B_MAX_ROWS, SHARED_MIN_BLOCKS, gemm_shape
 from runtime import Session
 
 _TILE = gemm_shape(np.dtype("float32"))
@@ -25,6 +25,8 @@ SHAPES = [  # (batch, m, n, k)
     (None, 2 * SHARED_MIN_BLOCKS * _TILE.mc + 3, 33, 200),
     # split by columns, each part packing all of A
     (None, 2 * _TILE.mc + 17, 300, 2 * _TILE.kc + 9),
+    # few rows, whole panels of columns: B read in place (not packed) over three depth blocks
+    (None, IN_PLACE_B_MAX_ROWS - 5, 2 * _TILE.nr, 2 * _TILE.kc + 7), (None, 3, _TILE.nr, 40),
 ]
 
 
@@ -69,12 +71,15 @@ def test_gemm_with_empty_depth_gives_zeros() -> None:
     np.testing.assert_array_equal(got, np.zeros((300, 200), "float32"))
 
 
+@pytest.mark.parametrize("rows", ["shared", "few"])
 @pytest.mark.parametrize("threads", ["1", "2"])
-def test_fused_update_through_the_shared_panel_path(threads, monkeypatch) -> None:
-    # var -= 0.5 * (a @ b) with a GEMM big enough to be split across threads (accumulating into C).
+def test_fused_update_through_the_shared_panel_path(threads, rows, monkeypatch) -> None:
+    # var -= 0.5 * (a @ b) with a GEMM big enough to be split across threads (accumulating into C),
+    # or with few rows (B read in place).
     monkeypatch.setenv("GRAPHGRAD_THREADS", threads)
     rng = np.random.default_rng(5)
-    m, n, k = 2 * SHARED_MIN_BLOCKS * _TILE.mc + 7, 2 * _TILE.nr + 5, _TILE.kc + 40
+    m, n, k = ((2 * SHARED_MIN_BLOCKS * _TILE.mc + 7, 2 * _TILE.nr + 5, _TILE.kc + 40) if rows == "shared"
+               else (IN_PLACE_B_MAX_ROWS, 4 * gemm_shape(np.dtype("float64")).nr, _TILE.kc + 40))
     a_value, b_value = rng.normal(size=(m, k)), rng.normal(size=(k, n))
     start = rng.normal(size=(m, n))
     graph = cc.Graph()
