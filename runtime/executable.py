@@ -252,8 +252,9 @@ class Executable:
         self._idle = [CallBuffers(program, self._shared)]  # taken by a run, given back after it
         self._feed_slots = [(tensor, index) for tensor, index in program.feeds.items()]
         # Per fetch: whether it is its whole buffer, in order (then a run returns a copy of the array).
-        self._whole_fetches = [spec is not None and spec.offset == 0 and program.buffers[spec.buffer].shape == spec.shape
-                               and spec.strides == contiguous_strides(spec.shape) for spec in program.fetches]
+        self._whole_fetches = [
+            spec is not None and spec.offset == 0 and spec.shape == program.buffers[spec.buffer].shape
+            and spec.strides == contiguous_strides(spec.shape) for spec in program.fetches]
         # has a status word to read
         self._checked = step.checked_kernels is not None or any(kernel.check for kernel in program.kernels)
         variable_buffers = set(program.variables.values())

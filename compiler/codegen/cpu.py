@@ -138,11 +138,11 @@ def plan_kernel(kernel: Kernel, threads: int) -> KernelPlan:
             reduced = [k for k, axis in enumerate(axes) if axis.reduced]
             outside = [k for k, axis in enumerate(axes) if not axis.reduced]
             partial_order = tuple(reduced + [outside[k] for k in _loop_order(kept)])
-        else:
+        else:   # the innermost loop stays innermost: it is the one that vectorises
             first = next((k for k in order[:-1] if axes[k].reduced and axes[k].size >= 2 * threads), None)
-            partial_order = (first,) + tuple(k for k in order if k != first) if first is not None else ()
-        partial_outer = axes[partial_order[0]].size if partial_order else 0
-        if partial_outer >= 2 * threads:
+            partial_order = () if first is None else (first,) + tuple(k for k in order if k != first)
+        if partial_order and axes[partial_order[0]].size >= 2 * threads:
+            partial_outer = axes[partial_order[0]].size
             return KernelPlan(axes, partial_order, partial_outer, min(4 * threads, partial_outer), False, (),
                               outputs)
     # Split only kernels big enough to pay for waking the pool, and never along a reduced axis

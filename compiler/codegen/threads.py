@@ -108,6 +108,10 @@ class _Pool:
         return cls(wakeup, ticket, remaining, function_slot, argument_slot, generation, workers, quit_flag, busy,
                    steps, openmp, futex, syscall, sched_yield, pause)
 
+    def others_running(self, b: ir.IRBuilder) -> ir.Value:
+        """Whether another compiled step runs beside the caller's own (see "Concurrent steps")."""
+        return b.icmp_unsigned(">", b.load_atomic(self.steps, "monotonic", 8), ir.Constant(I64, 1))
+
     def relax(self, b: ir.IRBuilder) -> None:
         if self.pause is not None:
             b.call(self.pause, [])
@@ -223,8 +227,7 @@ def _emit_parallel(module: ir.Module, pool: _Pool, claim: ir.Function) -> None:
     serial = b.append_basic_block("serial")
     shared = b.append_basic_block("shared")
     take = b.append_basic_block("take")
-    others_running = b.icmp_unsigned(">", b.load_atomic(pool.steps, "monotonic", 8), ir.Constant(I64, 1))
-    b.cbranch(b.or_(b.or_(b.icmp_unsigned("<=", count, ir.Constant(I64, 1)), others_running),
+    b.cbranch(b.or_(b.or_(b.icmp_unsigned("<=", count, ir.Constant(I64, 1)), pool.others_running(b)),
                     b.or_(b.icmp_unsigned("==", helpers, ir.Constant(I64, 0)),
                           b.icmp_unsigned(">", count, ir.Constant(I64, MAX_PARTS)))), serial, take)
     b.position_at_end(take)
@@ -317,9 +320,8 @@ def _emit_pool_threads(module: ir.Module, pool: _Pool) -> None:
     and the caller, or 1 while another step is running (its parts run serially then)."""
     function = ir.Function(module, ir.FunctionType(I64, []), name=POOL_THREADS_SYMBOL)
     b = ir.IRBuilder(function.append_basic_block("entry"))
-    others_running = b.icmp_unsigned(">", b.load_atomic(pool.steps, "monotonic", 8), ir.Constant(I64, 1))
     everyone = b.add(b.load(pool.workers, typ=I64), ir.Constant(I64, 1))
-    b.ret(b.select(others_running, ir.Constant(I64, 1), everyone))
+    b.ret(b.select(pool.others_running(b), ir.Constant(I64, 1), everyone))
 
 
 def count_running_step(step: ir.Function) -> None:
