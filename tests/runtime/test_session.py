@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+from typing import Callable
 
 import numpy as np
 import pytest
@@ -409,21 +410,24 @@ def test_the_variable_lock_lets_readers_share_and_writers_wait_their_turn() -> N
         lock.acquire(False)
         order.append("reader")
         lock.release(False)
-    threads = [threading.Thread(target=writer)]
+    def wait_for(condition: Callable[[], bool]) -> None:       # bounded: a hang fails the test
+        deadline = time.monotonic() + 10
+        while not condition():
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+    threads = [threading.Thread(target=writer, daemon=True)]
     threads[0].start()
-    while not lock._writers_waiting:                           # the writer waits for both readers
-        time.sleep(0.001)
-    threads.append(threading.Thread(target=reader))
+    wait_for(lambda: lock._writers_waiting == 1)               # the writer waits for both readers
+    threads.append(threading.Thread(target=reader, daemon=True))
     threads[1].start()
-    while lock._waiting < 2:                                   # the new reader waits behind the writer
-        time.sleep(0.001)
+    wait_for(lambda: lock._waiting == 2)                       # the new reader waits behind the writer
     assert order == []
     lock.release(False)
     assert order == []
     lock.release(False)
     for thread in threads:
         thread.join(timeout=10)
-    assert order == ["writer", "reader"]
+    assert not any(thread.is_alive() for thread in threads) and order == ["writer", "reader"]
     lock.acquire(True)                                         # free again, and nobody left waiting
     assert lock._waiting == 0 and lock._readers == 0
     lock.release(True)

@@ -243,6 +243,7 @@ def test_concurrent_convolution_training_equals_sequential_bit_for_bit() -> None
         for e, g in zip(expected, got):
             np.testing.assert_array_equal(g, e)
 
+
 OPENMP_SCRIPT = """
 import threading
 import numpy as np, compiler as cc

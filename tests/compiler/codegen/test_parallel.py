@@ -72,8 +72,7 @@ def test_a_reduced_outer_loop_is_split_only_into_copies_of_the_output() -> None:
 
 
 @pytest.mark.parametrize("threads", [2, 3])
-def test_an_unevenly_split_outer_loop_gives_way_to_copies_over_the_batch(threads: int,
-                                                                                        monkeypatch) -> None:
+def test_an_unevenly_split_outer_loop_gives_way_to_copies_over_the_batch(threads: int, monkeypatch) -> None:
     """A one-channel convolution's filter gradient loops over its 3 filter rows first, which 2 or 3
     threads split as 2+1 or 1+1+1 rows (only the second is even). Uneven, its parts instead split
     the batch, moved outermost, each into its own copy of the 3x3x1x8 output; the results equal one
@@ -99,8 +98,7 @@ def test_an_unevenly_split_outer_loop_gives_way_to_copies_over_the_batch(threads
     outer = plan.axes[plan.order[0]]
     if threads == 2:
         assert outer.reduced and outer.size == 16 and plan.partial == 3 * 3 * 8 and plan.parts == 8
-        usual = [k for k in plan.order[1:]]
-        assert [plan.axes[k].size for k in usual[:2]] == [3, 3]     # the filter rows and columns next
+        assert [plan.axes[k].size for k in plan.order[1:3]] == [3, 3]   # the filter rows and columns next
     else:
         assert not outer.reduced and outer.size == 3 and plan.parts == 3 and not plan.partial
     with Session(graph, target="reference") as ref:
