@@ -99,11 +99,6 @@ class _Plan:
     split: Callable[..., list[Any]] | None = None  # the runner of a split step (SPLIT_RUNNER)
 
 
-def _executable_key(fetches: list[Any], feeds: dict[Tensor, np.ndarray]) -> Any:
-    """A session's compiled steps are kept per fetch set and fed shapes."""
-    return tuple(id(f) for f in fetches), tuple(sorted((id(t), v.shape) for t, v in feeds.items()))
-
-
 def _repeat_key(fetches: Any, feed_dict: Any) -> Any:
     """The key of a run that ``_RepeatRun`` may redo: one tensor or operation, or a flat list or
     tuple of them, fed nothing or a dict. Ids only: an entry under the key keeps those objects
@@ -384,21 +379,20 @@ class Session:
                             raise ValueError(f"out= needs an array of shape {value.shape}, got {target.shape}")
                         np.copyto(target, value)
                 values = [t if t is not None else v for v, t in zip(values, wanted)]
-        elif self.target in ("cpu", "cuda-emulated"):
-            values = self._executable(compute, feeds).run(feeds, wanted)
-        else:  # the CUDA step holds the session's device variables alone while it runs
-            values = self._executable(compute, feeds).run(feeds, wanted)
-        if self.target != "reference":
-            self._remember_repeat(fetches, feed_dict, feeds, plan)
+        else:  # cpu, cuda-emulated, cuda (whose step holds the session's device variables alone while it runs)
+            executable = self._executable(compute, feeds)
+            values = executable.run(feeds, wanted)
+            self._remember_repeat(fetches, feed_dict, feeds, plan, executable)
         by_leaf = dict(zip(map(id, compute), values))
         results = [by_leaf.get(id(leaf)) for leaf in leaves]
         for position in plan.summaries:  # the step computed the numbers; only the encoding is here
             results[position] = encode_summary(leaves[position], results[position])
         return rebuild(results)
 
-    def _remember_repeat(self, fetches: Any, feed_dict: Any, feeds: dict[Tensor, np.ndarray], plan: _Plan) -> None:
-        """Keep a run that ``_RepeatRun`` can redo: the fetches all computed (no initializer or
-        summary among them), and every feed a placeholder given an array used as it is."""
+    def _remember_repeat(self, fetches: Any, feed_dict: Any, feeds: dict[Tensor, np.ndarray], plan: _Plan,
+                         executable: Any) -> None:
+        """Keep a run of ``executable`` that ``_RepeatRun`` can redo: the fetches all computed (no
+        initializer or summary among them), and every feed a placeholder given an array used as it is."""
         key = _repeat_key(fetches, feed_dict)
         if (key is None or plan.initializes or plan.summaries or len(plan.compute) != len(plan.leaves)
                 or not all(type(leaf) is Tensor or type(leaf) is Operation for leaf in plan.leaves)):
@@ -406,9 +400,6 @@ class Session:
         items = list((feed_dict or {}).items())
         if not all(type(tensor) is Tensor and type(value) is np.ndarray and feeds.get(tensor) is value
                    for tensor, value in items):
-            return
-        executable = self._cache.get(_executable_key(plan.compute, feeds))
-        if executable is None:
             return
         self._repeats[key] = _RepeatRun(executable, plan.leaves, tuple(t for t, _ in items),
                                         tuple((v.shape, v.dtype) for _, v in items),
@@ -425,7 +416,8 @@ class Session:
         return values
 
     def _executable(self, fetches: list[Any], feeds: dict[Tensor, np.ndarray]) -> Executable:
-        key = _executable_key(fetches, feeds)
+        key = (tuple(id(f) for f in fetches),
+               tuple(sorted((id(t), v.shape) for t, v in feeds.items())))
         executable = self._cache.get(key)
         if executable is not None:
             return executable
