@@ -464,12 +464,13 @@ def _max_pool_grad_from_peak_lower(sb: Any, args: Sequence[Any], attrs: Mapping[
                                    sb.logical_and(sb.lt(col, cols.kernel), sb.lt(ow, cols.out)))
     oh, ow = clamp_index(sb, oh, rows.out), clamp_index(sb, ow, cols.out)
     top = peak.at(sb, [n, oh, ow, c])
-    first = sb.literal(rows.kernel * cols.kernel, I64)
+    # The first tap as int32: a vector of it is as wide as one of float32 pixels.
+    first = sb.literal(rows.kernel * cols.kernel, dtypes.int32)
     for tap in reversed(range(rows.kernel * cols.kernel)):
         inside, pixel = _tap(sb, x, rows, cols, n, oh, tap // cols.kernel, ow, tap % cols.kernel, c)
         hit = sb.logical_and(inside, sb.logical_or(sb.eq(pixel, top), sb.isnan(pixel)))
-        first = sb.select(hit, sb.literal(tap, I64), first)
-    own = sb.add(sb.mul(row, cols.kernel), col)
+        first = sb.select(hit, sb.literal(tap, dtypes.int32), first)
+    own = sb.cast(sb.add(sb.mul(row, cols.kernel), col), dtypes.int32)
     chosen = sb.logical_and(inside_window, sb.eq(first, own))
     return sb.select(chosen, g.at(sb, [n, oh, ow, c]), zero)
 
