@@ -136,3 +136,12 @@ def test_small_reductions_run_whole_in_each_point(name: str) -> None:
             assert bool(cpu.plan_kernel(kernel, 2).unrolled) == small
             assert (f"{kernel.name}_init" in exe.dump("llvm")) == (not small)
         np.testing.assert_allclose(sess.run(out, feeds), ref.run(out, feeds), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "two", "1.5"])
+def test_a_thread_count_that_is_not_a_positive_whole_number_is_named_in_the_error(value: str, monkeypatch) -> None:
+    monkeypatch.setenv("GRAPHGRAD_THREADS", value)
+    with pytest.raises(ValueError, match=f"GRAPHGRAD_THREADS .* got '{value}'"):
+        cpu.thread_count()
+    monkeypatch.setenv("GRAPHGRAD_THREADS", " 3 ")
+    assert cpu.thread_count() == 3
