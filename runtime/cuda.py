@@ -22,19 +22,16 @@ Every driver call goes through ``driver_module()``, which tests replace with a f
 from __future__ import annotations
 
 import ctypes
-import functools
 import re
 import threading
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-import llvmlite.binding as llvm
 import numpy as np
 
-from compiler.codegen.common import LLVM_LOCK
 from compiler.codegen.kernel_body import kernel_buffers
-from compiler.codegen.nvptx import TRIPLE, GpuLimits, emit_ptx, schedule_program, target_machine
+from compiler.codegen.nvptx import GpuLimits, emit_ptx, oldest_ptx_isa, schedule_program
 from compiler.errors import GraphgradError
 from compiler.graph import Operation, Tensor
 from compiler.kernel_ir import Branch, Kernel, Loop, Program, Step
@@ -100,15 +97,6 @@ def ptx_isa_for_driver(driver_version: int) -> int | None:
     """The newest PTX ISA version (85 for 8.5) a driver of ``driver_version`` (12050 for CUDA 12.5)
     loads, capped at what LLVM writes; None for a driver older than CUDA 11."""
     return next((isa for first, isa in _PTX_ISA_BY_DRIVER if driver_version >= first), None)
-
-
-@functools.lru_cache(maxsize=None)
-def oldest_ptx_isa(arch: str) -> int:
-    """The oldest PTX ISA version that can target ``arch`` (LLVM's default for it)."""
-    with LLVM_LOCK:
-        text = target_machine(arch).emit_assembly(llvm.parse_assembly(f'target triple = "{TRIPLE}"'))
-    major, minor = re.search(r"^\.version (\d+)\.(\d)", text, re.M).groups()  # type: ignore[union-attr]
-    return int(major) * 10 + int(minor)
 
 
 def _isa_text(isa: int) -> str:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -16,7 +15,7 @@ from compiler.ops.sources import Variable
 from compiler.passes.specialize import needed_operations, specialize
 from compiler.summary import encode_summary, is_summary
 from compiler.codegen.common import LLVM_LOCK
-from compiler.codegen.nvptx import DEFAULT_ARCH, DEFAULT_LIMITS, GpuLimits
+from compiler.codegen.nvptx import DEFAULT_ARCH, DEFAULT_LIMITS, GpuLimits, check_arch
 from compiler.pipeline import compile_step, target_gpu
 
 from . import reference
@@ -190,8 +189,10 @@ class Session:
         cuda-emulated session of the process (as running it under compute-sanitizer would)."""
         if target not in TARGETS:
             raise ValueError(f"unknown target {target!r}; targets are {', '.join(TARGETS)}")
-        if arch is not None and not re.fullmatch(r"sm_[0-9]{2,3}[a-z]?", arch):
-            raise ValueError(f"unknown GPU architecture {arch!r}; give one like 'sm_80' or 'sm_90'")
+        if arch is not None:
+            check_arch(arch)
+        if gpu_limits is not None and not isinstance(gpu_limits, GpuLimits):
+            raise TypeError(f"gpu_limits must be a compiler.codegen.nvptx.GpuLimits, not {type(gpu_limits).__name__}")
         if check_numerics and target == "cuda":
             raise ValueError("check_numerics=True is not supported on target='cuda' yet; use 'cuda-emulated' "
                              "or 'cpu' to find the op")
@@ -213,10 +214,15 @@ class Session:
         # target="cuda": the variables' device buffers, shared by the session's compiled steps.
         self._device_variables: Any = None
         if target == "cuda":
-            from .cuda import DeviceVariables, open_device
+            from .cuda import CudaError, DeviceVariables, open_device
             device = open_device()
+            if arch is None:
+                try:
+                    arch = check_arch(device.arch)
+                except ValueError as error:
+                    raise CudaError(f"{error}, and it is this GPU's ({device.name}): pass an older architecture the "
+                                    "GPU also runs, such as arch='sm_90', or update llvmlite") from None
             self._device_variables = DeviceVariables(device, self._variable_array)
-            arch = arch or device.arch
         self.arch = arch or DEFAULT_ARCH
         # Runs that assign variables hold it alone, runs that only read them share it.
         self._variable_lock = ReadWriteLock()

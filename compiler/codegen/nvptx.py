@@ -37,6 +37,7 @@ import tempfile
 from dataclasses import dataclass, fields, replace
 from typing import Any, Sequence
 
+import llvmlite
 import llvmlite.binding as llvm
 from llvmlite import ir
 
@@ -67,6 +68,37 @@ def target_machine(arch: str = DEFAULT_ARCH, ptx_isa: int | None = None) -> llvm
     return llvm.Target.from_triple(TRIPLE).create_target_machine(cpu=arch, features=features, opt=3)
 
 
+@functools.lru_cache(maxsize=None)
+def oldest_ptx_isa(arch: str) -> int:
+    """The oldest PTX ISA version that can target ``arch`` (LLVM's default for it; 32, for PTX ISA
+    3.2, for a processor LLVM does not know and ignores)."""
+    with LLVM_LOCK:
+        text = target_machine(arch).emit_assembly(llvm.parse_assembly(f'target triple = "{TRIPLE}"'))
+    major, minor = re.search(r"^\.version (\d+)\.(\d)", text, re.M).groups()  # type: ignore[union-attr]
+    return int(major) * 10 + int(minor)
+
+
+# LLVM's PTX ISA for a processor it does not know, and for sm_20 to sm_3x, which no current
+# driver runs.
+_UNKNOWN_ARCH_ISA = 32
+
+
+def check_arch(arch: object) -> str:
+    """``arch`` when it names a GPU architecture (``sm_XY``) LLVM's NVPTX backend writes PTX for,
+    else a ValueError: LLVM would ignore an unknown one and stop the whole process at the first
+    instruction it then lacks."""
+    if not isinstance(arch, str) or not re.fullmatch(r"sm_[0-9]{2,3}[a-z]?", arch):
+        raise ValueError(f"unknown GPU architecture {arch!r}; give one like 'sm_80' or 'sm_90'")
+    if oldest_ptx_isa(arch) <= _UNKNOWN_ARCH_ISA:
+        raise ValueError(f"GPU architecture {arch!r} is not one this LLVM (llvmlite {llvmlite.__version__}) writes "
+                         "PTX for; known ones include sm_75, sm_80, sm_86, sm_89, sm_90 and sm_100")
+    return arch
+
+
+_VECTOR_BYTES = 16   # the widest load of shared memory, and what a shared row is aligned to
+MAX_BLOCK_THREADS = 1024
+
+
 @dataclass(frozen=True)
 class GpuLimits:
     """The knobs of the GPU schedule. The defaults are for a real GPU; tests use small ones so that
@@ -90,9 +122,37 @@ class GpuLimits:
     split_min_steps: int = 4
 
 
+    def __post_init__(self) -> None:
+        def fail(why: str) -> None:
+            raise ValueError(f"GpuLimits: {why}")
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                fail(f"{field.name} must be a whole number, at least 1; got {value!r}")
+        for name in ("block", "reduce_block", "scan_block"):
+            if getattr(self, name) > MAX_BLOCK_THREADS:
+                fail(f"{name}={getattr(self, name)} is more threads than a block can have ({MAX_BLOCK_THREADS})")
+        for name in ("reduce_block", "scan_block", "vector_bytes"):
+            value = getattr(self, name)
+            if value & (value - 1):
+                fail(f"{name}={value} must be a power of two")
+        if self.vector_bytes > _VECTOR_BYTES:
+            fail(f"vector_bytes={self.vector_bytes} is wider than the widest load ({_VECTOR_BYTES} bytes)")
+        if self.max_grid >= 1 << 31:
+            fail(f"max_grid={self.max_grid} is more blocks than a launch can have ({(1 << 31) - 1})")
+        # Each thread of a matmul block computes thread_m x thread_n of the block's tile.
+        for tile, per_thread, what in (("tile_m", "thread_m", "rows"), ("tile_n", "thread_n", "columns")):
+            if getattr(self, tile) % getattr(self, per_thread):
+                fail(f"{tile}={getattr(self, tile)} is not a multiple of {per_thread}={getattr(self, per_thread)} "
+                     f"(each thread computes {per_thread} {what} of a tile)")
+        threads = (self.tile_m // self.thread_m) * (self.tile_n // self.thread_n)
+        if threads > MAX_BLOCK_THREADS:
+            fail(f"a {self.tile_m}x{self.tile_n} tile at {self.thread_m}x{self.thread_n} per thread takes {threads} "
+                 f"threads, more than a block can have ({MAX_BLOCK_THREADS})")
+
+
 DEFAULT_LIMITS = GpuLimits()
 # A tiled product computes element indices in 32 bits when every index it forms is below this.
-_VECTOR_BYTES = 16   # the widest load of shared memory, and what a shared row is aligned to
 NARROW_INDEX_LIMIT = 2 ** 30
 
 

@@ -140,10 +140,39 @@ def test_elementwise_kernels_take_16_bytes_per_thread_where_aligned(dtype: str, 
     assert bool(re.search("st" + vector, ptx)) == (lanes in (width, transposed_width)), ptx
 
 
-@pytest.mark.parametrize("arch", ["sm_8", "volta", "", "sm_80; rm"])
+@pytest.mark.parametrize("arch", ["sm_8", "volta", "", "sm_80; rm", "sm_81", "sm_999", "sm_10"])
 def test_unknown_architecture_is_refused(arch: str) -> None:
+    """Well-formed names LLVM does not know (sm_81) included: LLVM would ignore them and stop the
+    process at the first instruction the generic processor lacks (cp.async in a GEMM)."""
     with pytest.raises(ValueError, match="architecture"):
         Session(cc.Graph(), target="cuda-emulated", arch=arch)
+
+
+@pytest.mark.parametrize("limits, message", [
+    (dict(tile_m=12, thread_m=5), "tile_m=12 is not a multiple of thread_m=5"),
+    (dict(tile_n=10, thread_n=4), "tile_n=10 is not a multiple of thread_n=4"),
+    (dict(tile_m=128, tile_n=128, thread_m=2, thread_n=2), "4096 threads, more than a block can have"),
+    (dict(block=2048), "block=2048 is more threads than a block can have"),
+    (dict(reduce_block=96), "reduce_block=96 must be a power of two"),
+    (dict(vector_bytes=12), "vector_bytes=12 must be a power of two"),
+    (dict(vector_bytes=32), "wider than the widest load"),
+    (dict(max_grid=0), "max_grid must be a whole number, at least 1; got 0"),
+    (dict(tile_k=2.5), "tile_k must be a whole number"),
+])
+def test_gpu_limits_no_schedule_can_follow_are_refused(limits: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        GpuLimits(**limits)
+
+
+def test_tiles_that_threads_divide_evenly_give_the_product() -> None:
+    """An 8x8 tile, 8x8 per thread: one thread per block computes the whole tile."""
+    rng = np.random.default_rng(0)
+    with cc.Graph().as_default():
+        a, b = cc.placeholder("float32", (37, 41)), cc.placeholder("float32", (41, 29))
+    feeds = {a: rng.standard_normal((37, 41)).astype("float32"), b: rng.standard_normal((41, 29)).astype("float32")}
+    limits = GpuLimits(tile_m=8, tile_n=8, thread_m=8, thread_n=8)
+    with Session(a.graph, target="cuda-emulated", gpu_limits=limits) as sess:
+        np.testing.assert_allclose(sess.run(a @ b, feeds), feeds[a] @ feeds[b], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.skipif(PTXAS is None, reason="ptxas (CUDA toolkit) is not on PATH")

@@ -606,6 +606,12 @@ def test_a_driver_too_old_for_the_architecture_is_an_error(fake: FakeDriver, gra
         sess.run(cc.exp(x), {x: np.ones(3, "float32")})
 
 
+def test_a_gpu_whose_architecture_llvm_does_not_know_is_an_error(fake: FakeDriver, graph: cc.Graph) -> None:
+    fake.capability = (8, 1)
+    with pytest.raises(CudaError, match=r"'sm_81' is not one this LLVM .* arch='sm_90'"):
+        Session(graph, target="cuda")
+
+
 # -- threads and cleanup --------------------------------------------------------------------------------
 
 def test_two_threads_share_a_session(fake: FakeDriver) -> None:
