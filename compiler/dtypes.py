@@ -42,3 +42,26 @@ def can_convert_losslessly(source: np.dtype, target: np.dtype) -> bool:
     if source == target:
         return True
     return bool(np.can_cast(source, target, casting="safe"))
+
+
+def convert_losslessly(array: np.ndarray, target: np.dtype, literal: bool) -> np.ndarray | None:
+    """``array`` as dtype ``target``, or None if that would lose information (for feeds and for
+    Python numbers given as constants). ``literal``: the array was made from Python numbers or
+    (nested) lists, which take the target dtype where their kind allows it (bools anywhere, ints into
+    float or bool, floats into float), as in TF1; ints into ints take a range check instead, so that
+    a value that does not fit is not wrapped."""
+    if literal and array.dtype != target:
+        kind = array.dtype.kind
+        if (array.size == 0 or kind == "b" or (kind in "iu" and target.kind not in "iu")
+                or (kind == "f" and target.kind == "f")):
+            return array.astype(target)
+    if array.dtype != target:
+        lossless = can_convert_losslessly(array.dtype, target)
+        if not lossless and array.dtype.kind in "iub" and target.kind in "iu":
+            # Narrowing integers is fine when every value fits (e.g. int64 labels into int32).
+            info = np.iinfo(target)
+            lossless = array.size == 0 or (array.min() >= info.min and array.max() <= info.max)
+        if not lossless:
+            return None
+        array = array.astype(target)
+    return array

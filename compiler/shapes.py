@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
+
 
 class RuleError(Exception):
     """Raised inside a shape or dtype rule; ``apply`` turns it into a ShapeError/DTypeError that
@@ -46,8 +48,10 @@ def broadcast_dim_map(in_shape: Sequence[int | None], out_shape: Sequence[int | 
 
 
 def normalize_axis(axis: int, rank: int) -> int:
-    if not isinstance(axis, (int,)) or isinstance(axis, bool):
+    """``axis`` (an int or a numpy integer, negative from the end) as a position in ``0..rank-1``."""
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, (bool, np.bool_)):
         raise RuleError(f"axis must be an int, got {axis!r}")
+    axis = int(axis)
     if not -rank <= axis < rank:
         raise RuleError(f"axis {axis} is out of range for a tensor of rank {rank}")
     return axis % rank
@@ -57,7 +61,12 @@ def normalize_axes(axis: int | Sequence[int] | None, rank: int) -> tuple[int, ..
     """``None`` means all axes; duplicates are an error."""
     if axis is None:
         return tuple(range(rank))
-    items = [axis] if isinstance(axis, int) else list(axis)
+    if isinstance(axis, (int, np.integer)):
+        items = [axis]
+    elif isinstance(axis, (list, tuple, np.ndarray)):
+        items = list(axis)
+    else:
+        raise RuleError(f"axis must be an int or a list of ints, got {axis!r}")
     result = tuple(sorted(normalize_axis(a, rank) for a in items))
     if len(set(result)) != len(result):
         raise RuleError(f"repeated axis in {axis!r}")

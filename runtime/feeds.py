@@ -19,35 +19,13 @@ def _describe(placeholder: Tensor) -> str:
             f"{placeholder.dtype.name} (defined at {placeholder.op.location})")
 
 
-def _convert(array: np.ndarray, target: np.dtype, literal: bool) -> np.ndarray | None:
-    """``array`` as dtype ``target``, or None if that would lose information."""
-    if literal and array.dtype != target:
-        # Python numbers and (nested) lists are literals: they take the target dtype when their kind
-        # allows it (bools anywhere, ints into float or bool, floats into float), as in TF1. Ints
-        # into ints take the range check below, so that a value that does not fit is not wrapped.
-        kind = array.dtype.kind
-        if (array.size == 0 or kind == "b" or (kind in "iu" and target.kind not in "iu")
-                or (kind == "f" and target.kind == "f")):
-            return array.astype(target)
-    if array.dtype != target:
-        lossless = dtypes.can_convert_losslessly(array.dtype, target)
-        if not lossless and array.dtype.kind in "iub" and target.kind in "iu":
-            # Narrowing integers is fine when every value fits (e.g. int64 labels into int32).
-            info = np.iinfo(target)
-            lossless = array.size == 0 or (array.min() >= info.min and array.max() <= info.max)
-        if not lossless:
-            return None
-        array = array.astype(target)
-    return array
-
-
 def _is_literal(value: Any) -> bool:
     return not isinstance(value, (np.ndarray, np.generic))
 
 
 def convert_losslessly(value: Any, target: np.dtype) -> np.ndarray | None:
     """``value`` as an array of dtype ``target``, or None if that would lose information."""
-    return _convert(np.asarray(value), target, _is_literal(value))
+    return dtypes.convert_losslessly(np.asarray(value), target, _is_literal(value))
 
 
 def _is_nested(item: Any) -> bool:
@@ -122,7 +100,7 @@ def convert_feed(placeholder: Tensor, value: Any) -> np.ndarray:
         why = "" if value is None else f": {not_numbers}"
         raise FeedError(f"cannot feed {what} to {_describe(placeholder)}{why}; "
                         f"feed numbers (e.g. an array of dtype {placeholder.dtype.name!r})")
-    array = _convert(given, placeholder.dtype, _is_literal(value))
+    array = dtypes.convert_losslessly(given, placeholder.dtype, _is_literal(value))
     if array is None:
         raise FeedError(f"cannot feed {given.dtype.name} data to {_describe(placeholder)} without losing "
                         f"information; convert it first (e.g. .astype({placeholder.dtype.name!r}))")

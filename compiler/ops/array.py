@@ -13,9 +13,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .. import dtypes
-from ..graph import Operation, Tensor
+from ..graph import Operation, Tensor, located
 from ..shapes import RuleError, format_shape, normalize_axes, normalize_axis
-from .base import OpDef
+from .base import OpDef, fit_literal
 from .rules import dtype_from_attrs, first_dtype, pass_through, same_shape_as_first
 
 
@@ -177,6 +177,9 @@ ReshapeLike = OpDef("ReshapeLike", "layout",
 
 def reshape(x: Any, shape: Sequence[int | None], name: str | None = None) -> Tensor:
     """Same elements in a new shape; one dimension may be -1 (inferred)."""
+    if isinstance(shape, Tensor) or any(isinstance(d, Tensor) for d in np.atleast_1d(np.asarray(shape, object))):
+        raise TypeError(located("reshape: the shape must be Python ints (or None / -1 for one inferred dimension), "
+                                "not a tensor: shapes are fixed when the graph is built"))
     return Reshape(x, shape=tuple(-1 if d is None else int(d) for d in shape), name=name)
 
 
@@ -219,8 +222,12 @@ def one_hot(indices: Any, depth: int, on_value: float = 1.0, off_value: float = 
             dtype: Any = "float32", name: str | None = None) -> Tensor:
     """``[..., depth]`` with ``on_value`` at each index and ``off_value`` elsewhere (last axis)."""
     rank = len(indices.shape) if isinstance(indices, Tensor) else np.ndim(indices)
-    return OneHot(indices, depth=int(depth), on_value=on_value, off_value=off_value,
-                  dtype=dtypes.as_dtype(dtype), _rank=rank, name=name)
+    dtype = dtypes.as_dtype(dtype)
+    if int(depth) < 0:
+        raise ValueError(located(f"one_hot: depth must be at least 0, got {depth}"))
+    on_value, off_value = (fit_literal(value, dtype, "OneHot").item() for value in (on_value, off_value))
+    return OneHot(indices, depth=int(depth), on_value=on_value, off_value=off_value, dtype=dtype, _rank=rank,
+                  name=name)
 
 
 Fill = OpDef("Fill", "elementwise", same_shape_as_first, dtype_from_attrs,

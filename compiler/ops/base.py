@@ -126,16 +126,38 @@ def _convert_values(opdef: OpDef, inputs: Sequence[Any], hint: np.dtype | None) 
     for value in inputs:
         if isinstance(value, Tensor):
             converted.append(value)
-            continue
-        array = np.asarray(value)
-        if hint is not None and array.dtype.kind in "biuf" and not isinstance(value, np.ndarray):
-            if array.dtype.kind == "f" and hint.kind in "iub":
-                raise DTypeError(located(f"{opdef.name}: cannot use the float {value!r} with a "
-                                         f"{hint.name} tensor"))
-            converted.append(convert_to_tensor(array.astype(hint), hint))
+        elif hint is not None and not isinstance(value, np.ndarray):
+            converted.append(literal_as(value, hint, opdef.name))
         else:
             converted.append(convert_to_tensor(value))
     return converted
+
+
+def literal_as(value: Any, dtype: np.dtype, what: str) -> Tensor:
+    """A Python number (or a numpy scalar or nested list) as a constant of a tensor operand's
+    ``dtype``, or a DTypeError when that would change it (see ``fit_literal``)."""
+    if not isinstance(value, bool) and isinstance(value, int) and dtype.kind == "f":
+        value = float(value)   # past int64 numpy makes an object array of it
+    if np.asarray(value).dtype.kind not in "biuf":
+        return convert_to_tensor(value)
+    return convert_to_tensor(fit_literal(value, dtype, what), dtype)
+
+
+def fit_literal(value: Any, dtype: np.dtype, what: str) -> np.ndarray:
+    """``value`` as an array of ``dtype``, or a DTypeError naming ``what`` when that would change
+    it: a float where an integer or bool goes, an int that does not fit (TF1 raises; a cast would
+    wrap it)."""
+    array = np.asarray(value)
+    if array.dtype.kind == "f" and dtype.kind in "iub":
+        raise DTypeError(located(f"{what}: cannot use the float {_short(value)} with {_a(dtype)} tensor"))
+    fitted = dtypes.convert_losslessly(array, dtype, literal=True) if array.dtype.kind in "biuf" else None
+    if fitted is None:
+        raise DTypeError(located(f"{what}: {_short(value)} does not fit in {_a(dtype)} tensor"))
+    return fitted
+
+
+def _a(dtype: np.dtype) -> str:
+    return ("an " if dtype.name[0] in "aeiou" else "a ") + dtype.name
 
 
 def apply(opdef: OpDef, inputs: Sequence[Any], attrs: Mapping[str, Any], name: str | None,
@@ -175,6 +197,11 @@ Const = OpDef("Const", "source", shape_from_attrs, dtype_from_attrs,
               reference=lambda values, attrs: attrs["value"], grad_rule=no_gradient)
 
 
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def constant(value: Any, dtype: Any = None, shape: Sequence[int] | None = None,
              name: str | None = None) -> Tensor:
     """A constant tensor.
@@ -182,24 +209,39 @@ def constant(value: Any, dtype: Any = None, shape: Sequence[int] | None = None,
     >>> constant([1.0, 2.0], dtype="float32").shape
     (2,)
     """
-    array = np.asarray(value)
+    label = f"constant {name!r}" if name else "constant"
+    literal = not isinstance(value, (np.ndarray, np.generic))
+    try:
+        array = np.asarray(value)
+    except ValueError as exc:   # ragged lists
+        raise DTypeError(located(f"{label}: {exc}")) from None
+    if array.dtype.kind not in "biuf":
+        raise DTypeError(located(f"{label}: {_short(value)} is not numbers of one kind "
+                                 "(bool, int or float; an int beyond 64 bits is none of them)"))
     if dtype is None:
-        # Python floats default to float32 and ints to int32, as in TF1.
-        if not isinstance(value, np.ndarray) and not isinstance(value, np.generic):
-            dtype = {"f": dtypes.float32, "i": dtypes.int32, "u": dtypes.int32, "b": dtypes.bool_}.get(
-                array.dtype.kind, array.dtype)
+        # Python floats default to float32 and ints to int32 (int64 where they do not fit), as in TF1.
+        if literal and array.dtype.kind in "iu":
+            dtype = dtypes.int32 if dtypes.convert_losslessly(array, dtypes.int32, True) is not None \
+                else dtypes.int64
+        elif literal:
+            dtype = {"f": dtypes.float32, "b": dtypes.bool_}[array.dtype.kind]
         else:
             dtype = array.dtype
     dtype = dtypes.as_dtype(dtype)
-    try:
-        array = array.astype(dtype)
-    except (TypeError, ValueError) as exc:
-        raise DTypeError(located(f"constant {name!r}: cannot convert value to {dtype.name}")) from exc
+    if literal:
+        # Python numbers are never changed silently: no float truncated to an int, no int wrapped.
+        fitted = dtypes.convert_losslessly(array, dtype, literal=True)
+        if fitted is None:
+            raise DTypeError(located(f"{label}: {_short(value)} cannot be {dtype.name} without changing "
+                                     f"its value; cast it with cc.cast or give numbers that fit"))
+        array = fitted
+    else:
+        array = array.astype(dtype)   # a numpy array with a dtype asked for: converted, as TF1's astype
     if shape is not None:
         try:
             array = np.broadcast_to(array, tuple(shape)).copy()
         except ValueError:
-            raise ShapeError(located(f"constant {name!r}: value of shape {array.shape} does not fit shape "
+            raise ShapeError(located(f"{label}: value of shape {array.shape} does not fit shape "
                                      f"{tuple(shape)}")) from None
     array = np.array(array, order="C")
     array.setflags(write=False)

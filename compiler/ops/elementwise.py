@@ -13,7 +13,7 @@ import numpy as np
 from .. import dtypes
 from ..graph import Operation, Tensor
 from ..shapes import RuleError, broadcast_shapes, format_shape
-from .base import OpDef, convert_to_tensor
+from .base import OpDef, convert_to_tensor, literal_as
 from .broadcast import unbroadcast
 from .rules import dtype_from_attrs, floating_dtype, no_gradient, numeric_dtype, same_dtype
 
@@ -277,10 +277,15 @@ def is_nan(x: Any, name: str | None = None) -> Tensor:
 
 def where(condition: Any, x: Any, y: Any, name: str | None = None) -> Tensor:
     """``x`` where ``condition`` else ``y``, all three broadcast together."""
-    if not isinstance(x, Tensor) and isinstance(y, Tensor):
-        x = convert_to_tensor(np.asarray(x).astype(y.dtype), y.dtype)
-    if not isinstance(y, Tensor) and isinstance(x, Tensor):
-        y = convert_to_tensor(np.asarray(y).astype(x.dtype), x.dtype)
+    # Python values take the dtype of the other branch, not the condition's; two of them, the
+    # dtype a constant of both would have (where(c, 1, 2.5) is float32).
+    if not isinstance(x, Tensor) and not isinstance(y, Tensor):
+        both = np.result_type(np.asarray(x), np.asarray(y))
+        x = convert_to_tensor(x, dtypes.float32 if both.kind == "f" and not isinstance(x, np.ndarray) else None)
+    if not isinstance(x, Tensor):
+        x = literal_as(x, y.dtype, "Where")
+    if not isinstance(y, Tensor):
+        y = literal_as(y, x.dtype, "Where")
     return Where(condition, x, y, name=name)
 
 

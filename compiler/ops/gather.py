@@ -215,6 +215,9 @@ def unsorted_segment_sum(data: Any, segment_ids: Any, num_segments: int, name: s
     (3, 2)
     """
     segment_ids = convert_to_tensor(segment_ids)
+    if isinstance(num_segments, Tensor):
+        raise TypeError(located(f"unsorted_segment_sum: num_segments must be a Python int (shapes are fixed when the "
+                                f"graph is built), got the tensor {num_segments.name!r}"))
     if int(num_segments) < 0:
         raise ValueError(located(f"unsorted_segment_sum: num_segments must be >= 0, got {num_segments}"))
     return UnsortedSegmentSum(data, segment_ids, num_segments=int(num_segments), name=name)

@@ -165,7 +165,10 @@ def stack(values: Sequence[Any], axis: int = 0, name: str | None = None) -> Tens
     if not values:
         raise ValueError(located("stack needs at least one tensor"))
     rank = len(values[0].shape)
-    axis = normalize_axis(int(axis), rank + 1)
+    try:
+        axis = normalize_axis(axis, rank + 1)
+    except RuleError as exc:
+        raise ShapeError(located(f"stack of tensors of shape {format_shape(values[0].shape)}: {exc}")) from None
     return concat([expand_dims(v, axis) for v in values], axis, name=name)
 
 

@@ -225,7 +225,7 @@ def in_top_k(predictions: Any, targets: Any, k: int, name: str | None = None) ->
 
 
 def _axes_list(axes: Any, rank: int) -> list[int]:
-    return list(normalize_axes(axes if axes is None or isinstance(axes, int) else tuple(axes), rank))
+    return list(normalize_axes(axes, rank))
 
 
 # -- dropout ------------------------------------------------------------------------------------

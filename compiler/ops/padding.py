@@ -16,7 +16,7 @@ from ..graph import Operation, Tensor, located
 from ..kernel_ir import IndexedInput
 from ..shapes import RuleError, format_shape
 from .array import identity
-from .base import OpDef, convert_to_tensor
+from .base import OpDef, convert_to_tensor, fit_literal
 from .rules import clamp_index, first_dtype, no_broadcast_dims, same_shape_as_second
 from .slicing import StridedSlice
 
@@ -59,8 +59,10 @@ def _pad_grad(op: Operation, g: Tensor) -> list[Tensor]:
 
 
 Pad = OpDef("Pad", "elementwise", _pad_shape, first_dtype,
+            # np.pad refuses the empty paddings of a scalar, which it is unchanged by.
             reference=lambda values, attrs: np.pad(np.asarray(values[0]), attrs["paddings"],
-                                                   constant_values=attrs["constant_values"]),
+                                                   constant_values=attrs["constant_values"])
+            if attrs["paddings"] else np.asarray(values[0]).copy(),
             grad_rule=_pad_grad, lower_scalar=_pad_lower, dim_map=no_broadcast_dims, indexed_inputs=(0,))
 
 
@@ -180,6 +182,8 @@ def pad(x: Any, paddings: Sequence[Sequence[int]], mode: str = "CONSTANT", const
         raise ValueError(located(f"pad: mode must be 'CONSTANT', 'REFLECT' or 'SYMMETRIC', got {mode!r}"))
     rows = tuple((int(a), int(b)) for a, b in np.asarray(paddings, dtype=np.int64).reshape(-1, 2))
     if mode == "CONSTANT":
+        if isinstance(x, Tensor):
+            constant_values = fit_literal(constant_values, x.dtype, "Pad").item()
         return Pad(x, paddings=rows, constant_values=constant_values, name=name)
     x = convert_to_tensor(x)
     if len(rows) != len(x.shape):

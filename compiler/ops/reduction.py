@@ -127,9 +127,11 @@ def reduce_logsumexp(x: Any, axis: int | Sequence[int] | None = None, keepdims: 
 
 
 def _axis_attr(axis: Any) -> Any:
-    if axis is None or isinstance(axis, int):
-        return axis
-    return tuple(int(a) for a in axis)
+    if isinstance(axis, np.integer):
+        return int(axis)
+    if isinstance(axis, (list, tuple, np.ndarray)):
+        return tuple(int(a) if isinstance(a, np.integer) else a for a in axis)
+    return axis   # None, an int, or something the shape rule names in its error
 
 
 # -- min, prod ---------------------------------------------------------------------------------
@@ -428,9 +430,12 @@ def cumsum(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = False
     """
     x = convert_to_tensor(x)
     rank = len(x.shape)
-    axis = normalize_axis(int(axis), rank) if rank else 0
     if rank == 0:
         raise ShapeError(located(f"cumsum needs at least one dimension, got the scalar {x.name!r}"))
+    try:
+        axis = normalize_axis(axis, rank)
+    except RuleError as exc:
+        raise ShapeError(located(f"cumsum of {x.name!r} {format_shape(x.shape)}: {exc}")) from None
     if reverse:
         x = reversed_along(x, [axis])
     if exclusive:  # shift by one along the axis: [0, x0, x1, …, x(n-2)]

@@ -33,6 +33,11 @@ def _slice_shape(shapes: Sequence[tuple], attrs: Mapping[str, Any]) -> tuple:
     for start, stop, step in spec:
         if step == 0:
             raise RuleError("slice step cannot be zero")
+    # Dimensions indexed by an int (x[5]), checked once their size is known (from the feeds).
+    for dim in attrs.get("indexed", ()):
+        index, size = spec[dim][0], shape[dim]
+        if size is not None and not -size <= index < size:
+            raise RuleError(f"index {index} is out of range for dimension {dim} of size {size}")
     return tuple(None if n is None else len(_slice_range(s, n)) for s, n in zip(spec, shape))
 
 
@@ -133,7 +138,10 @@ def reverse(x: Any, axis: int | Sequence[int], name: str | None = None) -> Tenso
     (2, 3)
     """
     x = convert_to_tensor(x)
-    axes = {normalize_axis(int(a), len(x.shape)) for a in ([axis] if isinstance(axis, (int, np.integer)) else axis)}
+    try:
+        axes = {normalize_axis(a, len(x.shape)) for a in ([axis] if isinstance(axis, (int, np.integer)) else axis)}
+    except RuleError as exc:
+        raise ShapeError(located(f"reverse of {x.name!r} {format_shape(x.shape)}: {exc}")) from None
     if not axes:
         return identity(x, name=name)
     spec = tuple((None, None, -1) if d in axes else (None, None, 1) for d in range(len(x.shape)))
@@ -142,9 +150,19 @@ def reverse(x: Any, axis: int | Sequence[int], name: str | None = None) -> Tenso
 
 def slice_(x: Any, begin: Sequence[int], size: Sequence[int], name: str | None = None) -> Tensor:
     """TF1's ``tf.slice``: ``size[d]`` elements from ``begin[d]`` along each dimension (-1: to the end)."""
-    spec = [(int(b), None if int(n) == -1 else int(b) + int(n), 1) for b, n in zip(begin, size)]
-    if isinstance(x, Tensor) and len(spec) != len(x.shape):
-        raise ShapeError(located(f"slice: begin has {len(spec)} entries for {x.name!r} of rank {len(x.shape)}"))
+    x = convert_to_tensor(x)
+    begin, size = [int(b) for b in begin], [int(n) for n in size]
+    if len(begin) != len(x.shape) or len(size) != len(x.shape):
+        raise ShapeError(located(f"slice: begin has {len(begin)} entries and size {len(size)} for {x.name!r} of "
+                                 f"rank {len(x.shape)}"))
+    for d, (b, n, extent) in enumerate(zip(begin, size, x.shape)):
+        # As TF: no Python-style wrapping or clamping, which would give another shape silently.
+        end = (extent if n == -1 else b + n) if extent is not None else None
+        if b < 0 or n < -1 or (end is not None and not b <= end <= extent):
+            raise ShapeError(located(f"slice of {x.name!r} {format_shape(x.shape)}: begin {b} and size {n} do not fit "
+                                     f"dimension {d}; begin must be at least 0 and size at least 0 (or -1: to the "
+                                     f"end), with begin + size at most the dimension"))
+    spec = [(b, None if n == -1 else b + n, 1) for b, n in zip(begin, size)]
     return StridedSlice(x, spec=tuple(spec), name=name)
 
 
@@ -189,7 +207,8 @@ def getitem(x: Tensor, key: Any) -> Tensor:
         dim += 1
     result = x
     if any(s != (None, None, 1) for s in spec):
-        result = StridedSlice(x, spec=tuple(tuple(None if v is None else int(v) for v in s) for s in spec))
+        result = StridedSlice(x, spec=tuple(tuple(None if v is None else int(v) for v in s) for s in spec),
+                              **({"indexed": tuple(drop)} if drop else {}))
     if drop:
         result = squeeze(result, drop)
     for position in insert:

@@ -59,6 +59,41 @@ BUILD_ERRORS = [
      r"only the spatial entries"),
     ("avg_pool-int", lambda: cc.nn.avg_pool(_placeholder((1, 8, 8, 1), "int32"), 2, 2), cc.DTypeError,
      r"float32 or float64"),
+    ("slice-past-the-end", lambda: cc.slice(_placeholder((4, 6)), [3, 0], [2, 1]), cc.ShapeError,
+     r"slice of 'x.*begin 3 and size 2 do not fit dimension 0"),
+    ("slice-negative-begin", lambda: cc.slice(_placeholder((4, 6)), [-1, 0], [1, 1]), cc.ShapeError,
+     r"begin -1 and size 1"),
+    ("slice-size-below-minus-one", lambda: cc.slice(_placeholder((4, 6)), [0, 0], [1, -2]), cc.ShapeError,
+     r"begin 0 and size -2"),
+    ("cumsum-axis", lambda: cc.cumsum(_placeholder((3, 4)), axis=2), cc.ShapeError,
+     r"cumsum of 'x.*axis 2 is out of range"),
+    ("stack-axis", lambda: cc.stack([_placeholder((3, 4))], axis=4), cc.ShapeError,
+     r"stack of tensors of shape \(3, 4\): axis 4 is out of range"),
+    ("reverse-axis", lambda: cc.reverse(_placeholder((3, 4)), axis=[2]), cc.ShapeError,
+     r"reverse of 'x.*axis 2 is out of range"),
+    ("reduce-float-axis", lambda: cc.reduce_sum(_placeholder((3, 4)), axis=1.0), cc.ShapeError,
+     r"ReduceSum: axis must be an int or a list of ints, got 1.0"),
+    ("one_hot-negative-depth", lambda: cc.one_hot(_placeholder((3,), "int32"), -1), ValueError,
+     r"depth must be at least 0, got -1"),
+    ("one_hot-float-on-int", lambda: cc.one_hot(_placeholder((3,), "int32"), 2, on_value=2.5, dtype="int32"),
+     cc.DTypeError, r"OneHot: cannot use the float 2.5 with an int32 tensor"),
+    ("pad-float-into-int", lambda: cc.pad(_placeholder((2,), "int32"), [[1, 1]], constant_values=1.5),
+     cc.DTypeError, r"Pad: cannot use the float 1.5 with an int32 tensor"),
+    ("int-too-big-for-tensor", lambda: _placeholder((2,), "int32") + 2 ** 40, cc.DTypeError,
+     r"Add: 1099511627776 does not fit in an int32 tensor"),
+    ("constant-float-into-int", lambda: cc.constant(2.5, "int32"), cc.DTypeError,
+     r"constant: 2.5 cannot be int32 without changing its value"),
+    ("constant-int-too-big", lambda: cc.constant(2 ** 63), cc.DTypeError, r"9223372036854775808 cannot be int64"),
+    ("constant-int-beyond-64-bits", lambda: cc.constant(2 ** 70), cc.DTypeError, r"is not numbers of one kind"),
+    ("constant-not-numbers", lambda: cc.constant("abc"), cc.DTypeError, r"'abc' is not numbers of one kind"),
+    ("assign-floats-to-int", lambda: cc.Variable(np.array([1, 2], "int32")).assign([1.5, 2.7]), cc.DTypeError,
+     r"\[1.5, 2.7\] cannot be int32"),
+    ("segment-sum-tensor-count", lambda: cc.unsorted_segment_sum(_placeholder((4, 2)), _placeholder((4,), "int32", "i"),
+                                                                 cc.constant(3)), TypeError, r"num_segments must be a Python int"),
+    ("reshape-tensor-shape", lambda: cc.reshape(_placeholder((4, 2)), cc.constant([8])), TypeError,
+     r"reshape: the shape must be Python ints"),
+    ("where-float-with-int", lambda: cc.where(_placeholder((2,), "bool"), 2.5, _placeholder((2,), "int32", "y")),
+     cc.DTypeError, r"Where: cannot use the float 2.5 with an int32 tensor"),
 ]
 
 
@@ -76,11 +111,15 @@ def test_shapes_known_only_from_feeds_are_checked_at_compile_time() -> None:
         y = cc.placeholder("float32", (None, 4), name="y")
         joined = cc.concat([x, y], axis=1)            # fine: rows are checked when fed
         first = cc.argmax(x, axis=0)
+        fifth = x[5]
     with Session(graph) as sess:
         with pytest.raises(cc.ShapeError, match=r"cannot concatenate.*" + HERE):
             sess.run(joined, {x: np.zeros((2, 4), "float32"), y: np.zeros((3, 4), "float32")})
         with pytest.raises(cc.ShapeError, match=r"empty axis"):
             sess.run(first, {x: np.zeros((0, 4), "float32")})
+        with pytest.raises(cc.ShapeError, match=r"index 5 is out of range for dimension 0 of size 2.*" + HERE):
+            sess.run(fifth, {x: np.zeros((2, 4), "float32")})
+        np.testing.assert_equal(sess.run(fifth, {x: np.arange(24, dtype="float32").reshape(6, 4)}), [20, 21, 22, 23])
         # the session still works afterwards
         assert sess.run(joined, {x: np.ones((2, 4), "float32"), y: np.ones((2, 4), "float32")}).shape == (2, 8)
 
@@ -106,3 +145,29 @@ def test_gather_out_of_range_gives_zeros_and_no_gradient_rows() -> None:
             got_rows, got_grad = sess.run([rows, grad], feed)
         np.testing.assert_array_equal(got_rows, [[4, 5], [0, 0], [0, 0], [4, 5]])
         np.testing.assert_array_equal(got_grad, [[0, 0], [0, 0], [2, 2]])
+
+
+def test_python_numbers_keep_their_values() -> None:
+    """Ints past int32 become int64 constants (TF1), a Python int with a float tensor becomes a
+    float however large, where's two Python branches share one dtype, numpy axes are axes, and a
+    scalar padded by nothing is itself on every target."""
+    with cc.Graph().as_default() as graph:
+        x = cc.placeholder("float32", (2, 3), name="x")
+        big = cc.constant(2 ** 40)
+        huge = cc.constant([3.0], "float32") + 2 ** 70
+        wide = cc.constant([1, 2], "int64") + 2 ** 40
+        chosen = cc.where(cc.constant([True, False]), 1, 2.5)
+        total = cc.reduce_sum(x, axis=np.int64(1))
+        mean, variance = cc.nn.moments(x, axes=[np.int32(0)])
+        padded = cc.pad(cc.constant(2.5), [])
+    assert big.dtype == np.int64 and chosen.dtype == np.float32
+    feeds = {x: np.arange(6, dtype="float32").reshape(2, 3)}
+    fetches = [big, huge, wide, chosen, total, mean, variance, padded]
+    for target in ("cpu", "reference"):
+        with Session(graph, target=target) as sess:
+            values = sess.run(fetches, feeds)
+        np.testing.assert_equal(values[:4], [2 ** 40, np.float32([2.0 ** 70]), [2 ** 40 + 1, 2 ** 40 + 2], [1.0, 2.5]])
+        np.testing.assert_allclose(values[4], [3.0, 12.0])
+        np.testing.assert_allclose(values[5], [1.5, 2.5, 3.5])
+        np.testing.assert_allclose(values[6], [2.25] * 3)
+        assert values[7] == np.float32(2.5)
