@@ -98,8 +98,9 @@ def reuse_inputs_in_place(program: Program) -> Program:
     (same element, same dtype and size): the two become one buffer. E.g. the matmul result that
     bias-add + relu read, or an incoming gradient masked by relu."""
     kernels = list(program.kernels)
-    fetched = {f.buffer for f in program.fetches if f is not None}
     for position, kernel in enumerate(kernels):
+        # Anew for each kernel: an earlier reuse may have moved a fetch into the buffer it kept.
+        fetched = {f.buffer for f in program.fetches if f is not None}
         out = kernel.out
         if kernel.reduce_axes or kernel.scatter is not None or out.offset or out.strides != contiguous_strides(
                 kernel.space):

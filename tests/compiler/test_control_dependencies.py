@@ -123,3 +123,26 @@ def test_unordered_assignments_to_one_variable_apply_in_build_order(
         after = sess.run(v)
     assert [float(x) for x in values] == expected_values
     assert float(after) == expected_after
+
+
+def test_the_value_an_assignment_returns_is_not_overwritten_by_a_later_one() -> None:
+    """a2's value lives in a buffer an in-place elementwise kernel reused; a later kernel must not
+    then write over it as if it were not fetched."""
+    graph = cc.Graph()
+    with graph.as_default():
+        v = cc.Variable(np.array([1.0, 2.0], "float32"), name="v")
+        w = cc.Variable(np.array([3.0, 5.0], "float32"), name="w")
+        e = w * 0.5
+        a1 = v.assign_add(e)
+        with cc.control_dependencies([a1]):
+            a2 = v.assign_sub(e)
+        m = w * v
+        with cc.control_dependencies([a2]):
+            a3 = v.assign_sub(m)
+    for target in ("cpu", "reference"):
+        with Session(graph, target=target) as sess:
+            values = sess.run([a2, a3, m])
+            np.testing.assert_array_equal(values[0], [1.0, 2.0], err_msg=target)
+            np.testing.assert_array_equal(values[1], [-2.0, -8.0], err_msg=target)
+            np.testing.assert_array_equal(values[2], [3.0, 10.0], err_msg=target)
+            np.testing.assert_array_equal(sess.run(v), [-2.0, -8.0], err_msg=target)
