@@ -155,6 +155,9 @@ class RegionEmitter:
             elif buffer.index in program.constants:
                 mapping[buffer.index] = builder.raw_buffer(buffer.shape, buffer.dtype, "constant", buffer.label)
                 builder.constants[mapping[buffer.index]] = program.constants[buffer.index]
+            elif buffer.role == "stack":
+                # A loop's stack stays one: the step grows it (as its own) as the loop runs.
+                mapping[buffer.index] = builder.raw_buffer(buffer.shape, buffer.dtype, "stack", buffer.label)
             else:
                 mapping[buffer.index] = self.buffer(buffer.shape, buffer.dtype, buffer.label)
         offset = len(builder.kernels)

@@ -309,6 +309,31 @@ def test_gradients_through_a_loop_without_a_bound_grow_its_stacks_as_it_runs(tar
             np.testing.assert_allclose(sess.run(dx, {x: xv, n: count}), numeric(sess, count), rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("target", TARGETS + ["cuda-emulated"])
+def test_gradients_through_nested_loops_without_bounds(target: str) -> None:
+    """An unbounded inner loop inside an outer one, its trip count set by the outer index: the
+    inner loop's stacks stay stacks in the outer step (they were plain buffers once, and growing
+    them reallocated memory numpy owned)."""
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float64", shape=(3,), name="x")
+
+        def outer(i, h):
+            _, inner = cc.while_loop(lambda j, g: j < i + 1, lambda j, g: (j + 1, cc.sin(g) * 1.5), (0, h))
+            return i + 1, inner
+        _, y = cc.while_loop(lambda i, h: i < 3, outer, (0, x))
+        (dx,) = cc.gradients(cc.reduce_sum(y), [x])
+    xv = np.array([0.3, -0.7, 1.1])
+    value, slope = xv.copy(), np.ones(3)
+    for _ in range(1 + 2 + 3):
+        slope, value = slope * 1.5 * np.cos(value), np.sin(value) * 1.5
+    with Session(graph, target=target) as sess:
+        for _ in range(3):
+            got_value, got_slope = sess.run([y, dx], {x: xv})
+            np.testing.assert_allclose(got_value, value, rtol=1e-12)
+            np.testing.assert_allclose(got_slope, slope, rtol=1e-12)
+
+
 def test_an_empty_scan_with_an_initializer_gives_no_rows() -> None:
     graph = cc.Graph()
     with graph.as_default():
