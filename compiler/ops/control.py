@@ -125,6 +125,17 @@ def region_variables(op: Any) -> list[Any]:
     return [found[key] for key in sorted(found)]
 
 
+def assigned_variables(op: Any) -> set[Any]:
+    """The variable ops that running ``op`` (a ``Cond`` or ``While``, its nested constructs
+    included) may assign."""
+    found: set[Any] = set()
+    for region in regions_of(op):
+        found.update(state.inputs[0].op for state in region.state_ops)
+        for inner in region.operations:
+            found |= assigned_variables(inner)
+    return found
+
+
 def has_assignments(op: Any) -> bool:
     """Whether running ``op`` (a ``Cond`` or ``While``) may assign a variable: a step keeps such a
     construct even when nothing reads its values, as it keeps an assignment."""

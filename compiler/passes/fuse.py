@@ -25,6 +25,7 @@ from .. import dtypes
 from ..kernel_ir import (Access, Buffer, FetchSpec, IndexedInput, Kernel, Load, MatmulAxes, Program,
                          ScalarBuilder, ScalarExpr, contiguous_strides)
 from ..ops.base import LoopNest
+from ..ops.control import assigned_variables
 from ..ops.numerics import describe_failure
 from ..shapes import broadcast_dim_map
 from . import regions
@@ -39,6 +40,30 @@ def _loop_nest(node: Node) -> LoopNest:
     return node.opdef.loop_nest([i.shape for i in node.inputs], node.shape, node.attrs)
 
 
+def _reads_before_assigning_constructs(nodes: Sequence[Node]) -> set[int]:
+    """Nodes built before a branch or loop that assigns a variable they read (directly or through
+    a view): they read its value from the start of the step, so they must be computed before the
+    construct writes it in place, not fused into a kernel that runs after it."""
+    readers: set[int] = set()
+    for position, construct in enumerate(nodes):
+        if construct.kind != "control" or construct.origin is None:
+            continue
+        assigned = assigned_variables(construct.origin)
+        if not assigned:
+            continue
+        views: set[int] = set()     # the variables, and views of them (reshape, transpose ...)
+        for node in nodes[:position]:
+            if node.kind == "source" and node.tensor is not None and node.tensor.op in assigned:
+                views.add(id(node))
+            elif node.kind == "group" or node.kind == "control":
+                continue
+            elif any(id(i) in views for i in node.data_inputs()):
+                readers.add(id(node))
+                if node.kind == "layout":
+                    views.add(id(node))
+    return readers
+
+
 class _KernelBuilder:
     def __init__(self, nodes: Sequence[Node], fetches: Sequence[Node | None], forced: set[int],
                  check_numerics: bool = False) -> None:
@@ -46,6 +71,7 @@ class _KernelBuilder:
         self.check_numerics = check_numerics
         self.fetches = list(fetches)
         self.forced = forced
+        forced.update(_reads_before_assigning_constructs(self.nodes))
         self.fetched = {id(n) for n in fetches if n is not None}
         self.consumers: dict[int, list[tuple[Node, int]]] = {}
         for node in self.nodes:

@@ -345,3 +345,23 @@ def test_an_empty_scan_with_an_initializer_gives_no_rows() -> None:
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_read_built_before_a_branch_that_assigns_sees_the_start_value(target: str) -> None:
+    """``before`` may not be fused into ``after``'s kernel, which runs after the branch wrote v in
+    place; a view of v built before the branch is copied before it too."""
+    graph = cc.Graph()
+    with graph.as_default():
+        p = cc.placeholder("bool", (), name="p")
+        v = cc.Variable(np.array([[2.0, 4.0]], "float32"), name="v")
+        before = v + v
+        view = cc.reshape(v, (2,))
+        branch = cc.cond(p, lambda: v.assign_sub(v * 0.25), lambda: v * 1.0)
+        after = v * 10.0 - before
+        seen = view * 1.0 + cc.reshape(after, (2,))
+    with Session(graph, target=target) as sess:
+        values = sess.run([after, branch, seen], {p: True})
+    np.testing.assert_array_equal(values[0], [[11.0, 22.0]])
+    np.testing.assert_array_equal(values[1], [[1.5, 3.0]])
+    np.testing.assert_array_equal(values[2], [13.0, 26.0])
