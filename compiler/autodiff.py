@@ -66,10 +66,15 @@ def _between(ys: Sequence[Tensor], xs: Sequence[Tensor], stop: set[Tensor],
     to_ys: set[Operation] = set()
     frontier = [y.op for y in ys if y.op in from_xs]
     to_ys.update(frontier)
+    sources = set(xs)
     while frontier:
         op = frontier.pop()
         for t in data_inputs(op):
             if t in stop:
+                # A stopped x still gets its gradient (a partial derivative, as TF1), but nothing
+                # flows on from it.
+                if t in sources and t.op in from_xs:
+                    to_ys.add(t.op)
                 continue
             if t.op in from_xs and t.op not in to_ys:
                 to_ys.add(t.op)
@@ -298,6 +303,7 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients",
     with graph.as_default(), graph.name_scope(name):
         calls = custom_calls(graph)
         between = _between(y_list, x_list, stop, calls)
+        sources = set(x_list)
         pending: dict[Tensor, list[Tensor]] = {}
         for y, gy in zip(y_list, gy_list):
             if not dtypes.is_differentiable(y.dtype) or y.op not in between:
@@ -337,6 +343,8 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients",
                 out = op.outputs[0]
                 grad = _hooked(out, _sum(pending.pop(out), method))
                 done[out] = grad
+                if out in stop:
+                    continue   # a stopped x: its own gradient, no further
                 rule = op_gradient_rule(op, location)
                 if rule is None:
                     continue
@@ -345,7 +353,7 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients",
                 _mark_gradient_ops(graph, first_new, op)
                 shape_only = op.opdef.shape_only_inputs
             for index, (inp, g_in) in enumerate(zip(targets, input_grads)):
-                if g_in is None or index in shape_only or inp in stop:
+                if g_in is None or index in shape_only or (inp in stop and inp not in sources):
                     continue
                 if not dtypes.is_differentiable(inp.dtype) or inp.op not in between:
                     continue

@@ -98,6 +98,24 @@ def test_stop_gradients_treats_tensors_as_constants(graph) -> None:
     np.testing.assert_allclose(got[3], 2 * X)
 
 
+def test_stopped_tensors_that_are_also_xs_get_their_partial_derivatives(graph) -> None:
+    """TF1's example: a + b with b = 2a, both stopped, gives [1, 1], not the total [3, 1]."""
+    x = cc.placeholder("float64", shape=(3,), name="x")
+    a = x * 1.0
+    b = 2.0 * a
+    partial_a, partial_b = cc.gradients(cc.reduce_sum(a + b), [a, b], stop_gradients=[a, b])
+    total_a, total_b = cc.gradients(cc.reduce_sum(a + b), [a, b])
+    h = x * 3.0
+    at_h, at_x = cc.gradients(cc.reduce_sum(h * h), [h, x], stop_gradients=[h])
+    assert at_x is None
+    got = _run_both(graph, [partial_a, partial_b, total_a, total_b, at_h], {x: X})
+    np.testing.assert_allclose(got[0], np.ones(3))
+    np.testing.assert_allclose(got[1], np.ones(3))
+    np.testing.assert_allclose(got[2], 3 * np.ones(3))
+    np.testing.assert_allclose(got[3], np.ones(3))
+    np.testing.assert_allclose(got[4], 6 * X)
+
+
 def test_stop_gradients_on_every_path_gives_none(graph) -> None:
     x = cc.placeholder("float64", shape=(3,), name="x")
     a = cc.exp(x)
