@@ -393,9 +393,12 @@ class Executable:
                     continue
                 check_output(target, spec)
                 buffer = program.buffers[spec.buffer]
+                # Written straight from the kernels, unless it overlaps a feed they read in place
+                # (out= the fed array: a transpose would read what it has already written).
                 if (buffer.role == "output" and spec.offset == 0 and spec.shape == buffer.shape
                         and target.dtype == buffer.dtype and target.flags.c_contiguous
-                        and spec.buffer not in direct):
+                        and spec.buffer not in direct
+                        and not any(np.may_share_memory(target, value) for value in feeds.values())):
                     current[spec.buffer] = target
                     table[spec.buffer] = buffers.address(spec.buffer, target)
                     direct.append(spec.buffer)

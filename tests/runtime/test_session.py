@@ -439,6 +439,27 @@ def test_session_uses_the_default_graph(graph) -> None:
         np.testing.assert_array_equal(sess.run(v), [1.0, 1.0])
 
 
+def test_an_output_that_is_the_fed_array_gets_the_result_numpy_would_give() -> None:
+    """out= the very array fed (or a view of it): the kernels would read the feed in place while
+    writing it, so a transpose, a reverse or a product read values they had already overwritten."""
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (None, 64), name="x")
+        results = [cc.transpose(x), cc.reverse(x, [0]), x @ x, x * 2.0]
+    start = np.arange(64 * 64, dtype="float32").reshape(64, 64) / 4096
+    expected = [start.T, start[::-1], start @ start, start * 2.0]
+    for target in ("cpu", "reference"):
+        with Session(graph, target=target) as sess:
+            for result, want in zip(results, expected):
+                fed = start.copy()
+                assert sess.run(result, {x: fed}, out=fed) is fed
+                np.testing.assert_allclose(fed, want, rtol=1e-6, err_msg=f"{target} {result.op.type}")
+                # twice: the repeated-run path takes the same care
+                fed = start.copy()
+                sess.run(result, {x: fed}, out=fed)
+                np.testing.assert_allclose(fed, want, rtol=1e-6, err_msg=f"{target} {result.op.type}")
+
+
 def test_run_writes_into_preallocated_outputs() -> None:
     graph = cc.Graph()
     with graph.as_default():
