@@ -199,11 +199,17 @@ class Graph:
         for op in self._operations:
             if op.name == name:
                 return op
-        raise KeyError(name)
+        raise KeyError(f"the graph has no operation named {name!r}")
 
     def get_tensor_by_name(self, name: str) -> Tensor:
+        """The tensor ``"op_name:index"`` (TF1's naming)."""
         op_name, _, index = name.rpartition(":")
-        return self.get_operation_by_name(op_name).outputs[int(index)]
+        if not op_name or not index.isdigit():
+            raise ValueError(f"{name!r} is not a tensor name: tensor names look like 'op_name:0'")
+        try:
+            return self.get_operation_by_name(op_name).outputs[int(index)]
+        except (KeyError, IndexError):
+            raise KeyError(f"the graph has no tensor named {name!r}") from None
 
     # -- collections ---------------------------------------------------------------------------
     def add_to_collection(self, key: str, value: Any) -> None:

@@ -32,24 +32,28 @@ TARGETS = ("cpu", "reference", "cuda", "cuda-emulated")
 SPLIT_RUNNER = "split_runner"
 
 
-def _flatten(structure: Any, leaves: list[Any]) -> Callable[[list[Any]], Any]:
-    """Collect the leaves of nested lists/tuples/dicts; return a function that rebuilds it."""
+def _flatten(structure: Any, leaves: list[Any], graph: Graph) -> Callable[[list[Any]], Any]:
+    """Collect the leaves of nested lists/tuples/dicts; return a function that rebuilds it. A
+    string names a tensor (``"op_name:0"``) or an operation of ``graph``, as in TF1."""
+    if isinstance(structure, str):
+        structure = graph.get_tensor_by_name(structure) if ":" in structure else \
+            graph.get_operation_by_name(structure)
     if isinstance(structure, (Tensor, Operation)):
         position = len(leaves)
         leaves.append(structure)
         return lambda values: values[position]
     if isinstance(structure, dict):
-        builders = {key: _flatten(value, leaves) for key, value in structure.items()}
+        builders = {key: _flatten(value, leaves, graph) for key, value in structure.items()}
         kind = type(structure)
         return lambda values: kind((key, build(values)) for key, build in builders.items())
     if isinstance(structure, (list, tuple)):
-        builders_list = [_flatten(item, leaves) for item in structure]
+        builders_list = [_flatten(item, leaves, graph) for item in structure]
         if isinstance(structure, tuple) and hasattr(structure, "_fields"):
             kind_nt = type(structure)
             return lambda values: kind_nt(*(build(values) for build in builders_list))
         kind_seq = type(structure)
         return lambda values: kind_seq(build(values) for build in builders_list)
-    raise TypeError(f"cannot fetch {structure!r}: fetches must be Tensors, Operations, or "
+    raise TypeError(f"cannot fetch {structure!r}: fetches must be Tensors, Operations, their names, or "
                     "lists/tuples/dicts of them")
 
 
@@ -58,7 +62,7 @@ def _outputs_like(fetches: Any, out: Any, count: int) -> list[Any]:
     targets: list[Any] = []
 
     def walk(structure: Any, mirror: Any) -> None:
-        if isinstance(structure, (Tensor, Operation)):
+        if isinstance(structure, (Tensor, Operation, str)):
             targets.append(mirror)
         elif isinstance(structure, dict):
             for key, value in structure.items():
@@ -328,7 +332,7 @@ class Session:
         if self._closed:
             raise RuntimeError("this Session is closed")
         leaves: list[Any] = []
-        rebuild = _flatten(fetches, leaves)
+        rebuild = _flatten(fetches, leaves, self.graph)
         for leaf in leaves:
             if leaf.graph is not self.graph:
                 raise GraphMismatchError(f"cannot fetch {getattr(leaf, 'name', leaf)!r}: it belongs to "

@@ -159,8 +159,8 @@ def test_feed_by_name(graph) -> None:
 
 def test_unfetchable_things_raise_type_error(graph) -> None:
     with Session(graph) as sess:
-        with pytest.raises(TypeError):
-            sess.run("x:0")
+        with pytest.raises(TypeError, match="cannot fetch 3.5"):
+            sess.run(3.5)
         with pytest.raises(TypeError):
             sess.run([np.ones(2)])
 
@@ -483,3 +483,27 @@ def test_run_writes_into_preallocated_outputs() -> None:
             np.testing.assert_allclose(buffer, np.exp(xv + 1) * 2, rtol=1e-6)
             with pytest.raises(ValueError):
                 sess.run(y, {x: xv}, out=np.empty((3, 3), "float32"))
+
+
+def test_fetches_and_feeds_by_name() -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (None, 3), name="x")
+        w = cc.Variable(np.ones((3, 2), "float32"), name="w")
+        h = cc.matmul(x, w, name="h")
+        step = w.assign_add(cc.ones_like(w), name="step")
+    with Session(graph) as sess:
+        ones = np.ones((1, 3), "float32")
+        np.testing.assert_array_equal(sess.run("h:0", {"x:0": ones}), [[3.0, 3.0]])
+        out = np.empty((1, 2), "float32")
+        values = sess.run({"h": ["h:0"], "w": w}, {"x": ones}, out={"h": [out]})
+        assert values["h"][0] is out
+        np.testing.assert_array_equal(out, [[3.0, 3.0]])
+        assert sess.run("step") is None            # an operation, by its name: run, no value
+        np.testing.assert_array_equal(sess.run(w), np.full((3, 2), 2.0))
+        with pytest.raises(KeyError, match="no tensor named 'nope:0'"):
+            sess.run(h, {"nope:0": ones})
+        with pytest.raises(KeyError, match="no operation named 'nope'"):
+            sess.run("nope")
+        with pytest.raises(ValueError, match="'h:x' is not a tensor name"):
+            sess.run("h:x")
