@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from compiler.errors import CompileError, DTypeError, GraphMismatchError, ShapeError
+from compiler.errors import CompileError, DTypeError, GraphMismatchError, NumericsError, ShapeError
 from compiler.graph import Graph, Operation, Tensor, get_default_graph
 from compiler.ops.sources import Variable
 from compiler.passes.specialize import needed_operations, specialize
@@ -391,7 +392,12 @@ class Session:
                 values = [t if t is not None else v for v, t in zip(values, wanted)]
         else:  # cpu, cuda-emulated, cuda (whose step holds the session's device variables alone while it runs)
             executable = self._executable(compute, feeds)
-            values = executable.run(feeds, wanted)
+            try:
+                values = executable.run(feeds, wanted)
+            except NumericsError as error:
+                if not self.check_numerics:
+                    raise   # a cc.check_numerics op of the user's: its own report
+                raise self._first_non_finite(compute, feeds, error) from None
             self._remember_repeat(fetches, feed_dict, feeds, plan, executable)
         by_leaf = dict(zip(map(id, compute), values))
         results = [by_leaf.get(id(leaf)) for leaf in leaves]
@@ -402,9 +408,10 @@ class Session:
     def _remember_repeat(self, fetches: Any, feed_dict: Any, feeds: dict[Tensor, np.ndarray], plan: _Plan,
                          executable: Any) -> None:
         """Keep a run of ``executable`` that ``_RepeatRun`` can redo: the fetches all computed (no
-        initializer or summary among them), and every feed a placeholder given an array used as it is."""
+        initializer or summary among them), and every feed a placeholder given an array used as it is;
+        not with ``check_numerics``, whose failures ``run`` traces back to their op."""
         key = _repeat_key(fetches, feed_dict)
-        if (key is None or plan.initializes or plan.summaries or len(plan.compute) != len(plan.leaves)
+        if (key is None or self.check_numerics or plan.initializes or plan.summaries or len(plan.compute) != len(plan.leaves)
                 or not all(type(leaf) is Tensor or type(leaf) is Operation for leaf in plan.leaves)):
             return
         items = list((feed_dict or {}).items())
@@ -414,6 +421,24 @@ class Session:
         self._repeats[key] = _RepeatRun(executable, plan.leaves, tuple(t for t, _ in items),
                                         tuple((v.shape, v.dtype) for _, v in items),
                                         None if type(fetches) in (Tensor, Operation) else type(fetches))
+
+    def _first_non_finite(self, fetches: list[Any], feeds: dict, error: NumericsError) -> NumericsError:
+        """The op that first made a NaN or Inf, found by running the failed step again op by op
+        (``reference.evaluate``, on the variables' unchanged values): a compiled kernel checks only
+        its own output, and the op at fault may be fused into it (a gradient into the optimizer's
+        update). ``error`` itself when the op-by-op run finds nothing (other rounding)."""
+        operations = needed_operations([t.op if isinstance(t, Tensor) else t for t in fetches])
+        variables = {op.outputs[0]: self._variable_array(op.outputs[0]).copy()
+                     for op in operations if op.type == "Variable"}
+        try:
+            reference.evaluate(fetches, feeds, variables, check_numerics=True)
+        except NumericsError as precise:
+            kernel = re.search(r"\(kernel (\w+)\)", str(error))
+            where = f" (the compiled step stopped in kernel {kernel.group(1)})" if kernel else ""
+            return NumericsError(f"{precise}{where}; the step stopped before assigning any variable")
+        except Exception:   # noqa: BLE001 - the compiled step's own report stands
+            return error
+        return error
 
     def _run_reference(self, fetches: list[Any], feeds: dict, needed: list[Operation]) -> list[Any]:
         # Shape rules run with the fed shapes first, so errors name the op and line as on "cpu".

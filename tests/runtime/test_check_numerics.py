@@ -63,6 +63,26 @@ def test_an_inf_in_the_backward_pass_names_the_forward_op(target: str) -> None:
 
 
 @pytest.mark.parametrize("target", TARGETS)
+def test_a_gradient_fused_into_the_update_is_named_not_the_update(target: str) -> None:
+    """The Inf is made by the gradient of sqrt at 0, a division the compiled step fuses into the
+    optimizer's update kernel, whose output is what it checks: the op named is still the division."""
+    graph = cc.Graph()
+    with graph.as_default():
+        w = cc.Variable(np.array([0.0, 1.0], "float32"), name="w")
+        loss = cc.reduce_sum(cc.sqrt(w))
+        update = optim.GradientDescentOptimizer(0.1).minimize(loss)
+    with Session(graph, target=target, check_numerics=True) as sess:
+        for _ in range(2):   # the same report again on the second run
+            with pytest.raises(cc.NumericsError) as raised:
+                sess.run(update)
+            message = str(raised.value)
+            assert re.search(r"in the output of Div 'gradients/[^']+' \(at " + _line_of("update = optim.Gradient"),
+                             message), message
+            assert "part of the gradient of Sqrt 'Sqrt'" in message, message
+        np.testing.assert_array_equal(sess.run(w), [0.0, 1.0])
+
+
+@pytest.mark.parametrize("target", TARGETS)
 def test_explicit_checks_say_their_message(target: str) -> None:
     graph = cc.Graph()
     with graph.as_default():
