@@ -386,6 +386,12 @@ def combine(lowering: ExprLowering, combiner: str, dtype: np.dtype, accumulated:
         if dtypes.is_floating(dtype):
             return b.fmul(accumulated, value, flags=flags)
         return b.mul(accumulated, value)
+    if reassociate and dtypes.is_floating(dtype):
+        # llvm.maximum/minimum propagate NaN as numpy does and, unlike a compare and select, are a
+        # reduction LLVM vectorises (any order gives the same result: -0 counts below +0).
+        name = f"llvm.{'maximum' if combiner == 'max' else 'minimum'}.{'f32' if dtype == dtypes.float32 else 'f64'}"
+        function = declare_function(b.module, name, accumulated.type, [accumulated.type] * 2)
+        return b.call(function, [accumulated, value])
     # max/min keep a NaN that is already accumulated (the value is the second argument).
     return lowering.max_min("maximum" if combiner == "max" else "minimum", dtype, accumulated, value)
 

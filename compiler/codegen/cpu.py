@@ -78,12 +78,23 @@ def new_host_target_machine(codegen: int = 3) -> llvm.TargetMachine:
 
 
 def _loop_order(axes: Sequence[LoopAxis]) -> list[int]:
+    """The axes outermost first: innermost the one along which the most data is contiguous. Each
+    access counts with the elements it walks, so a row of the input, contiguous along the reduced
+    axis, outweighs a value broadcast along it that is contiguous across the rows (a softmax's
+    x - max(x)): weighted the same, the rows went innermost and x was gathered a column at a time."""
     if not axes:
         return []
-    def unit_strides(k: int) -> int:
+    def walked(strides: Sequence[int]) -> int:
+        return math.prod(axis.size for axis, stride in zip(axes, strides) if stride)
+
+    footprints = [walked([axis.operand_strides[j] for axis in axes]) for j in range(len(axes[0].operand_strides))]
+    out_footprint = walked([axis.out_stride for axis in axes])
+
+    def contiguous(k: int) -> int:
         axis = axes[k]
-        return sum(1 for s in axis.operand_strides if abs(s) == 1) + (axis.out_stride == 1)
-    innermost = max(range(len(axes)), key=lambda k: (unit_strides(k), k))
+        return (sum(size for size, stride in zip(footprints, axis.operand_strides) if abs(stride) == 1)
+                + (out_footprint if axis.out_stride == 1 else 0))
+    innermost = max(range(len(axes)), key=lambda k: (contiguous(k), k))
     return [k for k in range(len(axes)) if k != innermost] + [innermost]
 
 

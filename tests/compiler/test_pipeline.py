@@ -14,7 +14,7 @@ import pytest
 
 import compiler as cc
 import optim
-from compiler.codegen import threads
+from compiler.codegen import cpu, threads
 from compiler.codegen.cpu import STEP_SYMBOL
 from compiler.pipeline import STAGES, write_dumps
 from runtime import Session
@@ -140,6 +140,33 @@ def test_llvm_opt_vectorises_a_large_elementwise_kernel(graph) -> None:
     np.testing.assert_allclose(got, np.exp(x_value * np.linspace(-1, 1, 64).astype("float32")), rtol=2e-6)
     asm = exe.dump("asm")
     assert not re.search(r"\bcall\w*\s+\S*(exp|log|pow)", asm)
+
+
+def test_llvm_opt_vectorises_max_and_min_along_rows_and_softmax_reads_rows_in_order() -> None:
+    """A max or min along a contiguous axis is a vector reduction (it was one compare and select per
+    element); the sums of a softmax (x - its row's max) walk each row along its length."""
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (64, 1000), name="x")
+        fetches = [cc.reduce_max(x, axis=1), cc.reduce_min(x), cc.argmax(x, axis=1), cc.nn.softmax(x)]
+    values = np.random.default_rng(0).standard_normal((64, 1000)).astype("float32")
+    values[3, 7] = np.nan
+    with Session(graph) as sess:
+        exe = sess.compile(fetches, {x: values})
+        got = sess.run(fetches, {x: values})
+    text = exe.dump("llvm-opt")
+    assert re.search(r"llvm\.vector\.reduce\.fmaximum\.v\d+f32", text)
+    assert re.search(r"llvm\.vector\.reduce\.fminimum\.v\d+f32", text)
+    plans = [cpu.plan_kernel(kernel, 1) for kernel in exe.program.kernels]
+    reduced_inside = [plan.axes[plan.order[-1]].reduced for plan, kernel in zip(plans, exe.program.kernels)
+                      if kernel.reduce_axes and plan.axes]
+    assert reduced_inside and all(reduced_inside), plans
+    np.testing.assert_array_equal(got[0], values.max(axis=1))
+    assert np.isnan(got[1])
+    np.testing.assert_array_equal(got[2], values.argmax(axis=1))
+    finite = np.arange(64) != 3
+    shifted = np.exp(values[finite] - values[finite].max(axis=1, keepdims=True))
+    np.testing.assert_allclose(got[3][finite], shifted / shifted.sum(axis=1, keepdims=True), rtol=1e-5)
 
 
 def test_ptx_dump(graph) -> None:
