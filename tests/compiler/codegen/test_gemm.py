@@ -27,6 +27,8 @@ SHAPES = [  # (batch, m, n, k)
     (None, 2 * _TILE.mc + 17, 300, 2 * _TILE.kc + 9),
     # few rows, whole panels of columns: B read in place (not packed) over three depth blocks
     (None, IN_PLACE_B_MAX_ROWS - 5, 2 * _TILE.nr, 2 * _TILE.kc + 7), (None, 3, _TILE.nr, 40),
+    # a matrix times one or two vectors, large: a loop nest streams the matrix (no packing)
+    (None, 2, 700, 300), (None, 600, 1, 500), (None, 1, 1000, 257),
 ]
 
 
@@ -53,7 +55,7 @@ def test_matmul_uses_gemm_and_matches_numpy(batch, m, n, k, transpose_a, transpo
         exe = sess.compile(c, {a: a_value, b: b_value})
         got = sess.run(c, {a: a_value, b: b_value})
     assert (exe.program.kernels[0].kind == "matmul") and cpu._uses_gemm(exe.program.kernels[0]) == (
-        m * n * k >= cpu.GEMM_MIN_WORK)
+        m * n * k >= cpu.GEMM_MIN_WORK and min(m, n) > cpu.MATRIX_VECTOR_MAX)
     want = np.matmul(np.swapaxes(a_value, -1, -2) if transpose_a else a_value,
                      np.swapaxes(b_value, -1, -2) if transpose_b else b_value)
     tolerance = dict(rtol=2e-4, atol=2e-4) if dtype == "float32" else dict(rtol=1e-11, atol=1e-11)
