@@ -36,6 +36,34 @@ def test_an_elementwise_value_with_two_consumers_gets_its_own_buffer(graph) -> N
     assert {covered[0] for k in readers for covered in k.covers} == {"ReduceSum", "ReduceMax"}
 
 
+@pytest.mark.parametrize("target", ["cpu", "cuda-emulated"])
+@pytest.mark.parametrize("check_numerics", [False, True])
+def test_a_concat_of_its_own_is_one_copy_kernel_per_input_writing_its_slice(target: str, check_numerics: bool) -> None:
+    """Each input (an empty one skipped) is copied into its columns of the output, with what
+    produces it fused into the copy; a NaN in any part is caught when every value is checked."""
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (5, 4), name="x")
+        y = cc.placeholder("float32", (5, 3), name="y")
+        empty = cc.placeholder("float32", (5, 0), name="empty")
+        joined = cc.concat([cc.exp(x), empty, y, x[:, :2]], axis=1)
+        fetches = [joined, cc.reduce_sum(joined, axis=0)]
+    feeds = {x: np.arange(20, dtype="float32").reshape(5, 4) / 10, y: -np.ones((5, 3), "float32"),
+             empty: np.zeros((5, 0), "float32")}
+    with Session(graph, target=target, check_numerics=check_numerics) as sess:
+        exe = sess.compile(fetches, feeds)
+        values = sess.run(fetches, feeds)
+        copies = kernels_covering(exe.program, "ConcatV2")
+        assert [k.space for k in copies] == [(5, 4), (5, 3), (5, 2)], exe.dump("kernels")
+        assert [k.out.offset for k in copies] == [0, 4, 7] and {k.out.strides for k in copies} == {(9, 1)}
+        if check_numerics:
+            with pytest.raises(cc.NumericsError, match="ConcatV2"):
+                sess.run(fetches, {**feeds, y: np.full((5, 3), np.nan, "float32")})
+    want = np.concatenate([np.exp(feeds[x]), feeds[y], feeds[x][:, :2]], axis=1)
+    np.testing.assert_allclose(values[0], want, rtol=1e-6)
+    np.testing.assert_allclose(values[1], want.sum(axis=0), rtol=1e-5)
+
+
 def test_reshape_is_a_view_of_its_input(graph) -> None:
     x = cc.placeholder("float32", (6, 4), name="x")
     s = cc.sin(x)
