@@ -140,9 +140,10 @@ def reuse_inputs_in_place(program: Program) -> Program:
                 continue  # still needed after this kernel
             old, new = out.buffer, source.index
             for uses in (readers, writers):
-                moved = {i for i in uses.get(old, set()) if i >= position}
+                held = uses.setdefault(old, set())
+                moved = {i for i in held if i >= position}
                 _rename_in(kernels, moved, old, new)
-                uses[old] -= moved
+                held -= moved
                 uses.setdefault(new, set()).update(moved)
             program.fetches = [None if f is None else dataclasses.replace(f, buffer=new) if f.buffer == old else f
                                for f in program.fetches]
