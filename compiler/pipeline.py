@@ -63,7 +63,7 @@ def compile_step(fetches: Sequence[Tensor | Operation], feed_shapes: dict[Tensor
     timings: dict[str, float] = {}
     start = time.perf_counter()
     roots = [f.op if isinstance(f, Tensor) else f for f in fetches]
-    nodes_by_op = specialize(needed_operations(roots), feed_shapes)
+    nodes_by_op = specialize(needed_operations(roots, feed_shapes), feed_shapes)
     nodes: list[Node] = ordered_nodes(nodes_by_op)
     fetch_nodes: list[Node | None] = [nodes_by_op[f.op] if isinstance(f, Tensor) else None for f in fetches]
     texts = {"graph": format_nodes(nodes, "graph")}

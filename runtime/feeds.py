@@ -15,7 +15,8 @@ _NUMBERS = (bool, int, float, complex, np.number, np.bool_)
 
 
 def _describe(placeholder: Tensor) -> str:
-    return (f"placeholder {placeholder.op.name!r} {format_shape(placeholder.shape)} "
+    what = "placeholder" if placeholder.op.type == "Placeholder" else f"{placeholder.op.type} output"
+    return (f"{what} {placeholder.op.name!r} {format_shape(placeholder.shape)} "
             f"{placeholder.dtype.name} (defined at {placeholder.op.location})")
 
 
@@ -110,6 +111,29 @@ def convert_feed(placeholder: Tensor, value: Any) -> np.ndarray:
     return array
 
 
+def _unfeedable(tensor: Tensor) -> str | None:
+    """Why ``tensor`` cannot be fed, or None: placeholders and, as in TF1, any computed value (the
+    ops that compute it then do not run); not a variable (``Variable.load`` sets one), nor what an
+    assignment, a branch or a loop returns."""
+    op = tensor.op
+    if op.type == "Variable":
+        return "a variable: use Variable.load (or Session.load_variable) to set its value"
+    if op.opdef.kind in ("state", "control", "group", "host"):
+        return f"the result of {op.type} {op.name!r}: only placeholders and computed values are fed"
+    return None
+
+
+def fed_intermediates(graph: Graph, feed_dict: Mapping[Any, Any] | None) -> frozenset[Tensor]:
+    """The tensors of ``feed_dict`` (names resolved) that are computed values, not placeholders."""
+    fed = set()
+    for key in feed_dict or ():
+        if isinstance(key, str):
+            key = graph.get_tensor_by_name(key if ":" in key else key + ":0")
+        if isinstance(key, Tensor) and key.graph is graph and key.op.type != "Placeholder" and not _unfeedable(key):
+            fed.add(key)
+    return frozenset(fed)
+
+
 def check_feeds(graph: Graph, feed_dict: Mapping[Any, Any] | None, needed: list[Tensor]
                 ) -> dict[Tensor, np.ndarray]:
     """Validate ``feed_dict`` against the placeholders the step needs."""
@@ -121,9 +145,9 @@ def check_feeds(graph: Graph, feed_dict: Mapping[Any, Any] | None, needed: list[
             raise FeedError(f"feed_dict keys must be placeholders, got {key!r}")
         if key.graph is not graph:
             raise GraphMismatchError(f"cannot feed {key.name!r}: it belongs to another graph than the session's")
-        if key.op.type != "Placeholder":
-            raise FeedError(f"can only feed placeholders; {key.name!r} is a {key.op.type} "
-                            f"(defined at {key.op.location})")
+        refused = _unfeedable(key)
+        if refused:
+            raise FeedError(f"cannot feed {key.name!r}, {refused} (defined at {key.op.location})")
         feeds[key] = convert_feed(key, value)
     for placeholder in needed:
         if placeholder not in feeds:

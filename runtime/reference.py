@@ -34,13 +34,13 @@ def evaluate(fetches: Sequence[Tensor | Operation], feeds: dict[Tensor, np.ndarr
     updates: dict[Tensor, np.ndarray] = {}
     state = dict(variables)                 # each variable's value as the step goes on
     produced: dict[Operation, list[np.ndarray]] = {}   # a branch's or loop's values, by its op
-    operations = needed_operations(roots)
+    operations = needed_operations(roots, feeds)
     reads = control_reads(operations)
     with np.errstate(all="ignore"):
         for op in operations:
             kind = op.opdef.kind
-            if op.type in ("Placeholder", "RegionParam"):
-                values[op.outputs[0]] = feeds[op.outputs[0]]
+            if op.type in ("Placeholder", "RegionParam") or (op.outputs and op.outputs[0] in feeds):
+                values[op.outputs[0]] = feeds[op.outputs[0]]   # a fed intermediate tensor too
             elif op.type == "Variable":
                 values[op.outputs[0]] = state[op.outputs[0]].copy()
             elif kind in ("group", "host"):

@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from compiler.errors import CompileError, DTypeError, GraphMismatchError, NumericsError, ShapeError
+from compiler.errors import CompileError, DTypeError, FeedError, GraphMismatchError, NumericsError, ShapeError
 from compiler.graph import Graph, Operation, Tensor, get_default_graph
 from compiler.ops.sources import Variable
 from compiler.passes.specialize import needed_operations, specialize
@@ -21,7 +21,7 @@ from compiler.pipeline import compile_step, target_gpu
 
 from . import reference
 from .executable import Executable, ReadWriteLock
-from .feeds import check_feeds, convert_losslessly
+from .feeds import check_feeds, convert_losslessly, fed_intermediates
 
 TARGETS = ("cpu", "reference", "cuda", "cuda-emulated")
 
@@ -338,20 +338,24 @@ class Session:
             if leaf.graph is not self.graph:
                 raise GraphMismatchError(f"cannot fetch {getattr(leaf, 'name', leaf)!r}: it belongs to "
                                          "another graph than this session's")
-        key = tuple(map(id, leaves))
+        fed = fed_intermediates(self.graph, feed_dict)
+        key = (tuple(map(id, leaves)), tuple(sorted(map(id, fed)))) if fed else tuple(map(id, leaves))
         plan = self._plans.get(key)
-        if plan is None:  # what these fetches need, worked out once per fetch set
-            needed = needed_operations([t.op if isinstance(t, Tensor) else t for t in leaves])
+        if plan is None:  # what these fetches need, worked out once per fetch set (and fed tensors)
+            needed = needed_operations([t.op if isinstance(t, Tensor) else t for t in leaves], fed)
             compute = [leaf for leaf in leaves
                        if not (isinstance(leaf, Operation) and leaf.type == "InitVariables")]
             computes = any(op.opdef.kind not in ("host", "group") for op in needed_operations(
-                [t.op if isinstance(t, Tensor) else t for t in compute]))
-            plan = _Plan(needed, [op.outputs[0] for op in needed if op.type == "Placeholder"],
+                [t.op if isinstance(t, Tensor) else t for t in compute], fed))
+            plan = _Plan(needed, [op.outputs[0] for op in needed if op.type == "Placeholder"] + sorted(fed, key=id),
                          any(op.type == "InitVariables" for op in needed), compute, computes, leaves,
                          tuple(position for position, leaf in enumerate(leaves) if is_summary(leaf)),
                          _split_runner(leaves))
             self._plans[key] = plan
         if plan.split is not None:  # its runner feeds each phase
+            if fed:
+                raise FeedError("a step that runs in phases (a DistributedOptimizer's training op) is fed only "
+                                f"placeholders, not {', '.join(repr(t.name) for t in fed)}")
             return leaves, rebuild, {}, plan
         feeds = check_feeds(self.graph, feed_dict, plan.placeholders)
         return leaves, rebuild, feeds, plan
@@ -427,7 +431,7 @@ class Session:
         (``reference.evaluate``, on the variables' unchanged values): a compiled kernel checks only
         its own output, and the op at fault may be fused into it (a gradient into the optimizer's
         update). ``error`` itself when the op-by-op run finds nothing (other rounding)."""
-        operations = needed_operations([t.op if isinstance(t, Tensor) else t for t in fetches])
+        operations = needed_operations([t.op if isinstance(t, Tensor) else t for t in fetches], feeds)
         variables = {op.outputs[0]: self._variable_array(op.outputs[0]).copy()
                      for op in operations if op.type == "Variable"}
         try:
@@ -442,7 +446,7 @@ class Session:
 
     def _run_reference(self, fetches: list[Any], feeds: dict, needed: list[Operation]) -> list[Any]:
         # Shape rules run with the fed shapes first, so errors name the op and line as on "cpu".
-        specialize(needed_operations([t.op if isinstance(t, Tensor) else t for t in fetches]),
+        specialize(needed_operations([t.op if isinstance(t, Tensor) else t for t in fetches], feeds),
                    {t: tuple(v.shape) for t, v in feeds.items()})
         variables = {op.outputs[0]: self._variable_array(op.outputs[0]) for op in needed if op.type == "Variable"}
         values, updates = reference.evaluate(fetches, feeds, variables, self.check_numerics)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Collection, Iterable, Sequence
 
 import numpy as np
 
@@ -15,6 +15,7 @@ from ..errors import CompileError, DTypeError, ShapeError
 from ..graph import Operation, Tensor, located
 from ..ops.base import OpDef
 from ..ops.control import region_variables, value_position
+from ..ops.sources import Placeholder
 from ..shapes import RuleError, format_shape
 from .control import control_reads
 
@@ -61,8 +62,9 @@ class Node:
         return str(self.origin.location) if self.origin is not None else "<compiler>"
 
 
-def needed_operations(roots: Iterable[Operation]) -> list[Operation]:
-    """Every operation the roots depend on (data and control), in creation (topological) order."""
+def needed_operations(roots: Iterable[Operation], fed: Collection[Tensor] = ()) -> list[Operation]:
+    """Every operation the roots depend on (data and control), in creation (topological) order.
+    A ``fed`` tensor's value is given: what computes it is not needed."""
     seen: set[Operation] = set()
     stack = list(roots)
     while stack:
@@ -70,6 +72,8 @@ def needed_operations(roots: Iterable[Operation]) -> list[Operation]:
         if op in seen:
             continue
         seen.add(op)
+        if op.outputs and op.outputs[0] in fed:
+            continue
         stack.extend(t.op for t in op.inputs)
         stack.extend(op.control_inputs)
         if op.opdef.kind == "control":
@@ -78,7 +82,7 @@ def needed_operations(roots: Iterable[Operation]) -> list[Operation]:
     from ..ops.random import counter_updates
     updates = [op for op in counter_updates(seen) if op not in seen]
     if updates:
-        return needed_operations(list(seen) + updates)
+        return needed_operations(list(seen) + updates, fed)
     return sorted(seen, key=lambda o: o.id)
 
 
@@ -88,6 +92,11 @@ def specialize(operations: Sequence[Operation], feed_shapes: dict[Tensor, tuple[
     nodes: dict[Operation, Node] = {}
     reads = control_reads(operations)
     for op in operations:
+        if op.outputs and op.outputs[0] in feed_shapes and op.type not in ("Placeholder", "RegionParam"):
+            # An intermediate tensor fed for this run (TF1 allows it): a placeholder here.
+            tensor = op.outputs[0]
+            nodes[op] = Node(Placeholder, [], {}, tuple(feed_shapes[tensor]), tensor.dtype, origin=op, tensor=tensor)
+            continue
         inputs = [nodes[t.op] for t in op.inputs]
         for index, assignment in reads.get(op, {}).items():
             if op.opdef.kind == "state" and index == 0:

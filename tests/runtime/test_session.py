@@ -507,3 +507,31 @@ def test_fetches_and_feeds_by_name() -> None:
             sess.run("nope")
         with pytest.raises(ValueError, match="'h:x' is not a tensor name"):
             sess.run("h:x")
+
+
+@pytest.mark.parametrize("target", ["cpu", "reference", "cuda-emulated"])
+def test_a_computed_tensor_can_be_fed_in_place_of_its_computation(target: str) -> None:
+    """As TF1: feeding h (a matmul's result) or a constant replaces them for that run; what computes
+    them is not run, nor needs its own feeds; variables and assignment results are refused."""
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (None, 3), name="x")
+        w = cc.Variable(np.ones((3, 2), "float32"), name="w")
+        h = cc.matmul(x, w, name="h")
+        scale = cc.constant(2.0, name="scale")
+        y = cc.reduce_sum(cc.tanh(h) * scale)
+        step = w.assign_add(cc.ones_like(w))
+    ones = np.ones((4, 3), "float32")
+    fed = np.full((4, 2), 0.5, "float32")
+    with Session(graph, target=target) as sess:
+        for _ in range(2):   # the second time through the repeated-run path
+            np.testing.assert_allclose(sess.run(y, {h: fed}), 16 * np.tanh(0.5), rtol=1e-6)
+        np.testing.assert_allclose(sess.run(y, {"h:0": fed, scale: np.float32(3.0)}), 24 * np.tanh(0.5), rtol=1e-6)
+        np.testing.assert_allclose(sess.run(y, {x: ones}), 16 * np.tanh(3.0), rtol=1e-6)   # computed again
+        np.testing.assert_allclose(sess.run([h, y], {h: fed})[0], fed)
+        with pytest.raises(cc.FeedError, match="a variable: use Variable.load"):
+            sess.run(y, {x: ones, w: np.zeros((3, 2), "float32")})
+        with pytest.raises(cc.FeedError, match="the result of AssignAdd"):
+            sess.run(y, {x: ones, step: np.zeros((3, 2), "float32")})
+        with pytest.raises(cc.FeedError, match=r"cannot feed float64 data to MatMul output 'h'"):
+            sess.run(y, {h: fed.astype("float64")})
