@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..graph import Operation
+from ..errors import CompileError
+from ..graph import Operation, located
+from ..ops.control import assigned_variables
 
 Assignments = dict[Operation, Operation]        # variable op -> the latest assignment to it
 
@@ -43,6 +45,8 @@ def control_reads(operations: Sequence[Operation]) -> dict[Operation, dict[int, 
     reads: dict[Operation, dict[int, Operation]] = {}
     built: Assignments = {}                      # variable op -> its latest assignment built so far
     for op in operations:
+        if op.opdef.kind == "control":
+            _refuse_an_earlier_assignment(op, built)
         visible: Assignments = {}
         for control in op.control_inputs:
             visible = _merge(visible, done.get(control, {}))
@@ -65,3 +69,17 @@ def control_reads(operations: Sequence[Operation]) -> dict[Operation, dict[int, 
             finished = _merge(finished, {op.inputs[0].op: op})
         done[op] = finished
     return reads
+
+
+def _refuse_an_earlier_assignment(construct: Operation, built: Assignments) -> None:
+    """A branch or loop that assigns a variable an assignment built before it also assigns: which
+    value the construct reads, and which one the variable ends with, depend on an order nothing
+    in the step gives (a compiled step and the reference evaluator chose differently), so say so."""
+    for variable in sorted(assigned_variables(construct), key=lambda o: o.id):
+        earlier = built.get(variable)
+        if earlier is not None:
+            raise CompileError(located(
+                f"{construct.describe()} assigns the variable {variable.name!r}, which {earlier.describe()} (at "
+                f"{earlier.location}), built before it, also assigns in the same step: build that assignment "
+                "inside the construct, or after it (ops built after a branch or loop see what it assigned)",
+                construct.location))

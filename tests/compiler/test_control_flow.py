@@ -365,3 +365,29 @@ def test_a_read_built_before_a_branch_that_assigns_sees_the_start_value(target: 
     np.testing.assert_array_equal(values[0], [[11.0, 22.0]])
     np.testing.assert_array_equal(values[1], [[1.5, 3.0]])
     np.testing.assert_array_equal(values[2], [13.0, 26.0])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("construct", ["cond", "while_loop"])
+def test_an_assignment_built_before_a_construct_that_assigns_the_same_variable_is_refused(
+        target: str, construct: str) -> None:
+    """Which value the construct reads and which one the variable keeps would depend on an order
+    nothing gives: both targets say so, naming both lines; built after the construct, it applies."""
+    graph = cc.Graph()
+    with graph.as_default():
+        v = cc.Variable(np.array([100.0], "float32"), name="v")
+        earlier = v.assign([1.0])
+
+        def build() -> cc.Tensor:
+            if construct == "cond":
+                return cc.cond(cc.constant(True), lambda: v.assign(v * 0.5), lambda: v * 1.0)
+            return cc.while_loop(lambda i: i < 2, lambda i: cc.tuple([i + 1], control_inputs=[v.assign_add([1.0])]),
+                                 [0])
+        made = build()
+        later = v.assign([7.0])
+    with Session(graph, target=target) as sess:
+        with pytest.raises(cc.CompileError, match=r"assigns the variable 'v', which Assign .* \(at [^)]*:"
+                                                  + str(earlier.op.location.lineno) + r"\), built before it"):
+            sess.run([earlier, made])
+        sess.run([made, later])
+        np.testing.assert_array_equal(sess.run(v), [7.0])
