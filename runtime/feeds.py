@@ -14,10 +14,10 @@ from compiler.shapes import format_shape
 _NUMBERS = (bool, int, float, complex, np.number, np.bool_)
 
 
-def _describe(placeholder: Tensor) -> str:
-    what = "placeholder" if placeholder.op.type == "Placeholder" else f"{placeholder.op.type} output"
-    return (f"{what} {placeholder.op.name!r} {format_shape(placeholder.shape)} "
-            f"{placeholder.dtype.name} (defined at {placeholder.op.location})")
+def _describe(tensor: Tensor) -> str:
+    what = "placeholder" if tensor.op.type == "Placeholder" else f"{tensor.op.type} output"
+    return (f"{what} {tensor.op.name!r} {format_shape(tensor.shape)} {tensor.dtype.name} "
+            f"(defined at {tensor.op.location})")
 
 
 def _is_literal(value: Any) -> bool:

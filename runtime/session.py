@@ -412,10 +412,11 @@ class Session:
     def _remember_repeat(self, fetches: Any, feed_dict: Any, feeds: dict[Tensor, np.ndarray], plan: _Plan,
                          executable: Any) -> None:
         """Keep a run of ``executable`` that ``_RepeatRun`` can redo: the fetches all computed (no
-        initializer or summary among them), and every feed a placeholder given an array used as it is;
-        not with ``check_numerics``, whose failures ``run`` traces back to their op."""
+        initializer or summary among them), and every feed a tensor given an array used as it is; not
+        with ``check_numerics``, whose failures ``run`` traces back to their op."""
         key = _repeat_key(fetches, feed_dict)
-        if (key is None or self.check_numerics or plan.initializes or plan.summaries or len(plan.compute) != len(plan.leaves)
+        if (key is None or self.check_numerics or plan.initializes or plan.summaries
+                or len(plan.compute) != len(plan.leaves)
                 or not all(type(leaf) is Tensor or type(leaf) is Operation for leaf in plan.leaves)):
             return
         items = list((feed_dict or {}).items())

@@ -11,7 +11,9 @@ Assignments to one variable that no control dependency orders run in the order t
 each on the value the one before it left: an ``assign_add``/``assign_sub`` adds to that value (two
 unordered ``assign_add``s both apply, as TF1's atomic read-modify-write updates do), and a plain
 ``assign`` replaces it (of two unordered ``assign``s the one built last wins). The value an
-assignment returns is the variable's value right after it.
+assignment returns is the variable's value right after it. A branch or loop that assigns a
+variable an assignment built before it also assigns is refused (``CompileError``): nothing orders
+the two.
 """
 from __future__ import annotations
 
