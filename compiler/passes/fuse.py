@@ -292,12 +292,42 @@ class _KernelBuilder:
             start += inp.shape[axis]
         return True
 
+    def _emit_pad(self, node: Node, buffer: int) -> bool:
+        """A constant pad computed on its own: one kernel copies the input into the middle of the
+        output (what produces it fused in), and one fills each border slab (corners twice, with the
+        same value); one kernel that tested and clamped every element's index read the input with
+        gathers (3.5x numpy's time). False for an empty input: the fill alone, in one kernel."""
+        source = node.inputs[0]
+        if 0 in source.shape:
+            return False
+        out_strides = contiguous_strides(node.shape)
+        paddings = node.attrs["paddings"]
+        covers = ((node.opdef.name, node.label, node.where),)
+        sb = ScalarBuilder()
+        operands: list[Access] = []
+        copy_covers = list(covers)
+        body = self._expr(source, tuple(range(len(source.shape))), source.shape, sb, operands, {}, copy_covers)
+        middle = sum(before * stride for (before, _), stride in zip(paddings, out_strides))
+        self.kernels.append(Kernel(f"k{len(self.kernels)}", source.shape, tuple(operands), body,
+                                   Access(buffer, out_strides, middle), node.dtype, covers=tuple(copy_covers)))
+        for dim, (before, after) in enumerate(paddings):
+            for width, start in ((before, 0), (after, before + source.shape[dim])):
+                if width:
+                    space = node.shape[:dim] + (width,) + node.shape[dim + 1:]
+                    fill = ScalarBuilder().literal(node.attrs["constant_values"], node.dtype)
+                    self.kernels.append(Kernel(f"k{len(self.kernels)}", space, (), fill,
+                                               Access(buffer, out_strides, start * out_strides[dim]), node.dtype,
+                                               covers=covers))
+        return True
+
     def _emit_compute(self, node: Node, buffer: int) -> None:
         sb = ScalarBuilder()
         operands: list[Access] = []
         covers: list[tuple[str, str, str]] = []
         memo: dict = {}
         if node.opdef.name == "ConcatV2" and self._emit_concat(node, buffer):
+            return
+        if node.opdef.name == "Pad" and self._emit_pad(node, buffer):
             return
         if node.kind == "elementwise":
             space = node.shape

@@ -64,6 +64,25 @@ def test_a_concat_of_its_own_is_one_copy_kernel_per_input_writing_its_slice(targ
     np.testing.assert_allclose(values[1], want.sum(axis=0), rtol=1e-5)
 
 
+@pytest.mark.parametrize("target", ["cpu", "cuda-emulated"])
+def test_a_constant_pad_of_its_own_copies_the_middle_and_fills_each_border(target: str) -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (3, 4), name="x")
+        padded = cc.pad(cc.exp(x), [[1, 2], [0, 3]], constant_values=-5.0)
+        fetches = [padded, cc.reduce_sum(padded, axis=1)]
+    feeds = {x: np.arange(12, dtype="float32").reshape(3, 4) / 10}
+    with Session(graph, target=target) as sess:
+        exe = sess.compile(fetches, feeds)
+        values = sess.run(fetches, feeds)
+    pads = kernels_covering(exe.program, "Pad")
+    assert [(k.space, k.out.offset, len(k.operands)) for k in pads] == [
+        ((3, 4), 7, 1), ((1, 7), 0, 0), ((2, 7), 28, 0), ((6, 3), 4, 0)], exe.dump("kernels")
+    want = np.pad(np.exp(feeds[x]), [[1, 2], [0, 3]], constant_values=-5.0)
+    np.testing.assert_allclose(values[0], want, rtol=1e-6)
+    np.testing.assert_allclose(values[1], want.sum(axis=1), rtol=1e-5)
+
+
 def test_reshape_is_a_view_of_its_input(graph) -> None:
     x = cc.placeholder("float32", (6, 4), name="x")
     s = cc.sin(x)
