@@ -83,6 +83,24 @@ def test_a_constant_pad_of_its_own_copies_the_middle_and_fills_each_border(targe
     np.testing.assert_allclose(values[1], want.sum(axis=1), rtol=1e-5)
 
 
+@pytest.mark.parametrize("target", ["cpu", "cuda-emulated"])
+def test_a_tile_of_its_own_is_one_kernel_over_multiples_and_positions(target: str) -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (3, 1, 4), name="x")
+        tiled = cc.tile(cc.exp(x), [2, 5, 1])
+        fetches = [tiled, cc.reduce_sum(tiled, axis=0)]
+    feeds = {x: np.arange(12, dtype="float32").reshape(3, 1, 4) / 10}
+    with Session(graph, target=target) as sess:
+        exe = sess.compile(fetches, feeds)
+        values = sess.run(fetches, feeds)
+    (kernel,) = kernels_covering(exe.program, "Tile")
+    assert kernel.space == (2, 3, 5, 1, 1, 4) and kernel.out.strides == (60, 20, 4, 4, 4, 1), exe.dump("kernels")
+    want = np.tile(np.exp(feeds[x]), [2, 5, 1])
+    np.testing.assert_allclose(values[0], want, rtol=1e-6)
+    np.testing.assert_allclose(values[1], want.sum(axis=0), rtol=1e-5)
+
+
 def test_reshape_is_a_view_of_its_input(graph) -> None:
     x = cc.placeholder("float32", (6, 4), name="x")
     s = cc.sin(x)
