@@ -71,7 +71,6 @@ class _KernelBuilder:
         self.check_numerics = check_numerics
         self.fetches = list(fetches)
         self.forced = forced
-        forced.update(_reads_before_assigning_constructs(self.nodes))
         self.fetched = {id(n) for n in fetches if n is not None}
         self.consumers: dict[int, list[tuple[Node, int]]] = {}
         for node in self.nodes:
@@ -551,7 +550,7 @@ def build_program(nodes: Sequence[Node], fetches: Sequence[Node | None], check_n
     """Fuse the nodes into kernels and assign buffers (see the module docstring). Kernels that
     compute a ``CheckNumerics`` op (with ``check_numerics``: every float value but assignments)
     carry the failure message in ``Kernel.check``."""
-    forced: set[int] = set()
+    forced: set[int] = _reads_before_assigning_constructs(nodes)
     for _ in range(4 * len(nodes) + 4):
         try:
             return _KernelBuilder(nodes, fetches, forced, check_numerics).build()

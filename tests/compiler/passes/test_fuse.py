@@ -64,39 +64,34 @@ def test_a_concat_of_its_own_is_one_copy_kernel_per_input_writing_its_slice(targ
     np.testing.assert_allclose(values[1], want.sum(axis=0), rtol=1e-5)
 
 
-@pytest.mark.parametrize("target", ["cpu", "cuda-emulated"])
-def test_a_constant_pad_of_its_own_copies_the_middle_and_fills_each_border(target: str) -> None:
-    graph = cc.Graph()
-    with graph.as_default():
-        x = cc.placeholder("float32", (3, 4), name="x")
-        padded = cc.pad(cc.exp(x), [[1, 2], [0, 3]], constant_values=-5.0)
-        fetches = [padded, cc.reduce_sum(padded, axis=1)]
-    feeds = {x: np.arange(12, dtype="float32").reshape(3, 4) / 10}
-    with Session(graph, target=target) as sess:
-        exe = sess.compile(fetches, feeds)
-        values = sess.run(fetches, feeds)
-    pads = kernels_covering(exe.program, "Pad")
-    assert [(k.space, k.out.offset, len(k.operands)) for k in pads] == [
-        ((3, 4), 7, 1), ((1, 7), 0, 0), ((2, 7), 28, 0), ((6, 3), 4, 0)], exe.dump("kernels")
-    want = np.pad(np.exp(feeds[x]), [[1, 2], [0, 3]], constant_values=-5.0)
-    np.testing.assert_allclose(values[0], want, rtol=1e-6)
-    np.testing.assert_allclose(values[1], want.sum(axis=1), rtol=1e-5)
+# An op computed on its own as strided copies and fills: (op, input shape, the op applied to exp(x),
+# numpy's, and per kernel (space, out offset, out strides, operands)). Pad: the middle, then each
+# border slab; tile: one kernel over (multiple, position) pairs.
+COPY_LAYOUTS = [
+    ("Pad", (3, 4), lambda e: cc.pad(e, [[1, 2], [0, 3]], constant_values=-5.0),
+     lambda e: np.pad(e, [[1, 2], [0, 3]], constant_values=-5.0),
+     [((3, 4), 7, (7, 1), 1), ((1, 7), 0, (7, 1), 0), ((2, 7), 28, (7, 1), 0), ((6, 3), 4, (7, 1), 0)]),
+    ("Tile", (3, 1, 4), lambda e: cc.tile(e, [2, 5, 1]), lambda e: np.tile(e, [2, 5, 1]),
+     [((2, 3, 5, 1, 1, 4), 0, (60, 20, 4, 4, 4, 1), 1)]),
+]
 
 
 @pytest.mark.parametrize("target", ["cpu", "cuda-emulated"])
-def test_a_tile_of_its_own_is_one_kernel_over_multiples_and_positions(target: str) -> None:
+@pytest.mark.parametrize("op, shape, build, reference, layout", COPY_LAYOUTS, ids=[row[0] for row in COPY_LAYOUTS])
+def test_a_pad_or_tile_of_its_own_is_strided_copies_and_fills(op, shape, build, reference, layout,
+                                                              target: str) -> None:
     graph = cc.Graph()
     with graph.as_default():
-        x = cc.placeholder("float32", (3, 1, 4), name="x")
-        tiled = cc.tile(cc.exp(x), [2, 5, 1])
-        fetches = [tiled, cc.reduce_sum(tiled, axis=0)]
-    feeds = {x: np.arange(12, dtype="float32").reshape(3, 1, 4) / 10}
+        x = cc.placeholder("float32", shape, name="x")
+        result = build(cc.exp(x))
+        fetches = [result, cc.reduce_sum(result, axis=0)]
+    feeds = {x: np.arange(np.prod(shape), dtype="float32").reshape(shape) / 10}
     with Session(graph, target=target) as sess:
         exe = sess.compile(fetches, feeds)
         values = sess.run(fetches, feeds)
-    (kernel,) = kernels_covering(exe.program, "Tile")
-    assert kernel.space == (2, 3, 5, 1, 1, 4) and kernel.out.strides == (60, 20, 4, 4, 4, 1), exe.dump("kernels")
-    want = np.tile(np.exp(feeds[x]), [2, 5, 1])
+    kernels = kernels_covering(exe.program, op)
+    assert [(k.space, k.out.offset, k.out.strides, len(k.operands)) for k in kernels] == layout, exe.dump("kernels")
+    want = reference(np.exp(feeds[x]))
     np.testing.assert_allclose(values[0], want, rtol=1e-6)
     np.testing.assert_allclose(values[1], want.sum(axis=0), rtol=1e-5)
 
