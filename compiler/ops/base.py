@@ -58,6 +58,21 @@ class LoopNest:
 
 
 @dataclass(frozen=True)
+class CopyPart:
+    """One kernel of an op computed on its own as strided copies (``OpDef.copies``): over ``space``
+    it writes the output element at ``out_offset + sum(index * out_strides)``, either input
+    ``source`` read with its dimension ``d`` on space axis ``dim_axes[d]`` (what produces it fused
+    in), or, with ``source`` None, the constant ``fill``."""
+
+    space: tuple[int, ...]
+    out_strides: tuple[int, ...]
+    out_offset: int = 0
+    source: int | None = None
+    dim_axes: tuple[int, ...] = ()
+    fill: Any = None
+
+
+@dataclass(frozen=True)
 class OpDef:
     name: str
     kind: str
@@ -75,6 +90,11 @@ class OpDef:
     # A convolution's loop nest as a matrix product over an implicit im2col, when it is one:
     # ``window_matmul(input_shapes, attrs, image_strides) -> kernel_ir.WindowMatmul | None``.
     window_matmul: Callable[[Sequence[tuple], Mapping[str, Any], tuple[int, ...]], Any] | None = None
+    # An elementwise op that, computed on its own (not fused into a consumer), is plain strided
+    # copies of its inputs and fills of the output: ``copies(input_shapes, out_shape, attrs) ->
+    # [CopyPart] | None`` (None: its one-kernel lowering serves). A concat's parts, say: one
+    # select per element among every input, each read with a gather, is several times slower.
+    copies: Callable[[Sequence[tuple], tuple, Mapping[str, Any]], Sequence[CopyPart] | None] | None = None
 
     def __post_init__(self) -> None:
         # The import-time check: every op has every rule its kind needs.

@@ -12,10 +12,10 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..graph import Operation, Tensor, located
-from ..kernel_ir import IndexedInput
+from ..kernel_ir import IndexedInput, contiguous_strides
 from ..shapes import RuleError, format_shape, normalize_axis
 from .array import expand_dims, identity, zeros_like
-from .base import LoopNest, OpDef, convert_to_tensor
+from .base import CopyPart, LoopNest, OpDef, convert_to_tensor
 from .rules import clamp_index, first_dtype, no_broadcast_dims, same_dtype, same_shape_as_second
 from .slicing import StridedSlice, getitem, lower_strided_slice
 
@@ -64,10 +64,21 @@ def _concat_grad(op: Operation, g: Tensor) -> list[Tensor]:
     return [ConcatGradPart(g, *op.inputs, axis=axis, part=k) for k in range(len(op.inputs))]
 
 
+def _concat_copies(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any]) -> list[CopyPart] | None:
+    # Each input that holds anything copied into its slice of the output.
+    axis = _concat_axis(shapes, attrs)
+    if sum(0 not in shape for shape in shapes) < 2:
+        return None
+    strides = contiguous_strides(out)
+    starts = np.cumsum([0] + [shape[axis] for shape in shapes])
+    return [CopyPart(tuple(shape), strides, int(start) * strides[axis], k, tuple(range(len(shape))))
+            for k, (shape, start) in enumerate(zip(shapes, starts)) if 0 not in shape]
+
+
 Concat = OpDef("ConcatV2", "elementwise", _concat_shape, same_dtype,
                reference=lambda values, attrs: np.concatenate([np.asarray(v) for v in values], attrs["axis"]),
                grad_rule=_concat_grad, lower_scalar=_concat_lower, dim_map=no_broadcast_dims,
-               indexed_inputs=tuple(range(64)))
+               indexed_inputs=tuple(range(64)), copies=_concat_copies)
 
 
 def _part_spec(shapes: Sequence[tuple], attrs: Mapping[str, Any]) -> tuple:
@@ -242,10 +253,23 @@ TileGrad = OpDef("TileGrad", "reduce", same_shape_as_second, first_dtype,
                  grad_rule=lambda op, g: [Tile(g, multiples=op.attrs["multiples"]), None],
                  loop_nest=_tile_grad_nest, indexed_inputs=(0,), shape_only_inputs=(1,))
 
+def _tile_copies(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any]) -> list[CopyPart] | None:
+    # One kernel over (multiple, position) pairs of each dimension: every access affine, the input
+    # strided 0 along the multiples (index remainders per element gathered it).
+    if 0 in out or not out:
+        return None
+    space: list[int] = []
+    strides: list[int] = []
+    for multiple, size, stride in zip(attrs["multiples"], shapes[0], contiguous_strides(out)):
+        space += [multiple, size]
+        strides += [size * stride, stride]
+    return [CopyPart(tuple(space), tuple(strides), 0, 0, tuple(range(1, len(space), 2)))]
+
+
 Tile = OpDef("Tile", "elementwise", _tile_shape, first_dtype,
              reference=lambda values, attrs: np.tile(np.asarray(values[0]), attrs["multiples"]),
              grad_rule=lambda op, g: [TileGrad(g, op.inputs[0], multiples=op.attrs["multiples"])],
-             lower_scalar=_tile_lower, dim_map=no_broadcast_dims, indexed_inputs=(0,))
+             lower_scalar=_tile_lower, dim_map=no_broadcast_dims, indexed_inputs=(0,), copies=_tile_copies)
 
 
 def tile(x: Any, multiples: Sequence[int], name: str | None = None) -> Tensor:

@@ -13,10 +13,10 @@ import numpy as np
 from .. import dtypes
 from ..errors import ShapeError
 from ..graph import Operation, Tensor, located
-from ..kernel_ir import IndexedInput
+from ..kernel_ir import IndexedInput, contiguous_strides
 from ..shapes import RuleError, format_shape
 from .array import identity
-from .base import OpDef, convert_to_tensor, fit_literal
+from .base import CopyPart, OpDef, convert_to_tensor, fit_literal
 from .rules import clamp_index, first_dtype, no_broadcast_dims, same_shape_as_second
 from .slicing import StridedSlice
 
@@ -58,12 +58,31 @@ def _pad_grad(op: Operation, g: Tensor) -> list[Tensor]:
     return [StridedSlice(g, spec=spec)]
 
 
+def _pad_copies(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any]) -> list[CopyPart] | None:
+    # The input into the middle of the output, and a fill per border slab (corners twice, with the
+    # same value); the index tests and clamps of the one-kernel form gathered the input.
+    source = shapes[0]
+    if 0 in source:
+        return None
+    strides = contiguous_strides(out)
+    paddings = attrs["paddings"]
+    middle = sum(before * stride for (before, _), stride in zip(paddings, strides))
+    parts = [CopyPart(tuple(source), strides, middle, 0, tuple(range(len(source))))]
+    for dim, (before, after) in enumerate(paddings):
+        for width, start in ((before, 0), (after, before + source[dim])):
+            if width:
+                parts.append(CopyPart(out[:dim] + (width,) + out[dim + 1:], strides, start * strides[dim],
+                                      fill=attrs["constant_values"]))
+    return parts
+
+
 Pad = OpDef("Pad", "elementwise", _pad_shape, first_dtype,
             # np.pad refuses the empty paddings of a scalar, which it is unchanged by.
             reference=lambda values, attrs: np.pad(np.asarray(values[0]), attrs["paddings"],
                                                    constant_values=attrs["constant_values"])
             if attrs["paddings"] else np.asarray(values[0]).copy(),
-            grad_rule=_pad_grad, lower_scalar=_pad_lower, dim_map=no_broadcast_dims, indexed_inputs=(0,))
+            grad_rule=_pad_grad, lower_scalar=_pad_lower, dim_map=no_broadcast_dims, indexed_inputs=(0,),
+            copies=_pad_copies)
 
 
 # Mirror padding, one dimension at a time: output i reads input i - before, reflected at the edges

@@ -268,77 +268,23 @@ class _KernelBuilder:
         memo[key] = result
         return result
 
-    def _emit_concat(self, node: Node, buffer: int) -> bool:
-        """A concatenation computed on its own: one kernel per input, each writing its slice of the
-        output (one select per element among every input, with a gathered load of each, made a
-        concat along rows 4-9 times slower than a copy). False where a single kernel does better:
-        fewer than two inputs hold anything."""
-        axis = node.attrs["axis"] % len(node.shape) if node.shape else 0
-        if sum(0 not in inp.shape for inp in node.inputs) < 2:
+    def _emit_copies(self, node: Node, buffer: int) -> bool:
+        """An op computed on its own as strided copies and fills (``OpDef.copies``): one kernel per
+        part, what produces a copied input fused into its kernel. False where the op has none."""
+        parts = node.opdef.copies([i.shape for i in node.inputs], node.shape, node.attrs) if node.opdef.copies else None
+        if not parts:
             return False
-        out_strides = contiguous_strides(node.shape)
-        start = 0
-        for inp in node.inputs:
-            if 0 not in inp.shape:
-                sb = ScalarBuilder()
-                operands: list[Access] = []
-                covers: list[tuple[str, str, str]] = [(node.opdef.name, node.label, node.where)]
-                space = inp.shape
-                body = self._expr(inp, tuple(range(len(space))), space, sb, operands, {}, covers)
-                self.kernels.append(Kernel(f"k{len(self.kernels)}", space, tuple(operands), body,
-                                           Access(buffer, out_strides, start * out_strides[axis]), node.dtype,
-                                           covers=tuple(covers)))
-            start += inp.shape[axis]
-        return True
-
-    def _emit_pad(self, node: Node, buffer: int) -> bool:
-        """A constant pad computed on its own: one kernel copies the input into the middle of the
-        output (what produces it fused in), and one fills each border slab (corners twice, with the
-        same value); one kernel that tested and clamped every element's index read the input with
-        gathers (3.5x numpy's time). False for an empty input: the fill alone, in one kernel."""
-        source = node.inputs[0]
-        if 0 in source.shape:
-            return False
-        out_strides = contiguous_strides(node.shape)
-        paddings = node.attrs["paddings"]
-        covers = ((node.opdef.name, node.label, node.where),)
-        sb = ScalarBuilder()
-        operands: list[Access] = []
-        copy_covers = list(covers)
-        body = self._expr(source, tuple(range(len(source.shape))), source.shape, sb, operands, {}, copy_covers)
-        middle = sum(before * stride for (before, _), stride in zip(paddings, out_strides))
-        self.kernels.append(Kernel(f"k{len(self.kernels)}", source.shape, tuple(operands), body,
-                                   Access(buffer, out_strides, middle), node.dtype, covers=tuple(copy_covers)))
-        for dim, (before, after) in enumerate(paddings):
-            for width, start in ((before, 0), (after, before + source.shape[dim])):
-                if width:
-                    space = node.shape[:dim] + (width,) + node.shape[dim + 1:]
-                    fill = ScalarBuilder().literal(node.attrs["constant_values"], node.dtype)
-                    self.kernels.append(Kernel(f"k{len(self.kernels)}", space, (), fill,
-                                               Access(buffer, out_strides, start * out_strides[dim]), node.dtype,
-                                               covers=covers))
-        return True
-
-    def _emit_tile(self, node: Node, buffer: int) -> bool:
-        """A tile computed on its own, as one kernel over (multiple, position) pairs of each dimension:
-        the output's strides split in two, the input's 0 along the multiples, so every access is
-        affine (the index remainders of the one-element-at-a-time form gathered the input: 2.5x
-        torch). False for an empty or scalar result."""
-        if 0 in node.shape or not node.shape:
-            return False
-        source = node.inputs[0]
-        out_strides = contiguous_strides(node.shape)
-        space: list[int] = []
-        strides: list[int] = []
-        for multiple, size, stride in zip(node.attrs["multiples"], source.shape, out_strides):
-            space += [multiple, size]
-            strides += [size * stride, stride]
-        sb = ScalarBuilder()
-        operands: list[Access] = []
-        covers: list[tuple[str, str, str]] = [(node.opdef.name, node.label, node.where)]
-        body = self._expr(source, tuple(range(1, len(space), 2)), tuple(space), sb, operands, {}, covers)
-        self.kernels.append(Kernel(f"k{len(self.kernels)}", tuple(space), tuple(operands), body,
-                                   Access(buffer, tuple(strides)), node.dtype, covers=tuple(covers)))
+        for part in parts:
+            sb = ScalarBuilder()
+            operands: list[Access] = []
+            covers: list[tuple[str, str, str]] = [(node.opdef.name, node.label, node.where)]
+            if part.source is None:
+                body = sb.literal(part.fill, node.dtype)
+            else:
+                body = self._expr(node.inputs[part.source], part.dim_axes, part.space, sb, operands, {}, covers)
+            self.kernels.append(Kernel(f"k{len(self.kernels)}", part.space, tuple(operands), body,
+                                       Access(buffer, part.out_strides, part.out_offset), node.dtype,
+                                       covers=tuple(covers)))
         return True
 
     def _emit_compute(self, node: Node, buffer: int) -> None:
@@ -346,11 +292,7 @@ class _KernelBuilder:
         operands: list[Access] = []
         covers: list[tuple[str, str, str]] = []
         memo: dict = {}
-        if node.opdef.name == "ConcatV2" and self._emit_concat(node, buffer):
-            return
-        if node.opdef.name == "Pad" and self._emit_pad(node, buffer):
-            return
-        if node.opdef.name == "Tile" and self._emit_tile(node, buffer):
+        if self._emit_copies(node, buffer):
             return
         if node.kind == "elementwise":
             space = node.shape
