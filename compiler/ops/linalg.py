@@ -1,4 +1,4 @@
-"""Matrix multiplication: 2-D, or batched 3-D (batch dims broadcast), with transpose flags.
+"""Matrix multiplication: 2-D, or batched over any leading axes (which broadcast), with transpose flags.
 
 It lowers to one loop nest over ``(batch, m, n, k)`` summing ``a * b`` over ``k``; transposes are
 just other strides, so no copy is made.
@@ -23,8 +23,9 @@ def _matrix_dims(shape: tuple, transposed: bool) -> tuple[Any, Any]:
 
 def _matmul_shape(shapes: Sequence[tuple], attrs: Mapping[str, Any]) -> tuple:
     a, b = shapes
-    if len(a) not in (2, 3) or len(b) not in (2, 3):
-        raise RuleError(f"matmul takes 2-D or 3-D operands, got {format_shape(a)} and {format_shape(b)}")
+    if len(a) < 2 or len(b) < 2:
+        raise RuleError(f"matmul takes operands of rank 2 or more (matrices, or batches of them), "
+                        f"got {format_shape(a)} and {format_shape(b)}")
     m, k_a = _matrix_dims(a, attrs["transpose_a"])
     k_b, n = _matrix_dims(b, attrs["transpose_b"])
     if k_a is not None and k_b is not None and k_a != k_b:
@@ -82,10 +83,13 @@ MatMul = OpDef("MatMul", "reduce", _matmul_shape, numeric_dtype, reference=_matm
 
 def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False,
            name: str | None = None) -> Tensor:
-    """Matrix product of the last two axes; a leading batch axis broadcasts.
+    """Matrix product of the last two axes; the leading (batch) axes broadcast, as in numpy's
+    ``matmul`` and TF's ``BatchMatMulV2`` (e.g. attention's ``[batch, heads, queries, depth]``).
 
     >>> import numpy as np, compiler as cc
     >>> cc.matmul(cc.constant(np.ones((2, 3))), cc.constant(np.ones((3, 4)))).shape
     (2, 4)
+    >>> cc.matmul(cc.constant(np.ones((5, 1, 2, 3))), cc.constant(np.ones((4, 3, 6)))).shape
+    (5, 4, 2, 6)
     """
     return MatMul(a, b, transpose_a=bool(transpose_a), transpose_b=bool(transpose_b), name=name)
