@@ -295,7 +295,7 @@ class Executable:
         A kernel split across the worker pool also has one slice per part on the track of the
         thread that ran it (the calling thread's or a worker's), with ``parts`` in the kernel's
         args; a GEMM splits its rows across the pool inside its one call (``gemm`` is true) and
-        shows as one slice.
+        shows as one slice, unless it is a batch of small products split by batch items (``parts``).
 
         >>> import json, os, tempfile
         >>> import compiler as cc

@@ -145,3 +145,42 @@ def test_a_thread_count_that_is_not_a_positive_whole_number_is_named_in_the_erro
         cpu.thread_count()
     monkeypatch.setenv("GRAPHGRAD_THREADS", " 3 ")
     assert cpu.thread_count() == 3
+
+
+BATCHED_PRODUCTS = {
+    # name: (build, a shape, b shape, whether the pool splits the batch)
+    "odd-batch": (lambda a, b: cc.matmul(a, b), (9, 40, 24), (9, 24, 40), True),
+    "two-batch-axes-transposed": (lambda a, b: cc.matmul(a, b, transpose_b=True), (6, 5, 32, 24), (6, 5, 40, 24), True),
+    "scaled-with-epilogue": (lambda a, b: cc.tanh(0.5 * cc.matmul(a, b)), (64, 20, 16), (64, 16, 24), True),
+    "large-products": (lambda a, b: cc.matmul(a, b), (3, 160, 130), (3, 130, 150), False),
+    "batch-shorter-than-the-threads": (lambda a, b: cc.matmul(a, b), (3, 100, 64), (3, 64, 90), False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BATCHED_PRODUCTS))
+def test_batched_small_products_are_split_by_batch_items(name: str, monkeypatch) -> None:
+    """A batch of small products is split across the pool by batch items, each product on one
+    thread (large ones split their own rows); a GEMM's sums do not depend on its threads, so the
+    results are bit for bit those of one thread, for 2 and 3 threads alike."""
+    build, a_shape, b_shape, split = BATCHED_PRODUCTS[name]
+    graph = cc.Graph()
+    with graph.as_default():
+        a = cc.placeholder("float64", a_shape)
+        b = cc.placeholder("float64", b_shape)
+        out = build(a, b)
+    rng = np.random.default_rng(5)
+    feeds = {a: rng.normal(size=a_shape), b: rng.normal(size=b_shape)}
+    results = {}
+    for threads in ("1", "2", "3"):
+        monkeypatch.setenv("GRAPHGRAD_THREADS", threads)
+        with Session(graph) as sess:
+            exe = sess.compile(out, feeds)
+            (product,) = [kernel for kernel in exe.program.kernels if kernel.matmul is not None]
+            plan = cpu.plan_kernel(product, int(threads))
+            assert plan.gemm and plan.outer == a_shape[0]
+            assert (plan.parts > 1) == (split and threads != "1")
+            results[threads] = sess.run(out, feeds)
+    with Session(graph, target="reference") as ref:
+        np.testing.assert_allclose(results["1"], ref.run(out, feeds), rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(results["2"], results["1"])
+    np.testing.assert_array_equal(results["3"], results["1"])
