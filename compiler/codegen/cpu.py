@@ -363,15 +363,38 @@ def _gemm_plan(kernel: Kernel, threads: int) -> KernelPlan:
     microsecond (on two Zen 4 cores, 1000 products of 32^3: 1.28 -> 0.66-0.71 ms, 256 of 64^3:
     1.8 -> 0.87-0.92 ms; torch 0.47 and 0.79)."""
     layout = kernel.matmul
-    if kernel.window is not None or layout is None or not layout.batch:
+    if kernel.window is not None or layout is None:
+        return KernelPlan((), (), 1, 1, True)
+    batch, rows = _batch_and_rows(kernel)
+    if not batch:
         return KernelPlan((), (), 1, 1, True)
     space = kernel.space
-    outer = space[layout.batch[0]]
-    product = space[layout.m] * space[layout.n] * space[layout.k]
+    outer = space[batch[0]]
+    product = rows * space[layout.n] * space[layout.k]
     split = (threads > 1 and outer >= 2 * threads and product <= BATCH_SPLIT_MAX_WORK
-             and kernel.out.strides[layout.batch[0]] != 0   # parts write disjoint outputs
-             and product * math.prod(space[a] for a in layout.batch) >= PARALLEL_MIN_WORK)
+             and kernel.out.strides[batch[0]] != 0   # parts write disjoint outputs
+             and product * math.prod(space[a] for a in batch) >= PARALLEL_MIN_WORK)
     return KernelPlan((), (), outer, min(4 * threads, outer) if split else 1, True)
+
+
+def _batch_and_rows(kernel: Kernel) -> tuple[tuple[int, ...], int]:
+    """(the batch axes a GEMM kernel loops over, the rows of each product): the innermost batch
+    axes along which the right matrix stays put while the left one's rows and the output's run
+    on are folded into the rows, so ``x @ W`` over a batch of sequences is one product of all
+    their rows, not one per sequence (an FFN layer's 32 x (64x128 @ 128x512) on one Zen 4
+    core: 2.82 -> 2.47 ms)."""
+    layout = kernel.matmul
+    assert layout is not None
+    space, out = kernel.space, kernel.out.strides
+    left, right = (access.strides for access in kernel.operands)
+    batch, rows = list(layout.batch), space[layout.m]
+    while batch:
+        axis = batch[-1]
+        if not (right[axis] == 0 and left[axis] == rows * left[layout.m] and out[axis] == rows * out[layout.m]):
+            break
+        rows *= space[axis]
+        batch.pop()
+    return tuple(batch), rows
 
 
 def _uses_gemm(kernel: Kernel) -> bool:
@@ -487,18 +510,19 @@ def _emit_gemm_call(builder: ir.IRBuilder, kernel: Kernel, out_pointer: ir.Value
     a_access, b_access = kernel.operands
     dtype = kernel.out_dtype
     i64 = ir.IntType(64)
-    batch_indices: list[ir.Value] = [ir.Constant(i64, 0)] * len(layout.batch)
+    batch, rows = _batch_and_rows(kernel)
+    batch_indices: list[ir.Value] = [ir.Constant(i64, 0)] * len(batch)
 
     def call_gemm(b: ir.IRBuilder) -> None:
         def pointer(base: ir.Value, strides: Sequence[int], offset: int) -> ir.Value:
-            index = linear_index(b, batch_indices, [strides[a] for a in layout.batch], offset)
+            index = linear_index(b, batch_indices, [strides[a] for a in batch], offset)
             return element_pointer(b, base, dtype, index)
         space = kernel.space
         gemm = declare_function(b.module, LIBRARY_SYMBOL.format(dtype=dtype.name), ir.VoidType(),
                                 library_signature().args)
         b.call(gemm, [
             ir.Constant(i64, 1) if split else _gemm_threads(b),
-            ir.Constant(i64, space[layout.m]), ir.Constant(i64, space[layout.n]), ir.Constant(i64, space[layout.k]),
+            ir.Constant(i64, rows), ir.Constant(i64, space[layout.n]), ir.Constant(i64, space[layout.k]),
             pointer(operand_pointers[0], a_access.strides, a_access.offset),
             ir.Constant(i64, a_access.strides[layout.m]), ir.Constant(i64, a_access.strides[layout.k]),
             pointer(operand_pointers[1], b_access.strides, b_access.offset),
@@ -508,14 +532,14 @@ def _emit_gemm_call(builder: ir.IRBuilder, kernel: Kernel, out_pointer: ir.Value
             ir.Constant(ir.DoubleType(), kernel.scale), ir.Constant(i64, int(kernel.accumulate))])
 
     def walk_batch(b: ir.IRBuilder, depth: int) -> None:
-        if depth == len(layout.batch):
+        if depth == len(batch):
             call_gemm(b)
             return
 
         def trip(b: ir.IRBuilder, index: ir.Value) -> None:
             batch_indices[depth] = b.add(start, index) if depth == 0 else index
             walk_batch(b, depth + 1)
-        emit_loop(b, b.sub(stop, start) if depth == 0 else kernel.space[layout.batch[depth]], trip,
+        emit_loop(b, b.sub(stop, start) if depth == 0 else kernel.space[batch[depth]], trip,
                   name=f"batch{depth}")
 
     walk_batch(builder, 0)

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..graph import Operation, Tensor
 from ..shapes import RuleError, broadcast_shapes, format_shape
+from .array import reshape
 from .base import LoopNest, OpDef
 from .broadcast import unbroadcast
 from .rules import numeric_dtype
@@ -74,7 +75,17 @@ def _matmul_grad(op: Operation, g: Tensor) -> list[Tensor]:
     else:
         grad_a = matmul(b, g, transpose_a=True, transpose_b=True)
         grad_b = matmul(g, a, transpose_a=True, transpose_b=True)
+    if len(b.shape) == 2 and len(a.shape) > 2 and not ta and _known(a.shape[-1]) and _known(g.shape[-1]):
+        # A matrix shared by a batch (``x @ W`` on sequences): its gradient is one product over
+        # every row of the batch, not a batch of products summed afterwards.
+        a_rows, g_rows = reshape(a, (-1, a.shape[-1])), reshape(g, (-1, g.shape[-1]))
+        grad_b = matmul(g_rows, a_rows, transpose_a=True) if tb else matmul(a_rows, g_rows, transpose_a=True)
     return [unbroadcast(grad_a, a), unbroadcast(grad_b, b)]
+
+
+def _known(size: int | None) -> bool:
+    """Whether an axis's size is known and not 0 (so that ``-1`` can stand for the others)."""
+    return size is not None and size > 0
 
 
 MatMul = OpDef("MatMul", "reduce", _matmul_shape, numeric_dtype, reference=_matmul_reference,

@@ -21,16 +21,20 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_split_kernels_match_one_thread_and_reference(name: str, monkeypatch) -> None:
-    build, x_shape, y_shape = CASES[name]
+def _two_inputs(build, x_shape: tuple[int, ...], y_shape: tuple[int, ...]) -> tuple[cc.Graph, cc.Tensor, dict]:
+    """(graph, ``build(x, y)`` of two float64 placeholders, feeds of normal values)."""
     graph = cc.Graph()
     with graph.as_default():
         x = cc.placeholder("float64", x_shape)
         y = cc.placeholder("float64", y_shape)
         out = build(x, y)
     rng = np.random.default_rng(0)
-    feeds = {x: rng.normal(size=x_shape), y: rng.normal(size=y_shape)}
+    return graph, out, {x: rng.normal(size=x_shape), y: rng.normal(size=y_shape)}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_split_kernels_match_one_thread_and_reference(name: str, monkeypatch) -> None:
+    graph, out, feeds = _two_inputs(*CASES[name])
     results = {}
     for threads in ("1", "2"):
         monkeypatch.setenv("GRAPHGRAD_THREADS", threads)
@@ -163,13 +167,7 @@ def test_batched_small_products_are_split_by_batch_items(name: str, monkeypatch)
     thread (large ones split their own rows); a GEMM's sums do not depend on its threads, so the
     results are bit for bit those of one thread, for 2 and 3 threads alike."""
     build, a_shape, b_shape, split = BATCHED_PRODUCTS[name]
-    graph = cc.Graph()
-    with graph.as_default():
-        a = cc.placeholder("float64", a_shape)
-        b = cc.placeholder("float64", b_shape)
-        out = build(a, b)
-    rng = np.random.default_rng(5)
-    feeds = {a: rng.normal(size=a_shape), b: rng.normal(size=b_shape)}
+    graph, out, feeds = _two_inputs(build, a_shape, b_shape)
     results = {}
     for threads in ("1", "2", "3"):
         monkeypatch.setenv("GRAPHGRAD_THREADS", threads)
@@ -184,3 +182,27 @@ def test_batched_small_products_are_split_by_batch_items(name: str, monkeypatch)
         np.testing.assert_allclose(results["1"], ref.run(out, feeds), rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(results["2"], results["1"])
     np.testing.assert_array_equal(results["3"], results["1"])
+
+
+FOLDED_PRODUCTS = {
+    # name: (build, a shape, b shape, the batch axes left to loop over, the rows of each product)
+    "sequences-times-weights": (lambda a, b: a @ b, (6, 70, 24), (24, 40), 0, 420),
+    "heads-times-weights": (lambda a, b: cc.matmul(a, b, transpose_b=True), (2, 3, 50, 24), (40, 24), 0, 300),
+    "inner-batch-broadcast": (lambda a, b: a @ b, (2, 3, 50, 24), (2, 1, 24, 40), 1, 150),
+    "transposed-left": (lambda a, b: cc.matmul(a, b, transpose_a=True), (6, 24, 70), (24, 40), 1, 70),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FOLDED_PRODUCTS))
+def test_batch_axes_along_which_the_right_matrix_stays_fold_into_rows(name: str) -> None:
+    """``x @ W`` over a batch of sequences (or heads) is one GEMM of all the rows where the rows
+    of x and of the output run on across the batch; elsewhere the batch stays a loop."""
+    build, a_shape, b_shape, batch_left, rows = FOLDED_PRODUCTS[name]
+    graph, out, feeds = _two_inputs(build, a_shape, b_shape)
+    with Session(graph) as sess, Session(graph, target="reference") as ref:
+        exe = sess.compile(out, feeds)
+        (product,) = [kernel for kernel in exe.program.kernels if kernel.matmul is not None]
+        assert cpu.plan_kernel(product, 2).gemm
+        batch, folded = cpu._batch_and_rows(product)
+        assert (len(batch), folded) == (batch_left, rows)
+        np.testing.assert_allclose(sess.run(out, feeds), ref.run(out, feeds), rtol=1e-12, atol=1e-12)
