@@ -91,6 +91,11 @@ class GradientAccumulator(Optimizer):
             raise cc.NoGradientError(located("No gradients provided for any variable: "
                                              f"{[v.name for _, v in pairs]}"))
         graph = var_list[0].graph
+        if ("micro_step", graph) in self._non_slot_dict:
+            # A second training op would share the run counter: each would apply on the other's runs.
+            raise ValueError(located(f"{self._name}: apply_gradients (or minimize) was already called in this "
+                                     f"graph; one GradientAccumulator counts the runs of one training op, so "
+                                     f"make one per training op"))
         with graph.init_scope():
             for var in var_list:
                 self._zeros_slot(var, "accumulator", self._name)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 import compiler as cc
-from compiler.graph import Tensor
+from compiler.graph import Tensor, located
 
 from .optimizer import HyperParameter, Optimizer, _call_if_callable
 
@@ -35,11 +35,11 @@ class AdagradOptimizer(Optimizer):
                  use_locking: bool = False, name: str = "Adagrad") -> None:
         super().__init__(use_locking, name)
         if isinstance(initial_accumulator_value, Tensor) or callable(initial_accumulator_value):
-            raise TypeError("AdagradOptimizer: initial_accumulator_value must be a number, got "
-                            f"{initial_accumulator_value!r}")
+            raise TypeError(located("AdagradOptimizer: initial_accumulator_value must be a number, got "
+                                    f"{initial_accumulator_value!r}"))
         if not initial_accumulator_value > 0.0:
-            raise ValueError("AdagradOptimizer: initial_accumulator_value must be positive, got "
-                             f"{initial_accumulator_value!r}")
+            raise ValueError(located("AdagradOptimizer: initial_accumulator_value must be positive, got "
+                                     f"{initial_accumulator_value!r}"))
         self._learning_rate = learning_rate
         self._initial_accumulator_value = float(initial_accumulator_value)
 

@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 
 import compiler as cc
-from compiler.graph import Graph, Operation, Tensor
+from compiler.graph import Graph, Operation, Tensor, located
 
 from .optimizer import HyperParameter, Optimizer, _call_if_callable
 
@@ -43,8 +43,8 @@ class AdamOptimizer(Optimizer):
         super().__init__(use_locking, name)
         for label, beta in (("beta1", beta1), ("beta2", beta2)):
             if isinstance(beta, Tensor) or callable(beta):
-                raise TypeError(f"AdamOptimizer: {label} must be a number (it is the initial value "
-                                f"of {label}_power), got {beta!r}")
+                raise TypeError(located(f"AdamOptimizer: {label} must be a number (it is the initial value "
+                                        f"of {label}_power), got {beta!r}"))
         self._learning_rate = learning_rate
         self._beta1 = float(beta1)
         self._beta2 = float(beta2)

@@ -6,7 +6,7 @@ from numbers import Real
 from typing import Any
 
 import compiler as cc
-from compiler.graph import Tensor
+from compiler.graph import Tensor, located
 
 from .optimizer import HyperParameter, Optimizer, _call_if_callable
 
@@ -48,20 +48,20 @@ class FtrlOptimizer(Optimizer):
                  l2_shrinkage_regularization_strength: HyperParameter = 0.0) -> None:
         super().__init__(use_locking, name)
         if isinstance(initial_accumulator_value, Tensor) or callable(initial_accumulator_value):
-            raise TypeError("FtrlOptimizer: initial_accumulator_value must be a number, got "
-                            f"{initial_accumulator_value!r}")
+            raise TypeError(located("FtrlOptimizer: initial_accumulator_value must be a number, got "
+                                    f"{initial_accumulator_value!r}"))
         if not initial_accumulator_value >= 0.0:
-            raise ValueError("FtrlOptimizer: initial_accumulator_value must be zero or positive, "
-                             f"got {initial_accumulator_value!r}")
+            raise ValueError(located("FtrlOptimizer: initial_accumulator_value must be zero or positive, "
+                                     f"got {initial_accumulator_value!r}"))
         if _is_number(learning_rate_power) and not learning_rate_power <= 0.0:
-            raise ValueError("FtrlOptimizer: learning_rate_power must be zero or negative, got "
-                             f"{learning_rate_power!r}")
+            raise ValueError(located("FtrlOptimizer: learning_rate_power must be zero or negative, got "
+                                     f"{learning_rate_power!r}"))
         for label, strength in (("l1_regularization_strength", l1_regularization_strength),
                                 ("l2_regularization_strength", l2_regularization_strength),
                                 ("l2_shrinkage_regularization_strength",
                                  l2_shrinkage_regularization_strength)):
             if _is_number(strength) and not strength >= 0.0:
-                raise ValueError(f"FtrlOptimizer: {label} must be zero or positive, got {strength!r}")
+                raise ValueError(located(f"FtrlOptimizer: {label} must be zero or positive, got {strength!r}"))
         self._learning_rate = learning_rate
         self._learning_rate_power = learning_rate_power
         self._initial_accumulator_value = float(initial_accumulator_value)

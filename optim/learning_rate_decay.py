@@ -154,6 +154,9 @@ def _boundary(boundary: Any, x: Tensor, graph: Graph, index: int) -> Tensor:
     if dtypes.is_integer(x.dtype) and float(boundary) != math.floor(boundary):
         raise ValueError(located(f"{function}: boundaries[{index}] = {boundary!r} is not a whole number, but "
                                  f"x is {x.dtype.name}"))
+    if dtypes.is_integer(x.dtype) and not np.iinfo(x.dtype).min <= boundary <= np.iinfo(x.dtype).max:
+        raise ValueError(located(f"{function}: boundaries[{index}] = {boundary!r} does not fit x's dtype "
+                                 f"{x.dtype.name} (use an int64 step)"))
     with graph.as_default():
         return cc.constant(np.asarray(boundary).astype(x.dtype))
 

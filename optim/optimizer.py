@@ -15,6 +15,7 @@ Subclasses implement, as in TF1:
 """
 from __future__ import annotations
 
+from numbers import Real
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -70,7 +71,7 @@ class Optimizer:
 
     def __init__(self, use_locking: bool = False, name: str | None = None) -> None:
         if not name:
-            raise ValueError("an Optimizer needs a non-empty name")
+            raise ValueError(located(f"{type(self).__name__}: an Optimizer needs a non-empty name, got {name!r}"))
         self._use_locking = use_locking  # kept for TF1 compatibility; updates are never racy here
         self._name = name
         # slot name -> {variable -> slot variable}
@@ -113,8 +114,9 @@ class Optimizer:
     def compute_gradients(self, loss: Tensor, var_list: Sequence[cc.Variable] | None = None,
                           gate_gradients: int = GATE_OP, aggregation_method: int | None = None,
                           colocate_gradients_with_ops: bool = False, grad_loss: Any = None) -> GradsAndVars:
-        """``[(grad, var), …]`` for the floating variables in ``var_list`` (default: the graph's
-        trainable variables); ``grad`` is ``None`` for a variable with no path to ``loss``.
+        """``[(grad, var), …]`` for the variables in ``var_list`` (a Variable, or a list, tuple or
+        dict of them; default: the graph's trainable variables); ``grad`` is ``None`` for a variable
+        with no path to ``loss`` and for integer variables.
         ``grad_loss`` weights the loss (ones by default). ``aggregation_method`` (a
         ``cc.AggregationMethod``) says how contributions to one gradient are summed;
         ``colocate_gradients_with_ops`` has no effect (a step runs on one device).
@@ -143,21 +145,23 @@ class Optimizer:
         if var_list is None:
             var_list = graph.get_collection(cc.GraphKeys.TRAINABLE_VARIABLES)
         variables: list[cc.Variable] = []
-        for var in var_list:
+        for var in _flatten_var_list(var_list):
             if not isinstance(var, cc.Variable):
                 raise TypeError(located(f"{self._name}: var_list holds {var!r}, which is not a Variable"))
             if var.graph is not graph:
                 raise cc.GraphMismatchError(located(f"{self._name}: variable {var.name!r} belongs to another "
                                                     f"graph than the loss {loss.name!r}"))
-            # Integer (and bool) variables carry no gradient, as in TF1; duplicates count once.
-            if dtypes.is_floating(var.dtype) and not any(var is v for v in variables):
+            if not any(var is v for v in variables):   # duplicates count once
                 variables.append(var)
         if not variables:
             raise ValueError(located(f"{self._name}: no variables to optimize"))
-        grads = cc.gradients(loss, variables, grad_ys=grad_loss, gate_gradients=gate_gradients == self.GATE_OP,
+        # Integer (and bool) variables carry no gradient, as in TF1: their pairs hold None.
+        floating = [var for var in variables if dtypes.is_floating(var.dtype)]
+        grads = cc.gradients(loss, floating, grad_ys=grad_loss, gate_gradients=gate_gradients == self.GATE_OP,
                              aggregation_method=aggregation_method,
-                             colocate_gradients_with_ops=colocate_gradients_with_ops)
-        return list(zip(grads, variables))
+                             colocate_gradients_with_ops=colocate_gradients_with_ops) if floating else []
+        by_variable = {id(var): grad for var, grad in zip(floating, grads)}
+        return [(by_variable.get(id(var)), var) for var in variables]
 
     def apply_gradients(self, grads_and_vars: Iterable[tuple[Any, cc.Variable]],
                         global_step: cc.Variable | None = None, name: str | None = None) -> Operation:
@@ -279,7 +283,20 @@ class Optimizer:
         """A hyperparameter as a tensor of ``dtype``: a constant for a Python number, the tensor
         itself (cast if its dtype differs) for a Tensor. Constants are shared within one step."""
         if isinstance(value, Tensor):
+            if value.shape != ():
+                raise ValueError(located(f"{self._name}: {name} must be a scalar, got the tensor {value.name!r} "
+                                         f"of shape {value.shape}"))
+            if value.graph is not cc.get_default_graph():
+                raise cc.GraphMismatchError(located(f"{self._name}: {name} {value.name!r} belongs to another graph "
+                                                    f"than the variables it updates"))
+            if not (dtypes.is_floating(value.dtype) or dtypes.is_integer(value.dtype)):
+                raise cc.DTypeError(located(f"{self._name}: {name} {value.name!r} is {value.dtype.name}; it must "
+                                            f"be a number"))
             return cc.cast(value, dtype)
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (Real, np.ndarray, np.generic)) \
+                or np.ndim(value) != 0 or np.asarray(value).dtype.kind not in "iuf":
+            raise (ValueError if value is None or np.ndim(value) else TypeError)(located(
+                f"{self._name}: {name} must be a number or a scalar Tensor, got {value!r}"))
         key = (name, np.dtype(dtype))
         if key not in self._hyper_cache:
             self._hyper_cache[key] = cc.constant(np.asarray(value, dtype=dtype), name=name)
@@ -313,10 +330,31 @@ class Optimizer:
                 if not dtypes.is_floating(var.dtype):
                     raise cc.DTypeError(located(f"{self._name}: cannot update the {var.dtype.name} variable "
                                                 f"{var.name!r}"))
+                if len(grad.shape) != len(var.shape) or any(g is not None and g != v
+                                                             for g, v in zip(grad.shape, var.shape)):
+                    raise cc.ShapeError(located(f"{self._name}: the gradient {grad.name!r} of shape {grad.shape} "
+                                                f"does not match variable {var.name!r} of shape {var.shape}"))
+            if pairs and var.graph is not pairs[0][1].graph:
+                raise cc.GraphMismatchError(located(f"{self._name}: variables {pairs[0][1].name!r} and {var.name!r} "
+                                                    f"belong to different graphs"))
             pairs.append((grad, var))
         if not pairs:
             raise ValueError(located(f"{self._name}: no variables provided"))
         return pairs
+
+
+def _flatten_var_list(var_list: Any) -> list[Any]:
+    """TF1's ``nest.flatten`` of a ``var_list``: a Variable alone, or lists, tuples and dicts
+    (in the order of their sorted keys) of them."""
+    if isinstance(var_list, cc.Variable):
+        return [var_list]
+    if isinstance(var_list, dict):
+        return [v for key in sorted(var_list) for v in _flatten_var_list(var_list[key])]
+    if isinstance(var_list, (list, tuple)):
+        return [v for item in var_list for v in _flatten_var_list(item)]
+    if isinstance(var_list, Tensor) or not isinstance(var_list, Iterable):
+        return [var_list]   # named in the caller's error
+    return [v for item in var_list for v in _flatten_var_list(item)]
 
 
 def _call_if_callable(value: Any) -> Any:

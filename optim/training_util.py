@@ -4,11 +4,14 @@ from __future__ import annotations
 import numpy as np
 
 import compiler as cc
+from compiler import dtypes
 from compiler.graph import Graph
 
 
 def get_global_step(graph: Graph | None = None) -> cc.Variable | None:
-    """The graph's global step variable (collection ``GLOBAL_STEP``), or None if there is none.
+    """The graph's global step variable: the one in collection ``GLOBAL_STEP``, else (as TF1) a
+    variable named "global_step" made by hand (``cc.Variable(0, name="global_step",
+    trainable=False)``), else None.
 
     >>> import compiler as cc
     >>> import optim
@@ -19,6 +22,10 @@ def get_global_step(graph: Graph | None = None) -> cc.Variable | None:
     graph = graph or cc.get_default_graph()
     found = graph.get_collection(cc.GraphKeys.GLOBAL_STEP)
     if not found:
+        named = [v for v in graph.get_collection(cc.GraphKeys.GLOBAL_VARIABLES)
+                 if isinstance(v, cc.Variable) and v.op.name == "global_step"]
+        if named and dtypes.is_integer(named[0].dtype) and named[0].shape == ():
+            return named[0]
         return None
     if len(found) > 1:
         raise TypeError(f"more than one variable in the {cc.GraphKeys.GLOBAL_STEP!r} collection: "

@@ -105,17 +105,20 @@ def test_compute_gradients() -> None:
     with graph.as_default():
         w = cc.Variable(np.ones((3, 2)), name="W")
         unused = cc.Variable(np.ones(4), name="unused")
-        counter = cc.Variable(np.array(0, np.int64), name="counter")  # integer: skipped
+        counter = cc.Variable(np.array(0, np.int64), name="counter")  # integer: no gradient, as in TF1
         frozen = cc.Variable(np.ones(2), name="frozen", trainable=False)
         loss = cc.reduce_sum(cc.square(w)) + cc.reduce_sum(frozen)
         opt = optim.GradientDescentOptimizer(0.1)
         pairs = opt.compute_gradients(loss)
         explicit = opt.compute_gradients(loss, var_list=[frozen, counter, unused])
-    assert [v for _, v in pairs] == [w, unused]
+        alone = opt.compute_gradients(loss, var_list=w)                      # TF1 flattens var_list
+        by_name = opt.compute_gradients(loss, var_list={"b": unused, "a": [w]})
+    assert [v for _, v in pairs] == [w, unused, counter]
     assert isinstance(pairs[0][0], cc.Tensor) and pairs[0][0].shape == (3, 2)
-    assert pairs[1][0] is None
-    assert [v for _, v in explicit] == [frozen, unused]
-    assert explicit[0][0] is not None and explicit[1][0] is None
+    assert pairs[1][0] is None and pairs[2][0] is None
+    assert [v for _, v in explicit] == [frozen, counter, unused]
+    assert explicit[0][0] is not None and explicit[1][0] is None and explicit[2][0] is None
+    assert [v for _, v in alone] == [w] and [v for _, v in by_name] == [w, unused]
 
 
 @pytest.mark.parametrize("target", ["reference", "cpu"])
@@ -159,6 +162,72 @@ def test_argument_errors() -> None:
             optim.AdamOptimizer(beta1=cc.constant(0.9))
     with pytest.raises(ValueError, match="name"):
         optim.Optimizer(name="")
+
+
+BAD_INPUTS = {
+    # name: (what the user does with w, a float64 Variable of shape (3,), and its loss; error; pattern)
+    "learning rate None": (lambda w, loss: optim.GradientDescentOptimizer(None).minimize(loss),
+                           ValueError, "GradientDescent: learning_rate must be a number or a scalar Tensor, got None"),
+    "epsilon None": (lambda w, loss: optim.AdamOptimizer(epsilon=None).minimize(loss),
+                     ValueError, "Adam: epsilon must be a number"),
+    "learning rate string": (lambda w, loss: optim.GradientDescentOptimizer("0.1").minimize(loss),
+                             TypeError, "learning_rate must be a number or a scalar Tensor, got '0.1'"),
+    "learning rate list": (lambda w, loss: optim.MomentumOptimizer([0.1, 1.0, 10.0], 0.9).minimize(loss),
+                           ValueError, "Momentum: learning_rate must be a number"),
+    "momentum vector tensor": (lambda w, loss: optim.MomentumOptimizer(0.1, cc.constant([0.9, 0.9, 0.9]))
+                               .minimize(loss), ValueError, "momentum must be a scalar, got the tensor"),
+    "learning rate from another graph": (
+        lambda w, loss: optim.GradientDescentOptimizer(_tensor_in_another_graph()).minimize(loss),
+        cc.GraphMismatchError, "learning_rate 'elsewhere:0' belongs to another graph"),
+    "gradient of another shape": (
+        lambda w, loss: optim.AdamOptimizer().apply_gradients([(cc.constant(np.ones(1)), w)]),
+        cc.ShapeError, r"the gradient 'Const:0' of shape \(1,\) does not match variable 'w:0' of shape \(3,\)"),
+    "variables of two graphs": (
+        lambda w, loss: optim.AdamOptimizer().apply_gradients([(cc.constant(np.ones(3)), w),
+                                                               _pair_in_another_graph()]),
+        cc.GraphMismatchError, "variables 'w:0' and 'v:0' belong to different graphs"),
+    "one accumulator for two training ops": (
+        lambda w, loss: [accumulator.minimize(loss) for accumulator in
+                         [optim.GradientAccumulator(optim.GradientDescentOptimizer(0.1), 2)] * 2],
+        ValueError, "one GradientAccumulator counts the runs of one training op"),
+    "Ftrl negative l1": (lambda w, loss: optim.FtrlOptimizer(0.1, l1_regularization_strength=-1.0),
+                         ValueError, "l1_regularization_strength must be zero or positive"),
+    "Adagrad zero accumulator": (lambda w, loss: optim.AdagradOptimizer(0.1, initial_accumulator_value=0.0),
+                                 ValueError, "initial_accumulator_value must be positive"),
+    "piecewise boundary beyond int32": (
+        lambda w, loss: optim.piecewise_constant(cc.constant(np.int32(200)), [100, 3_000_000_000], [1.0, 0.5, 0.1]),
+        ValueError, "boundaries\\[1\\] = 3000000000 does not fit x's dtype int32"),
+}
+
+
+def _tensor_in_another_graph() -> cc.Tensor:
+    with cc.Graph().as_default():
+        return cc.constant(0.1, name="elsewhere")
+
+
+def _pair_in_another_graph() -> tuple:
+    with cc.Graph().as_default():
+        return cc.constant(np.ones(2)), cc.Variable(np.ones(2), name="v")
+
+
+@pytest.mark.parametrize("name", sorted(BAD_INPUTS))
+def test_bad_optimizer_input_is_refused_at_the_users_line(name: str) -> None:
+    """What TF1 refuses (a None or non-scalar hyperparameter, a gradient of another shape, mixed
+    graphs) is refused when the update is built, naming the argument and the user's line, instead
+    of training with NaN, broadcasting, or failing on an internal node."""
+    build, error, pattern = BAD_INPUTS[name]
+    with cc.Graph().as_default():
+        w = cc.Variable(np.ones(3), name="w")
+        with pytest.raises(error, match=pattern) as raised:
+            build(w, cc.reduce_sum(w * w))
+    assert f"(at {__file__}:" in str(raised.value)
+
+
+def test_a_variable_named_global_step_is_the_global_step_as_in_tf1() -> None:
+    """The classic ``Variable(0, name="global_step", trainable=False)``, in no collection of its own."""
+    with cc.Graph().as_default():
+        step = cc.Variable(np.int64(0), name="global_step", trainable=False)
+        assert optim.get_global_step() is step and optim.get_or_create_global_step() is step
 
 
 def test_minimize_in_a_graph_that_is_not_the_default() -> None:
