@@ -169,7 +169,9 @@ def clip_by_global_norm(t_list: Sequence[Any], clip_norm: Any, use_norm: Any = N
     with graph.as_default(), graph.name_scope(name or "clip_by_global_norm"):
         if use_norm is None:
             use_norm = global_norm(tensors)
-        scale_for_finite = clip * cc.minimum(1.0 / use_norm, 1.0 / clip)
+        # TF1's clip * min(1 / norm, 1 / clip), without its inf for a zero norm (which a numerics
+        # check would report though the result is finite).
+        scale_for_finite = clip / cc.maximum(use_norm, clip)
         # Zero for a finite norm; NaN for inf or NaN, which then spreads to every output.
         scale = scale_for_finite + (use_norm - use_norm)
         for t in tensors:

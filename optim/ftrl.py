@@ -106,7 +106,10 @@ class FtrlOptimizer(Optimizer):
                                               dtype) * var
         linear_t = linear + grad_s - (new_scale - old_scale) / lr * var
         quadratic = new_scale / lr + 2.0 * l2
-        var_t = cc.where(cc.abs(linear_t) > l1, (cc.sign(linear_t) * l1 - linear_t) / quadratic, 0.0)
+        # Where the branch is not taken, divide by 1: quadratic is 0 where the accumulator is (no
+        # gradient yet, no l2), and 0 / 0 there would be a NaN that a numerics check reports.
+        taken = cc.abs(linear_t) > l1
+        var_t = cc.where(taken, (cc.sign(linear_t) * l1 - linear_t) / cc.where(taken, quadratic, 1.0), 0.0)
         return (cc.assign(var, var_t), cc.assign(accum, accum_new), cc.assign(linear, linear_t))
 
 

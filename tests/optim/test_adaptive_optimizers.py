@@ -339,3 +339,36 @@ def test_rmsprop_learning_rate_placeholder(target: str) -> None:
             got_w, got_b = sess.run([w, b])
             np.testing.assert_allclose(got_w, w_np, rtol=TARGETS[target], atol=1e-13)
             np.testing.assert_allclose(got_b, b_np, rtol=TARGETS[target], atol=1e-13)
+
+
+def _ftrl_from_a_zero_accumulator(w: cc.Variable) -> cc.Operation:
+    # w's second element gets no gradient: its accumulator stays 0, and so does the denominator.
+    return optim.FtrlOptimizer(0.5, initial_accumulator_value=0.0).minimize(cc.reduce_sum(w * [1.0, 0.0]))
+
+
+def _clipping_a_zero_gradient(w: cc.Variable) -> cc.Operation:
+    opt = optim.GradientDescentOptimizer(0.1)
+    grads, variables = zip(*opt.compute_gradients(cc.reduce_sum(w * 0.0)))
+    clipped, _ = optim.clip_by_global_norm(grads, 1.0)
+    return opt.apply_gradients(zip(clipped, variables))
+
+
+FINITE_UPDATES = {
+    "ftrl-zero-accumulator": (_ftrl_from_a_zero_accumulator, [0.5, 0.0]),
+    "clip-by-global-norm-of-zeros": (_clipping_a_zero_gradient, [1.0, 2.0]),
+}
+
+
+@pytest.mark.parametrize("target", ["reference", "cpu"])
+@pytest.mark.parametrize("name", sorted(FINITE_UPDATES))
+def test_updates_with_finite_results_pass_a_numerics_check(name: str, target: str) -> None:
+    """No NaN or Inf in any intermediate of these updates (not only in their finite results), so
+    ``check_numerics`` agrees on every target: the reference checks each op, cpu each kernel."""
+    build, expected = FINITE_UPDATES[name]
+    graph = cc.Graph()
+    with graph.as_default():
+        w = cc.Variable(np.array([1.0, 2.0]), name="w")
+        train = build(w)
+    with Session(graph, target=target, check_numerics=True) as sess:
+        sess.run(train)
+        np.testing.assert_allclose(sess.run(w), expected, rtol=1e-12)
