@@ -25,7 +25,7 @@ from .ops.array import (element_count, expand_dims, identity, one_hot, ones_like
                         reshape_like, squeeze, stop_gradient, transpose, zeros_like)
 from .ops.base import constant, convert_to_tensor  # noqa: F401
 from .ops.broadcast import broadcast_like, broadcast_to, sum_to  # noqa: F401
-from .ops.elementwise import (abs, add, cast, clip_by_value, cos, divide, equal, erf, exp,  # noqa: F401
+from .ops.elementwise import (abs, add, add_n, cast, clip_by_value, cos, divide, equal, erf, exp,  # noqa: F401
                               expm1, floor, greater, greater_equal, is_nan, less, less_equal, log,
                               log1p, logical_and, logical_not, logical_or, maximum, minimum, multiply,
                               negative, not_equal, pow, relu, rsqrt, sigmoid, sign, sin, sqrt, square,

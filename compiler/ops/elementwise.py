@@ -11,9 +11,10 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from .. import dtypes
-from ..graph import Operation, Tensor
+from ..errors import DTypeError, ShapeError
+from ..graph import Operation, Tensor, located
 from ..shapes import RuleError, broadcast_shapes, format_shape
-from .base import OpDef, convert_to_tensor, literal_as
+from .base import OpDef, composite_scope, convert_to_tensor, literal_as
 from .broadcast import unbroadcast
 from .rules import dtype_from_attrs, floating_dtype, no_gradient, numeric_dtype, same_dtype
 
@@ -162,6 +163,34 @@ Cast = OpDef("Cast", "elementwise", _broadcast_rule, dtype_from_attrs,
 def add(x: Any, y: Any, name: str | None = None) -> Tensor:
     """``x + y`` with broadcasting. ``add(placeholder("float32", (2,)), 1.0)``"""
     return Add(x, y, name=name)
+
+
+def add_n(inputs: Sequence[Any], name: str | None = None) -> Tensor:
+    """The elementwise sum of a list of tensors of one shape and dtype (no broadcasting, as TF1's
+    ``add_n``); a composition of ``add``.
+
+    >>> import compiler as cc
+    >>> cc.add_n([cc.constant([1.0, 2.0]), cc.constant([3.0, 4.0]), cc.constant([5.0, 6.0])]).shape
+    (2,)
+    """
+    if isinstance(inputs, Tensor) or not isinstance(inputs, (list, tuple)) or not inputs:
+        raise ValueError(located(f"add_n: inputs must be a non-empty list of tensors, got {inputs!r}"))
+    with composite_scope(name or "AddN", list(inputs)):
+        tensors = [convert_to_tensor(t) for t in inputs]
+        first = tensors[0]
+        for other in tensors[1:]:
+            if other.dtype != first.dtype:
+                raise DTypeError(located(f"add_n: inputs are {first.dtype.name} ({first.name!r}) and "
+                                         f"{other.dtype.name} ({other.name!r}); they must share one dtype"))
+            if len(other.shape) != len(first.shape) or any(
+                    a is not None and b is not None and a != b for a, b in zip(first.shape, other.shape)):
+                raise ShapeError(located(f"add_n: inputs {first.name!r} {format_shape(first.shape)} and "
+                                         f"{other.name!r} {format_shape(other.shape)} differ in shape (add_n does "
+                                         f"not broadcast)"))
+        total = tensors[0]   # one input is returned as it is, as in TF1
+        for other in tensors[1:]:
+            total = add(total, other)
+        return total
 
 
 def subtract(x: Any, y: Any, name: str | None = None) -> Tensor:

@@ -97,6 +97,8 @@ ROWS: list[Row] = [
     *_unary("sigmoid", cc.sigmoid, second=True),
     *_unary("relu", cc.nn.relu),
     *_unary("identity", cc.identity),
+    Row("add_n", lambda x, y: cc.add_n([x, y, x * y]), (Input((3, 4)), Input((3, 4))), grad=(0, 1), second_order=True),
+    Row("add_n-one-size0", lambda x: cc.add_n([x]) * 2.0, (Input((0, 3)),)),
     Row("pow-negative-base-integral-exponent", lambda x: cc.pow(x, 3.0), (Input((3, 4)),)),
     Row("stop_gradient", lambda x, y: cc.stop_gradient(x) * y, (Input((3, 4)), Input((3, 4))), grad=(1,)),
     Row("cast-f-to-other-float", lambda x: cc.cast(cc.cast(x, "float32"), "float64") * x,
