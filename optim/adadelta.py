@@ -35,6 +35,8 @@ class AdadeltaOptimizer(Optimizer):
      [2.      ]]
     """
 
+    _updates_only_gathered_rows = True   # as TF1's sparse kernel (see Optimizer)
+
     def __init__(self, learning_rate: HyperParameter = 0.001, rho: HyperParameter = 0.95,
                  epsilon: HyperParameter = 1e-8, use_locking: bool = False,
                  name: str = "Adadelta") -> None:
@@ -63,5 +65,6 @@ class AdadeltaOptimizer(Optimizer):
         accum_t = rho * accum + (1.0 - rho) * (grad * grad)
         update = cc.sqrt(accum_update + epsilon) * cc.rsqrt(accum_t + epsilon) * grad
         accum_update_t = rho * accum_update + (1.0 - rho) * (update * update)
-        return (cc.assign_sub(var, lr * update), cc.assign(accum, accum_t),
-                cc.assign(accum_update, accum_update_t))
+        return (cc.assign_sub(var, self._looked_up(lr * update, 0.0)),
+                cc.assign(accum, self._looked_up(accum_t, accum)),
+                cc.assign(accum_update, self._looked_up(accum_update_t, accum_update)))

@@ -38,6 +38,8 @@ class AdamWOptimizer(AdamOptimizer):
     [ 0.89 -0.89]
     """
 
+    _updates_only_gathered_rows = True   # as TF1's sparse kernel (see Optimizer)
+
     def __init__(self, weight_decay: HyperParameter, learning_rate: HyperParameter = 0.001,
                  beta1: float = 0.9, beta2: float = 0.999, epsilon: HyperParameter = 1e-8,
                  use_locking: bool = False, name: str = "AdamW") -> None:
@@ -101,6 +103,6 @@ class AdamWOptimizer(AdamOptimizer):
         step, m_t, v_t = self._adam_step(grad, var)
         if self._decay_var_list is None or any(var is d for d in self._decay_var_list):
             weight_decay = self._hyper("weight_decay", self._weight_decay_value, dtype)
-            step = step + weight_decay * var
+            step = step + self._looked_up(weight_decay * var, 0.0)   # TF1 decays looked-up rows only
         return (cc.assign_sub(var, step), cc.assign(self.get_slot(var, "m"), m_t),
                 cc.assign(self.get_slot(var, "v"), v_t))

@@ -40,6 +40,8 @@ class FtrlOptimizer(Optimizer):
     [0.094392 0.      ]
     """
 
+    _updates_only_gathered_rows = True   # as TF1's sparse kernel (see Optimizer)
+
     def __init__(self, learning_rate: HyperParameter, learning_rate_power: HyperParameter = -0.5,
                  initial_accumulator_value: float = 0.1,
                  l1_regularization_strength: HyperParameter = 0.0,
@@ -110,7 +112,8 @@ class FtrlOptimizer(Optimizer):
         # gradient yet, no l2), and 0 / 0 there would be a NaN that a numerics check reports.
         taken = cc.abs(linear_t) > l1
         var_t = cc.where(taken, (cc.sign(linear_t) * l1 - linear_t) / cc.where(taken, quadratic, 1.0), 0.0)
-        return (cc.assign(var, var_t), cc.assign(accum, accum_new), cc.assign(linear, linear_t))
+        return (cc.assign(var, self._looked_up(var_t, var)), cc.assign(accum, self._looked_up(accum_new, accum)),
+                cc.assign(linear, self._looked_up(linear_t, linear)))
 
 
 def _is_number(value: Any) -> bool:

@@ -29,6 +29,8 @@ class MomentumOptimizer(Optimizer):
     [array([0.8]), array([2.])]
     """
 
+    _updates_only_gathered_rows = True   # as TF1's sparse kernel (see Optimizer)
+
     def __init__(self, learning_rate: HyperParameter, momentum: HyperParameter,
                  use_locking: bool = False, name: str = "Momentum", use_nesterov: bool = False) -> None:
         super().__init__(use_locking, name)
@@ -53,4 +55,4 @@ class MomentumOptimizer(Optimizer):
             step = lr * grad + lr * momentum * accum_t
         else:
             step = lr * accum_t
-        return (cc.assign_sub(var, step), cc.assign(accum, accum_t))
+        return (cc.assign_sub(var, self._looked_up(step, 0.0)), cc.assign(accum, self._looked_up(accum_t, accum)))

@@ -12,6 +12,14 @@ Subclasses implement, as in TF1:
 - ``_apply_dense(grad, var)``: the update of one variable: an assignment, an ``Operation``, or a
   list/tuple of them;
 - ``_finish(update_ops, name)``: group the updates (and add any per-step updates of non-slot state).
+
+A gradient that comes only from ``gather`` (an embedding lookup) is, in TF1, an ``IndexedSlices``
+that the sparse kernels of Momentum, RMSProp, Adadelta and Ftrl (and AdamW's weight decay) apply
+to the looked-up rows alone: the other rows and their slots keep their values, where the dense
+formula with a zero gradient would still move them (Ftrl zeroes them). Here such a gradient is a
+dense scatter, and those optimizers (``_updates_only_gathered_rows``) restrict their assignments
+to the rows the lookups hit with ``_looked_up(value, otherwise)``. The others' dense update equals
+TF1's sparse one (Adam's sparse kernel also updates every row).
 """
 from __future__ import annotations
 
@@ -68,6 +76,8 @@ class Optimizer:
     GATE_NONE = 0
     GATE_OP = 1
     GATE_GRAPH = 2
+    # Whether a gradient from gather updates only the looked-up rows (see the module docstring).
+    _updates_only_gathered_rows = False
 
     def __init__(self, use_locking: bool = False, name: str | None = None) -> None:
         if not name:
@@ -79,6 +89,7 @@ class Optimizer:
         # (name, graph) -> non-slot variable (e.g. Adam's beta1_power), one per graph
         self._non_slot_dict: dict[tuple[str, Graph], cc.Variable] = {}
         self._hyper_cache: dict[tuple[str, np.dtype], Tensor] = {}
+        self._rows_looked_up: Tensor | None = None   # while one variable's update is built
 
     def get_name(self) -> str:
         return self._name
@@ -200,7 +211,12 @@ class Optimizer:
                     if grad is None:
                         continue
                     with graph.name_scope("update_" + var.op.name):
-                        update_ops.extend(_flatten(self._apply_dense(grad, var)))
+                        if self._updates_only_gathered_rows:
+                            self._rows_looked_up = _rows_looked_up(grad, var)
+                        try:
+                            update_ops.extend(_flatten(self._apply_dense(grad, var)))
+                        finally:
+                            self._rows_looked_up = None
                 if global_step is not None:
                     update_ops.append(cc.assign_add(global_step, 1))
             return self._finish(update_ops, scope)
@@ -243,6 +259,13 @@ class Optimizer:
     def _finish(self, update_ops: list[Any], name: str) -> Operation:
         """Group the updates into the Operation that ``apply_gradients`` returns."""
         return cc.group(*update_ops, name=name)
+
+    def _looked_up(self, value: Any, otherwise: Any) -> Any:
+        """``value`` in the rows of the variable being updated that its gather-only gradient looked
+        up, ``otherwise`` elsewhere; ``value`` everywhere for any other gradient."""
+        if self._rows_looked_up is None:
+            return value
+        return cc.where(self._rows_looked_up, value, otherwise)
 
     def _zeros_slot(self, var: cc.Variable, slot_name: str, op_name: str) -> cc.Variable:
         """The slot ``slot_name`` of ``var``, created as zeros named ``<var>/<op_name>`` if new."""
@@ -355,6 +378,35 @@ def _flatten_var_list(var_list: Any) -> list[Any]:
     if isinstance(var_list, Tensor) or not isinstance(var_list, Iterable):
         return [var_list]   # named in the caller's error
     return [v for item in var_list for v in _flatten_var_list(item)]
+
+
+def _gathered_indices(grad: Tensor) -> list[Tensor] | None:
+    """The indices of the row lookups (``gather`` along axis 0) whose gradients, summed, are
+    ``grad``; None if anything else contributes to it."""
+    name = grad.op.opdef.name
+    if name == "GatherGrad":
+        return [grad.op.inputs[1]] if grad.op.attrs["axis"] == 0 else None
+    if name in ("Add", "AddN") and grad.op.inputs and all(t.shape == grad.shape for t in grad.op.inputs):
+        found: list[Tensor] = []
+        for term in grad.op.inputs:
+            indices = _gathered_indices(term)
+            if indices is None:
+                return None
+            found.extend(indices)
+        return found
+    return None
+
+
+def _rows_looked_up(grad: Tensor, var: cc.Variable) -> Tensor | None:
+    """A bool tensor of shape ``[rows, 1, ...]``: which rows of ``var`` the lookups behind its
+    gather-only gradient hit (ids outside the rows hit none); None for any other gradient."""
+    indices = _gathered_indices(grad)
+    if indices is None or not var.shape:
+        return None
+    with cc.name_scope("rows_looked_up"):
+        flat = cc.concat([cc.reshape(cc.cast(i, "int64"), (-1,)) for i in indices], axis=0)
+        hits = cc.unsorted_segment_sum(cc.ones_like(flat, dtype="float32"), flat, var.shape[0])
+        return cc.reshape(hits > 0.0, (var.shape[0],) + (1,) * (len(var.shape) - 1))
 
 
 def _call_if_callable(value: Any) -> Any:

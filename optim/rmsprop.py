@@ -40,6 +40,8 @@ class RMSPropOptimizer(Optimizer):
     ['momentum', 'rms']
     """
 
+    _updates_only_gathered_rows = True   # as TF1's sparse kernel (see Optimizer)
+
     def __init__(self, learning_rate: HyperParameter, decay: HyperParameter = 0.9,
                  momentum: HyperParameter = 0.0, epsilon: HyperParameter = 1e-10,
                  use_locking: bool = False, centered: bool = False, name: str = "RMSProp") -> None:
@@ -72,13 +74,13 @@ class RMSPropOptimizer(Optimizer):
         rms = self.get_slot(var, "rms")
         mom = self.get_slot(var, "momentum")
         rms_t = decay * rms + (1.0 - decay) * (grad * grad)
-        updates = [cc.assign(rms, rms_t)]
+        updates = [cc.assign(rms, self._looked_up(rms_t, rms))]
         if self._centered:
             mg = self.get_slot(var, "mg")
             mg_t = decay * mg + (1.0 - decay) * grad
             denom = rms_t - mg_t * mg_t + epsilon
-            updates.append(cc.assign(mg, mg_t))
+            updates.append(cc.assign(mg, self._looked_up(mg_t, mg)))
         else:
             denom = rms_t + epsilon
         mom_t = momentum * mom + lr * grad * cc.rsqrt(denom)
-        return [cc.assign_sub(var, mom_t), cc.assign(mom, mom_t)] + updates
+        return [cc.assign_sub(var, self._looked_up(mom_t, 0.0)), cc.assign(mom, self._looked_up(mom_t, mom))] + updates

@@ -372,3 +372,63 @@ def test_updates_with_finite_results_pass_a_numerics_check(name: str, target: st
     with Session(graph, target=target, check_numerics=True) as sess:
         sess.run(train)
         np.testing.assert_allclose(sess.run(w), expected, rtol=1e-12)
+
+
+SPARSE_ROWS = {
+    # name: (optimizer, steps compared: AdamW's Adam part moves every row once its moments are not 0)
+    "momentum": (lambda: optim.MomentumOptimizer(0.1, 0.9), 2),
+    "nesterov": (lambda: optim.MomentumOptimizer(0.1, 0.9, use_nesterov=True), 2),
+    "rmsprop-centered-momentum": (lambda: optim.RMSPropOptimizer(0.1, momentum=0.5, centered=True), 2),
+    "adadelta": (lambda: optim.AdadeltaOptimizer(1.0), 2),
+    "ftrl": (lambda: optim.FtrlOptimizer(0.5, l1_regularization_strength=0.01), 2),
+    "adamw": (lambda: optim.AdamWOptimizer(0.01, learning_rate=0.1), 1),
+}
+LOOKUPS = [[0, 1, 1], [2]]   # the rows each step looks up (row 1 twice: its gradients add)
+
+
+@pytest.mark.parametrize("target", ["reference", "cpu"])
+@pytest.mark.parametrize("name", sorted(SPARSE_ROWS))
+def test_a_gather_only_gradient_updates_only_the_looked_up_rows(name: str, target: str) -> None:
+    """As TF1's sparse kernels: the rows an embedding lookup hit get the update, the others and
+    their slots keep their values. The oracle: the same rows as separate variables, of which only
+    those looked up have a gradient (the others are skipped whole)."""
+    make, steps = SPARSE_ROWS[name]
+    table = np.arange(8.0).reshape(4, 2) - 3.0
+    weights = [np.array([[1.0, -2.0], [0.5, 3.0], [-1.5, 0.25]]), np.array([[2.0, -1.0]])]
+    graph = cc.Graph()
+    with graph.as_default():
+        embedding = cc.Variable(table, name="embedding")
+        ids = cc.placeholder("int32", (None,), name="ids")
+        weight = cc.placeholder("float64", (None, 2), name="weight")
+        opt = make()
+        train = opt.minimize(cc.reduce_sum(cc.gather(embedding, ids) * weight))
+    oracle = cc.Graph()
+    with oracle.as_default():
+        rows = [cc.Variable(row, name=f"row{k}") for k, row in enumerate(table)]
+        oracle_opt = make()
+        trains = [oracle_opt.minimize(cc.add_n([cc.reduce_sum(rows[r] * w) for r, w in zip(lookup, step_weights)]),
+                                      var_list=rows)
+                  for lookup, step_weights in zip(LOOKUPS, weights)]
+    with Session(graph, target=target) as sess, Session(oracle, target="reference") as oracle_sess:
+        for step in range(steps):
+            sess.run(train, {ids: LOOKUPS[step], weight: weights[step]})
+            oracle_sess.run(trains[step])
+        np.testing.assert_allclose(sess.run(embedding), np.stack(oracle_sess.run(rows)), rtol=1e-12, atol=1e-12)
+        for slot in opt.get_slot_names():
+            table_slot = opt.get_slot(embedding, slot)
+            # A row never looked up has no slot in the oracle: it keeps its initial value.
+            expected = [table_slot.initial_value[k] if oracle_opt.get_slot(row, slot) is None
+                        else oracle_sess.run(oracle_opt.get_slot(row, slot)) for k, row in enumerate(rows)]
+            np.testing.assert_allclose(sess.run(table_slot), np.stack(expected), rtol=1e-12, atol=1e-12)
+
+
+def test_a_gradient_with_a_dense_part_updates_every_row() -> None:
+    """A table also used densely (an L2 penalty) has a dense gradient, as in TF1: every row moves."""
+    graph = cc.Graph()
+    with graph.as_default():
+        embedding = cc.Variable(np.ones((3, 2)), name="embedding")
+        loss = cc.reduce_sum(cc.gather(embedding, [0])) + 0.5 * cc.reduce_sum(cc.square(embedding))
+        train = optim.MomentumOptimizer(0.1, 0.9).minimize(loss)
+    with Session(graph, target="reference") as sess:
+        sess.run(train)
+        np.testing.assert_allclose(sess.run(embedding), [[0.8, 0.8], [0.9, 0.9], [0.9, 0.9]])
