@@ -15,7 +15,7 @@ import numpy as np
 from .. import dtypes
 from ..graph import Operation, Tensor, located
 from ..shapes import RuleError, format_shape, normalize_axes, normalize_axis
-from .base import OpDef, fit_literal
+from .base import OpDef, fit_literal, renamed_argument
 from .rules import dtype_from_attrs, first_dtype, pass_through, same_shape_as_first
 
 
@@ -128,13 +128,20 @@ Squeeze = OpDef("Squeeze", "elementwise",
                 grad_rule=_squeeze_grad, lower_scalar=pass_through, dim_map=_squeeze_dim_map)
 
 
-def expand_dims(x: Any, axis: int, name: str | None = None) -> Tensor:
-    """Insert a dimension of size 1 at ``axis`` (negative counts from the end of the result)."""
+def expand_dims(x: Any, axis: int | None = None, name: str | None = None, dim: int | None = None) -> Tensor:
+    """Insert a dimension of size 1 at ``axis`` (negative counts from the end of the result;
+    TF1's older name: ``dim``)."""
+    axis = renamed_argument("expand_dims", "axis", axis, "dim", dim)
+    if axis is None:
+        raise ValueError(located("expand_dims: axis is required"))
     return ExpandDims(x, axis=int(axis), name=name)
 
 
-def squeeze(x: Any, axis: int | Sequence[int] | None = None, name: str | None = None) -> Tensor:
-    """Remove dimensions of size 1 (all of them when ``axis`` is None)."""
+def squeeze(x: Any, axis: int | Sequence[int] | None = None, name: str | None = None,
+            squeeze_dims: int | Sequence[int] | None = None) -> Tensor:
+    """Remove dimensions of size 1 (all of them when ``axis`` is None; TF1's older name:
+    ``squeeze_dims``)."""
+    axis = renamed_argument("squeeze", "axis", axis, "squeeze_dims", squeeze_dims)
     if axis is not None and not isinstance(axis, int):
         axis = tuple(int(a) for a in axis)
     return Squeeze(x, axis=axis, name=name)

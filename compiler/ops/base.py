@@ -211,6 +211,18 @@ def composite_scope(name: str, values: Sequence[Any]) -> Iterator[str]:
         yield scope
 
 
+def renamed_argument(function: str, name: str, value: Any, old_name: str, old_value: Any,
+                     default: Any = None) -> Any:
+    """The value of an argument that TF1 also takes under an older name (``keep_dims`` for
+    ``keepdims``, ``dim`` for ``axis``...): the old name's value when given, else ``value``, else
+    ``default``; both given is an error, as in TF1."""
+    if old_value is None:
+        return default if value is None else value
+    if value is not None:
+        raise ValueError(located(f"{function}: give {name} or its older name {old_name}, not both"))
+    return old_value
+
+
 # -- constants -----------------------------------------------------------------------------------
 
 Const = OpDef("Const", "source", shape_from_attrs, dtype_from_attrs,

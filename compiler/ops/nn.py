@@ -15,7 +15,7 @@ from ..errors import DTypeError, ShapeError
 from ..graph import Tensor, located, user_location
 from ..shapes import format_shape, normalize_axes
 from .array import one_hot, squeeze, stop_gradient
-from .base import composite_scope, convert_to_tensor
+from .base import composite_scope, convert_to_tensor, renamed_argument
 from .elementwise import relu, sigmoid, tanh  # noqa: F401  (re-exported as cc.nn.*)
 from .elementwise import abs as abs_
 from .elementwise import (cast, clip_by_value, erf, exp, expm1, greater, greater_equal, less, log1p,
@@ -25,25 +25,31 @@ from .random_seed import check_seed
 from .reduction import reduce_logsumexp, reduce_mean, reduce_sum
 
 
-def log_softmax(logits: Any, axis: int = -1, name: str | None = None) -> Tensor:
-    """``logits - logsumexp(logits)`` along ``axis``: stable for large or very negative logits."""
+def log_softmax(logits: Any, axis: int | None = None, name: str | None = None, dim: int | None = None) -> Tensor:
+    """``logits - logsumexp(logits)`` along ``axis`` (the last by default; TF1's older name:
+    ``dim``): stable for large or very negative logits."""
+    axis = renamed_argument("log_softmax", "axis", axis, "dim", dim, default=-1)
     with composite_scope(name or "LogSoftmax", [logits]):
         logits = convert_to_tensor(logits)
         return logits - reduce_logsumexp(logits, axis=axis, keepdims=True)
 
 
-def softmax(logits: Any, axis: int = -1, name: str | None = None) -> Tensor:
-    """``exp(log_softmax(logits))``: each slice along ``axis`` sums to 1."""
+def softmax(logits: Any, axis: int | None = None, name: str | None = None, dim: int | None = None) -> Tensor:
+    """``exp(log_softmax(logits))``: each slice along ``axis`` (the last by default; TF1's older
+    name: ``dim``) sums to 1."""
+    axis = renamed_argument("softmax", "axis", axis, "dim", dim, default=-1)
     with composite_scope(name or "Softmax", [logits]):
         return exp(log_softmax(logits, axis=axis))
 
 
-def softmax_cross_entropy_with_logits(labels: Any = None, logits: Any = None, axis: int = -1,
-                                      name: str | None = None) -> Tensor:
-    """Per-example ``-sum(labels * log_softmax(logits))`` along ``axis``.
+def softmax_cross_entropy_with_logits(labels: Any = None, logits: Any = None, axis: int | None = None,
+                                      name: str | None = None, dim: int | None = None) -> Tensor:
+    """Per-example ``-sum(labels * log_softmax(logits))`` along ``axis`` (the last by default;
+    TF1's older name: ``dim``).
 
     As in TF1, the gradient flows only into ``logits`` (``labels`` are treated as constants).
     """
+    axis = renamed_argument("softmax_cross_entropy_with_logits", "axis", axis, "dim", dim, default=-1)
     with composite_scope(name or "softmax_cross_entropy_with_logits", [logits, labels]):
         logits = convert_to_tensor(logits)
         labels = convert_to_tensor(labels, logits.dtype)
@@ -175,16 +181,22 @@ def l2_loss(t: Any, name: str | None = None) -> Tensor:
         return reduce_sum(t * t) * 0.5
 
 
-def l2_normalize(x: Any, axis: int | None = None, epsilon: float = 1e-12, name: str | None = None) -> Tensor:
-    """``x / sqrt(max(sum(x**2, axis), epsilon))``: unit L2 norm along ``axis`` (all axes when None)."""
+def l2_normalize(x: Any, axis: int | None = None, epsilon: float = 1e-12, name: str | None = None,
+                 dim: int | None = None) -> Tensor:
+    """``x / sqrt(max(sum(x**2, axis), epsilon))``: unit L2 norm along ``axis`` (all axes when None;
+    TF1's older name: ``dim``)."""
+    axis = renamed_argument("l2_normalize", "axis", axis, "dim", dim)
     with composite_scope(name or "l2_normalize", [x]):
         x = _float_features("l2_normalize", x)
         squared = reduce_sum(x * x, axis, keepdims=True)
         return x * rsqrt(maximum(squared, epsilon))
 
 
-def moments(x: Any, axes: Any, keepdims: bool = False, name: str | None = None) -> tuple[Tensor, Tensor]:
-    """(mean, variance) of ``x`` over ``axes``, as TF1 (the variance is the mean squared deviation)."""
+def moments(x: Any, axes: Any, keepdims: bool | None = None, name: str | None = None, *, shift: Any = None,
+            keep_dims: bool | None = None) -> tuple[Tensor, Tensor]:
+    """(mean, variance) of ``x`` over ``axes``, as TF1 (the variance is the mean squared deviation;
+    ``keep_dims`` is ``keepdims``' older name; ``shift`` is accepted and unused, as in TF1)."""
+    keepdims = renamed_argument("moments", "keepdims", keepdims, "keep_dims", keep_dims, default=False)
     with composite_scope(name or "moments", [x]):
         x = _float_features("moments", x)
         mean = reduce_mean(x, axes, keepdims=True)

@@ -16,7 +16,7 @@ from ..graph import Operation, Tensor, located
 from ..shapes import RuleError, format_shape, normalize_axes, normalize_axis
 from . import elementwise as _ew
 from .array import element_count, expand_dims, squeeze, stop_gradient
-from .base import LoopNest, OpDef, composite_scope, convert_to_tensor
+from .base import LoopNest, OpDef, composite_scope, convert_to_tensor, renamed_argument
 from .broadcast import broadcast_like
 from .padding import Pad
 from .rules import numeric_dtype, same_shape_as_first, same_shape_as_second
@@ -84,26 +84,32 @@ ReduceMax = OpDef("ReduceMax", "reduce", _reduce_shape_rule, numeric_dtype, refe
                   grad_rule=_max_grad, loop_nest=_reduce_nest("max"))
 
 
-def reduce_sum(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False,
-               name: str | None = None) -> Tensor:
+def reduce_sum(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool | None = None,
+               name: str | None = None, reduction_indices: int | Sequence[int] | None = None,
+               keep_dims: bool | None = None) -> Tensor:
     """Sum over ``axis`` (all axes when None).
 
     >>> import compiler as cc
     >>> cc.reduce_sum(cc.constant([[1.0, 2.0], [3.0, 4.0]]), axis=1).shape
     (2,)
     """
+    axis, keepdims = _tf1_reduce_arguments("reduce_sum", axis, keepdims, reduction_indices, keep_dims)
     return ReduceSum(x, axis=_axis_attr(axis), keepdims=bool(keepdims), name=name)
 
 
-def reduce_max(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False,
-               name: str | None = None) -> Tensor:
+def reduce_max(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool | None = None,
+               name: str | None = None, reduction_indices: int | Sequence[int] | None = None,
+               keep_dims: bool | None = None) -> Tensor:
     """Max over ``axis``; NaN propagates; an empty reduction gives -inf."""
+    axis, keepdims = _tf1_reduce_arguments("reduce_max", axis, keepdims, reduction_indices, keep_dims)
     return ReduceMax(x, axis=_axis_attr(axis), keepdims=bool(keepdims), name=name)
 
 
-def reduce_mean(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False,
-                name: str | None = None) -> Tensor:
+def reduce_mean(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool | None = None,
+                name: str | None = None, reduction_indices: int | Sequence[int] | None = None,
+                keep_dims: bool | None = None) -> Tensor:
     """Mean over ``axis`` (a sum divided by the count, which is known at compile time)."""
+    axis, keepdims = _tf1_reduce_arguments("reduce_mean", axis, keepdims, reduction_indices, keep_dims)
     total = reduce_sum(x, axis, keepdims, name=name)
     if not dtypes.is_floating(total.dtype):
         raise DTypeError(located(f"reduce_mean needs a float tensor, got {total.dtype.name} {x.name!r} "
@@ -111,9 +117,11 @@ def reduce_mean(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool 
     return _ew.divide(total, element_count(x, _axis_attr(axis), total.dtype))
 
 
-def reduce_logsumexp(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False,
-                     name: str | None = None) -> Tensor:
+def reduce_logsumexp(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool | None = None,
+                     name: str | None = None, reduction_indices: int | Sequence[int] | None = None,
+                     keep_dims: bool | None = None) -> Tensor:
     """``log(sum(exp(x)))`` computed stably by shifting by the max (which gets no gradient)."""
+    axis, keepdims = _tf1_reduce_arguments("reduce_logsumexp", axis, keepdims, reduction_indices, keep_dims)
     axis = _axis_attr(axis)
     with composite_scope(name or "ReduceLogSumExp", [x]):
         peak = stop_gradient(reduce_max(x, axis, keepdims=True))
@@ -124,6 +132,13 @@ def reduce_logsumexp(x: Any, axis: int | Sequence[int] | None = None, keepdims: 
         if keepdims:
             return result
         return squeeze(result, normalize_axes(axis, len(result.shape)))
+
+
+def _tf1_reduce_arguments(function: str, axis: Any, keepdims: bool | None, reduction_indices: Any,
+                          keep_dims: bool | None) -> tuple[Any, bool]:
+    """(axis, keepdims) from TF1's older names too: ``reduction_indices`` and ``keep_dims``."""
+    return (renamed_argument(function, "axis", axis, "reduction_indices", reduction_indices),
+            bool(renamed_argument(function, "keepdims", keepdims, "keep_dims", keep_dims, default=False)))
 
 
 def _axis_attr(axis: Any) -> Any:
@@ -304,14 +319,17 @@ ProdOfOthers = OpDef("ProdOfOthers", "reduce", same_shape_as_first, numeric_dtyp
                      loop_nest=_prod_of_others_nest)
 
 
-def reduce_min(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False,
-               name: str | None = None) -> Tensor:
+def reduce_min(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool | None = None,
+               name: str | None = None, reduction_indices: int | Sequence[int] | None = None,
+               keep_dims: bool | None = None) -> Tensor:
     """Min over ``axis``; NaN propagates; an empty reduction gives +inf (the largest int)."""
+    axis, keepdims = _tf1_reduce_arguments("reduce_min", axis, keepdims, reduction_indices, keep_dims)
     return ReduceMin(x, axis=_axis_attr(axis), keepdims=bool(keepdims), name=name)
 
 
-def reduce_prod(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False,
-                name: str | None = None) -> Tensor:
+def reduce_prod(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool | None = None,
+                name: str | None = None, reduction_indices: int | Sequence[int] | None = None,
+                keep_dims: bool | None = None) -> Tensor:
     """Product over ``axis`` (1 for an empty reduction). Its gradient is exact with zeros in ``x``
     (no division); it costs the reduced size squared per element, its second derivative the cube.
 
@@ -319,6 +337,7 @@ def reduce_prod(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool 
     >>> cc.reduce_prod(cc.constant([[1.0, 2.0], [3.0, 4.0]]), axis=0).shape
     (2,)
     """
+    axis, keepdims = _tf1_reduce_arguments("reduce_prod", axis, keepdims, reduction_indices, keep_dims)
     return ReduceProd(x, axis=_axis_attr(axis), keepdims=bool(keepdims), name=name)
 
 
@@ -377,7 +396,8 @@ def _arg(kind: str, x: Any, axis: int | None, output_type: Any, name: str | None
                          output_type=dtypes.as_dtype(output_type), name=name)
 
 
-def argmax(x: Any, axis: int | None = None, output_type: Any = "int64", name: str | None = None) -> Tensor:
+def argmax(x: Any, axis: int | None = None, output_type: Any = "int64", name: str | None = None,
+           dimension: int | None = None) -> Tensor:
     """The position of the largest element along ``axis`` (0 when None, as TF1); the first one on
     ties, the first NaN if there is one (as numpy).
 
@@ -385,12 +405,13 @@ def argmax(x: Any, axis: int | None = None, output_type: Any = "int64", name: st
     >>> cc.argmax(cc.constant([[1.0, 5.0], [7.0, 2.0]]), axis=1).shape
     (2,)
     """
-    return _arg("argmax", x, axis, output_type, name)
+    return _arg("argmax", x, renamed_argument("argmax", "axis", axis, "dimension", dimension), output_type, name)
 
 
-def argmin(x: Any, axis: int | None = None, output_type: Any = "int64", name: str | None = None) -> Tensor:
+def argmin(x: Any, axis: int | None = None, output_type: Any = "int64", name: str | None = None,
+           dimension: int | None = None) -> Tensor:
     """The position of the smallest element along ``axis`` (see ``argmax``)."""
-    return _arg("argmin", x, axis, output_type, name)
+    return _arg("argmin", x, renamed_argument("argmin", "axis", axis, "dimension", dimension), output_type, name)
 
 
 # -- cumsum ------------------------------------------------------------------------------------
