@@ -365,7 +365,8 @@ def _gemm_plan(kernel: Kernel, threads: int) -> KernelPlan:
     layout = kernel.matmul
     if kernel.window is not None or layout is None:
         return KernelPlan((), (), 1, 1, True)
-    batch, rows = _batch_and_rows(kernel)
+    folded = gemm_rows(kernel)
+    batch, rows = folded.batch, folded.count
     if not batch:
         return KernelPlan((), (), 1, 1, True)
     space = kernel.space
@@ -377,24 +378,41 @@ def _gemm_plan(kernel: Kernel, threads: int) -> KernelPlan:
     return KernelPlan((), (), outer, min(4 * threads, outer) if split else 1, True)
 
 
-def _batch_and_rows(kernel: Kernel) -> tuple[tuple[int, ...], int]:
-    """(the batch axes a GEMM kernel loops over, the rows of each product): the innermost batch
-    axes along which the right matrix stays put while the left one's rows and the output's run
-    on are folded into the rows, so ``x @ W`` over a batch of sequences is one product of all
-    their rows, not one per sequence (an FFN layer's 32 x (64x128 @ 128x512) on one Zen 4
-    core: 2.82 -> 2.47 ms)."""
+@dataclass(frozen=True)
+class GemmRows:
+    """How a GEMM kernel runs its products: a loop over ``batch`` axes of products of ``count``
+    rows, the rows ``left_stride`` apart in the left matrix and ``out_stride`` in the output."""
+
+    batch: tuple[int, ...]
+    count: int
+    left_stride: int
+    out_stride: int
+
+
+def gemm_rows(kernel: Kernel) -> GemmRows:
+    """The innermost batch axes along which the right matrix stays put while the left one's rows
+    and the output's run on fold into the rows, so ``x @ W`` over a batch of sequences is one
+    product of all their rows, not one per sequence (an FFN layer's 32 x (64x128 @ 128x512) on
+    one Zen 4 core: 2.82 -> 2.47 ms), and a batch of single rows (256 x (1x512 @ 512x512)) one
+    GEMM, not 256 matrix-vector products (4.0 -> 1.24 ms)."""
     layout = kernel.matmul
     assert layout is not None
     space, out = kernel.space, kernel.out.strides
     left, right = (access.strides for access in kernel.operands)
     batch, rows = list(layout.batch), space[layout.m]
+    left_stride, out_stride = left[layout.m], out[layout.m]
     while batch:
         axis = batch[-1]
-        if not (right[axis] == 0 and left[axis] == rows * left[layout.m] and out[axis] == rows * out[layout.m]):
-            break
-        rows *= space[axis]
+        if space[axis] != 1:
+            if right[axis] != 0:
+                break
+            if rows == 1:   # one row so far: its stride is free, the batch axis's takes its place
+                left_stride, out_stride = left[axis], out[axis]
+            elif left[axis] != rows * left_stride or out[axis] != rows * out_stride:
+                break
+            rows *= space[axis]
         batch.pop()
-    return tuple(batch), rows
+    return GemmRows(tuple(batch), rows, left_stride, out_stride)
 
 
 def _uses_gemm(kernel: Kernel) -> bool:
@@ -408,7 +426,7 @@ def _uses_gemm(kernel: Kernel) -> bool:
     if kernel.matmul is None:
         return False
     layout = kernel.matmul
-    rows, columns = kernel.space[layout.m], kernel.space[layout.n]
+    rows, columns = gemm_rows(kernel).count, kernel.space[layout.n]
     if min(rows, columns) <= MATRIX_VECTOR_MAX:
         # A matrix times a vector (or two): every element of the matrix is used once or twice, so
         # packing it into panels costs more than the product; the loop nest streams it instead
@@ -510,7 +528,8 @@ def _emit_gemm_call(builder: ir.IRBuilder, kernel: Kernel, out_pointer: ir.Value
     a_access, b_access = kernel.operands
     dtype = kernel.out_dtype
     i64 = ir.IntType(64)
-    batch, rows = _batch_and_rows(kernel)
+    folded = gemm_rows(kernel)
+    batch, rows = folded.batch, folded.count
     batch_indices: list[ir.Value] = [ir.Constant(i64, 0)] * len(batch)
 
     def call_gemm(b: ir.IRBuilder) -> None:
@@ -524,11 +543,11 @@ def _emit_gemm_call(builder: ir.IRBuilder, kernel: Kernel, out_pointer: ir.Value
             ir.Constant(i64, 1) if split else _gemm_threads(b),
             ir.Constant(i64, rows), ir.Constant(i64, space[layout.n]), ir.Constant(i64, space[layout.k]),
             pointer(operand_pointers[0], a_access.strides, a_access.offset),
-            ir.Constant(i64, a_access.strides[layout.m]), ir.Constant(i64, a_access.strides[layout.k]),
+            ir.Constant(i64, folded.left_stride), ir.Constant(i64, a_access.strides[layout.k]),
             pointer(operand_pointers[1], b_access.strides, b_access.offset),
             ir.Constant(i64, b_access.strides[layout.k]), ir.Constant(i64, b_access.strides[layout.n]),
             pointer(out_pointer, kernel.out.strides, kernel.out.offset),
-            ir.Constant(i64, kernel.out.strides[layout.m]),
+            ir.Constant(i64, folded.out_stride),
             ir.Constant(ir.DoubleType(), kernel.scale), ir.Constant(i64, int(kernel.accumulate))])
 
     def walk_batch(b: ir.IRBuilder, depth: int) -> None:

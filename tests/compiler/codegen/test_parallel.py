@@ -189,6 +189,8 @@ FOLDED_PRODUCTS = {
     "sequences-times-weights": (lambda a, b: a @ b, (6, 70, 24), (24, 40), 0, 420),
     "heads-times-weights": (lambda a, b: cc.matmul(a, b, transpose_b=True), (2, 3, 50, 24), (40, 24), 0, 300),
     "inner-batch-broadcast": (lambda a, b: a @ b, (2, 3, 50, 24), (2, 1, 24, 40), 1, 150),
+    "single-rows": (lambda a, b: a @ b, (70, 1, 24), (24, 40), 0, 70),
+    "single-rows-of-heads": (lambda a, b: cc.matmul(a, b, transpose_b=True), (5, 1, 4, 1, 24), (40, 24), 0, 20),
     "transposed-left": (lambda a, b: cc.matmul(a, b, transpose_a=True), (6, 24, 70), (24, 40), 1, 70),
 }
 
@@ -203,6 +205,6 @@ def test_batch_axes_along_which_the_right_matrix_stays_fold_into_rows(name: str)
         exe = sess.compile(out, feeds)
         (product,) = [kernel for kernel in exe.program.kernels if kernel.matmul is not None]
         assert cpu.plan_kernel(product, 2).gemm
-        batch, folded = cpu._batch_and_rows(product)
-        assert (len(batch), folded) == (batch_left, rows)
+        folded = cpu.gemm_rows(product)
+        assert (len(folded.batch), folded.count) == (batch_left, rows)
         np.testing.assert_allclose(sess.run(out, feeds), ref.run(out, feeds), rtol=1e-12, atol=1e-12)
