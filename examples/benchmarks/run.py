@@ -45,6 +45,9 @@ Workloads (all float32):
     rnn-scan              one SGD training step of a GRU classifier (28 steps of 28 features, hidden
                           128, batch 64): graphgrad's cc.scan, jax.lax.scan under jax.jit, torch eager
                           with a Python loop, numpy with backpropagation through time by hand
+    attn-b32              one SGD training step of a pre-norm transformer block (width 128, 4 heads of
+                          32, length 64, feed-forward 512 with tanh GELU, layer norms, mean squared
+                          error), batch 32; numpy with the backward written by hand
     mlp-b1024-mpi2        the mlp-b1024 step data-parallel over MPI: 2 ranks (``mpiexec -n 2``, one
                           graphgrad thread each) x batch 512 with optim.DistributedOptimizer, against
                           one process x batch 1024 (column one-process, all cores), and the time in

@@ -84,6 +84,7 @@ PROCESSES: dict[str, tuple[str, ...]] = {
     "infer-8threads": ("graphgrad", "numpy", "torch", "jax"),
     "mlp-b1024-mpi2": ("graphgrad",),
     "rnn-scan": ("graphgrad", "numpy", "torch", "jax"),
+    "attn-b32": ("graphgrad", "numpy", "torch", "jax"),
 }
 WORKLOADS: tuple[str, ...] = tuple(PROCESSES)
 # The columns (libraries) each worker process fills.
@@ -984,6 +985,180 @@ def rnn_workload(libs: Libraries) -> Workload:
                             note="jax.jit of jax.grad through jax.lax.scan")
     return Workload(name, "ms", f"SGD step, GRU over {RNN_STEPS} steps of {RNN_FEATURES} features, hidden "
                                 f"{RNN_HIDDEN} (gates z, r, n in one [H, 3H] matrix), batch {RNN_BATCH}", cases)
+
+
+# ------------------------------------------------------------------------------------------------
+# attn-b32: a transformer block's training step
+# ------------------------------------------------------------------------------------------------
+ATTN_BATCH, ATTN_LENGTH, ATTN_WIDTH, ATTN_HEADS, ATTN_HIDDEN = 32, 64, 128, 4, 512
+ATTN_NAMES: tuple[str, ...] = ("query", "key", "value", "output", "ffn/in", "ffn/out")
+GELU_SCALE, GELU_CUBIC = float(np.sqrt(2.0 / np.pi)), 0.044715
+
+
+def attn_data(seed: int = 9) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    """The block's weights (query, key, value and output projections [D, D], the feed-forward
+    layer's [D, 4D] and [4D, D], scaled by 1/sqrt(fan-in)), a batch [B, T, D] and its target, float32."""
+    rng = np.random.default_rng(seed)
+    width, hidden = ATTN_WIDTH, ATTN_HIDDEN
+    shapes = [(width, width)] * 4 + [(width, hidden), (hidden, width)]
+    params = [(rng.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32) for shape in shapes]
+    x = rng.standard_normal((ATTN_BATCH, ATTN_LENGTH, width)).astype(np.float32)
+    target = rng.standard_normal((ATTN_BATCH, ATTN_LENGTH, width)).astype(np.float32)
+    return params, x, target
+
+
+def numpy_attn_step(params: list[np.ndarray], x: np.ndarray, target: np.ndarray) -> None:
+    """One SGD step of the block (pre-norm: layer norm without scale and shift, softmax attention
+    over 4 heads, a residual, layer norm, a tanh-GELU feed-forward layer, a residual; the mean
+    squared error against ``target``), backward written by hand; updates ``params`` in place."""
+    query_w, key_w, value_w, output_w, in_w, out_w = params
+    batch, length, width = x.shape
+    heads, depth = ATTN_HEADS, width // ATTN_HEADS
+
+    def norm(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        centred = v - v.mean(axis=-1, keepdims=True)
+        inverse = 1.0 / np.sqrt((centred * centred).mean(axis=-1, keepdims=True) + 1e-5)
+        return centred * inverse, inverse
+
+    def norm_backward(d: np.ndarray, normed: np.ndarray, inverse: np.ndarray) -> np.ndarray:
+        return inverse * (d - d.mean(axis=-1, keepdims=True) - normed * (d * normed).mean(axis=-1, keepdims=True))
+
+    def split(v: np.ndarray) -> np.ndarray:      # [B, T, D] -> [B, H, T, D/H]
+        return v.reshape(batch, length, heads, depth).transpose(0, 2, 1, 3)
+
+    def merge(v: np.ndarray) -> np.ndarray:
+        return v.transpose(0, 2, 1, 3).reshape(batch, length, width)
+
+    h, h_inverse = norm(x)
+    q, k, v = split(h @ query_w), split(h @ key_w), split(h @ value_w)
+    scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(depth)
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights /= weights.sum(axis=-1, keepdims=True)
+    attended = merge(weights @ v)
+    x2 = x + attended @ output_w
+    h2, h2_inverse = norm(x2)
+    u = h2 @ in_w
+    t = np.tanh(GELU_SCALE * (u + GELU_CUBIC * u ** 3))
+    gelu = 0.5 * u * (1.0 + t)
+    out = x2 + gelu @ out_w
+    d_out = 2.0 * (out - target) / out.size
+    d_out_w = gelu.reshape(-1, ATTN_HIDDEN).T @ d_out.reshape(-1, width)
+    d_u = (d_out @ out_w.T) * (0.5 * (1.0 + t) + 0.5 * u * (1.0 - t * t) * GELU_SCALE * (1.0 + 3 * GELU_CUBIC * u * u))
+    d_in_w = h2.reshape(-1, width).T @ d_u.reshape(-1, ATTN_HIDDEN)
+    d_x2 = d_out + norm_backward(d_u @ in_w.T, h2, h2_inverse)
+    d_output_w = attended.reshape(-1, width).T @ d_x2.reshape(-1, width)
+    d_attended = split(d_x2 @ output_w.T)
+    d_weights = d_attended @ v.transpose(0, 1, 3, 2)
+    d_v = weights.transpose(0, 1, 3, 2) @ d_attended
+    d_scores = weights * (d_weights - (d_weights * weights).sum(axis=-1, keepdims=True)) / np.sqrt(depth)
+    d_q, d_k = d_scores @ k, d_scores.transpose(0, 1, 3, 2) @ q
+    rows = h.reshape(-1, width)
+    grads = [rows.T @ merge(d).reshape(-1, width) for d in (d_q, d_k, d_v)] + [d_output_w, d_in_w, d_out_w]
+    for param, grad in zip(params, grads):
+        param -= (LEARNING_RATE * grad).astype(param.dtype)
+
+
+def build_graphgrad_attn() -> tuple[Any, Any, dict, list[Any]]:
+    """The block's step in graphgrad: (sess, train_op, feed, variables)."""
+    import_graphgrad()
+    params, xb, target_b = attn_data()
+    width, heads, depth = ATTN_WIDTH, ATTN_HEADS, ATTN_WIDTH // ATTN_HEADS
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (None, ATTN_LENGTH, width), name="x")
+        target = cc.placeholder("float32", (None, ATTN_LENGTH, width), name="target")
+        variables = [cc.Variable(p, name=name) for p, name in zip(params, ATTN_NAMES)]
+        query_w, key_w, value_w, output_w, in_w, out_w = variables
+
+        def norm(v: Any) -> Any:
+            mean, variance = cc.nn.moments(v, axes=[-1], keepdims=True)
+            return (v - mean) * cc.rsqrt(variance + 1e-5)
+
+        def split(v: Any) -> Any:
+            return cc.transpose(cc.reshape(v, (-1, ATTN_LENGTH, heads, depth)), [0, 2, 1, 3])
+        h = norm(x)
+        q, k, v = split(h @ query_w), split(h @ key_w), split(h @ value_w)
+        weights = cc.nn.softmax(cc.matmul(q, k, transpose_b=True) * (1.0 / np.sqrt(depth)))
+        attended = cc.reshape(cc.transpose(weights @ v, [0, 2, 1, 3]), (-1, ATTN_LENGTH, width))
+        x2 = x + attended @ output_w
+        out = x2 + cc.nn.gelu(norm(x2) @ in_w, approximate=True) @ out_w
+        loss = cc.reduce_mean(cc.square(out - target))
+        train_op = optim.GradientDescentOptimizer(LEARNING_RATE).minimize(loss)
+    return Session(graph), train_op, {x: xb, target: target_b}, variables
+
+
+def attn_workload(libs: Libraries) -> Workload:
+    name = "attn-b32"
+    params, xb, target_b = attn_data()
+    expected = [p.astype(np.float64) for p in params]
+    numpy_attn_step(expected, xb.astype(np.float64), target_b.astype(np.float64))
+    width, heads, depth = ATTN_WIDTH, ATTN_HEADS, ATTN_WIDTH // ATTN_HEADS
+    cases: dict[str, Case] = {}
+
+    def check_of(library: str, step: Callable[[], Any], current: Callable[[], list[Any]]) -> Callable[[], None]:
+        def check() -> None:
+            step()
+            check_updates(library, name, params, [np.asarray(p) for p in current()], expected, ATTN_NAMES)
+        return check
+
+    if libs.graphgrad:
+        sess, train_op, feed, variables = build_graphgrad_attn()
+        graphgrad_step = lambda: sess.run(train_op, feed)  # noqa: E731
+        cases["graphgrad"] = Case("graphgrad", timed_calls(graphgrad_step),
+                                  check_of("graphgrad", graphgrad_step, lambda: sess.run(variables)))
+    if libs.numpy:
+        numpy_params = [p.copy() for p in params]
+        numpy_step = lambda: numpy_attn_step(numpy_params, xb, target_b)  # noqa: E731
+        cases["numpy"] = Case("numpy", timed_calls(numpy_step), check_of("numpy", numpy_step, lambda: numpy_params),
+                              note="forward and backward written by hand")
+    if libs.torch is not None:
+        torch, functional = libs.torch, libs.functional
+        torch_params = [torch.tensor(p, requires_grad=True) for p in params]
+        x, target = torch.from_numpy(xb), torch.from_numpy(target_b)
+
+        def torch_norm(v: Any) -> Any:
+            centred = v - v.mean(-1, keepdim=True)
+            return centred * torch.rsqrt((centred * centred).mean(-1, keepdim=True) + 1e-5)
+
+        def torch_split(v: Any) -> Any:
+            return v.reshape(v.shape[0], ATTN_LENGTH, heads, depth).transpose(1, 2)
+
+        def torch_step() -> None:
+            query_w, key_w, value_w, output_w, in_w, out_w = torch_params
+            h = torch_norm(x)
+            q, k, v = torch_split(h @ query_w), torch_split(h @ key_w), torch_split(h @ value_w)
+            weights = torch.softmax(q @ k.transpose(-1, -2) / np.sqrt(depth), dim=-1)
+            x2 = x + (weights @ v).transpose(1, 2).reshape(x.shape) @ output_w
+            out = x2 + functional.gelu(torch_norm(x2) @ in_w, approximate="tanh") @ out_w
+            ((out - target) ** 2).mean().backward()
+            torch_sgd_update(torch, torch_params)
+        cases["torch"] = Case("torch", timed_calls(torch_step),
+                              check_of("torch", torch_step, lambda: [p.detach().numpy() for p in torch_params]),
+                              note="eager")
+    if libs.jax is not None:
+        jax, jnp = libs.jax, libs.jnp
+
+        def jax_norm(v: Any) -> Any:
+            centred = v - v.mean(-1, keepdims=True)
+            return centred * jax.lax.rsqrt((centred * centred).mean(-1, keepdims=True) + 1e-5)
+
+        def jax_split(v: Any) -> Any:
+            return v.reshape(v.shape[0], ATTN_LENGTH, heads, depth).transpose(0, 2, 1, 3)
+
+        def loss_fn(p: Any, x: Any, target: Any) -> Any:
+            query_w, key_w, value_w, output_w, in_w, out_w = p
+            h = jax_norm(x)
+            q, k, v = jax_split(h @ query_w), jax_split(h @ key_w), jax_split(h @ value_w)
+            weights = jax.nn.softmax(q @ k.transpose(0, 1, 3, 2) / np.sqrt(depth), axis=-1)
+            x2 = x + (weights @ v).transpose(0, 2, 1, 3).reshape(x.shape) @ output_w
+            out = x2 + jax.nn.gelu(jax_norm(x2) @ in_w, approximate=True) @ out_w
+            return jnp.mean((out - target) ** 2)
+
+        jax_step, current = jax_sgd_step(jax, jnp, loss_fn, params, xb, target_b)
+        cases["jax"] = Case("jax", timed_calls(jax_step), check_of("jax", jax_step, current),
+                            note="jax.jit of jax.grad")
+    return Workload(name, "ms", f"SGD step, pre-norm transformer block: width {width}, {heads} heads, length "
+                                f"{ATTN_LENGTH}, feed-forward {ATTN_HIDDEN} (tanh GELU), batch {ATTN_BATCH}", cases)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1938,6 +2113,7 @@ def build_workload(name: str, libs: Libraries, elements: int) -> Workload | None
         "mlp-b128-2sessions": two_sessions_workload,
         "mlp-b1024-mpi2": lambda: mpi_workload(libs),
         "rnn-scan": lambda: rnn_workload(libs),
+        "attn-b32": lambda: attn_workload(libs),
         "cnn-b64": lambda: cnn_workload(libs),
         "elementwise-16M": lambda: elementwise_workload(elements, libs),
         "compile-mlp": lambda: compile_workload(libs),

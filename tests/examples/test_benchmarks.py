@@ -115,8 +115,8 @@ def test_mpi_workload_reports_both_sides_and_the_allreduce(tmp_path: Path) -> No
 
 @pytest.fixture(scope="module")
 def training_steps(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """One quick round of rnn-scan and cnn-b64 (one set of worker processes for both)."""
-    data, _ = _quick_round("rnn-scan,cnn-b64", tmp_path_factory.mktemp("training"))
+    """One quick round of rnn-scan, cnn-b64 and attn-b32 (one set of worker processes for all)."""
+    data, _ = _quick_round("rnn-scan,cnn-b64,attn-b32", tmp_path_factory.mktemp("training"))
     return data
 
 
@@ -129,10 +129,12 @@ def test_rnn_workload_checks_every_library_against_backpropagation_through_time(
     _assert_positive(result)
 
 
-def test_cnn_workload_checks_every_library_against_numpy(training_steps: dict) -> None:
-    """cnn-b64 runs in every library's process after each library's parameter updates matched the
-    float64 numpy reference's (convolutions, pooling and their gradients written by hand)."""
-    result = training_steps["results"]["cnn-b64"]
+@pytest.mark.parametrize("workload", ["cnn-b64", "attn-b32"])
+def test_training_workloads_check_every_library_against_numpy(training_steps: dict, workload: str) -> None:
+    """cnn-b64 and attn-b32 run in every library's process after each library's parameter updates
+    matched the float64 numpy reference's (convolutions and pooling, or attention, layer norm and
+    GELU, with their gradients written by hand)."""
+    result = training_steps["results"][workload]
     assert {"graphgrad", "numpy"} <= set(result["libraries"])
     for library in ("torch", "jax"):
         assert library in result["libraries"] or library in training_steps["skipped"]
@@ -148,21 +150,25 @@ def _load_workloads_module() -> object:
     return module
 
 
-def test_cnn_check_catches_a_wrong_gradient() -> None:
-    """The CNN's check compares each parameter's update with the float64 reference's: numpy's own
-    float32 step passes, and an update 2% off in any one parameter fails."""
+@pytest.mark.parametrize("workload", ["cnn-b64", "attn-b32"])
+def test_training_checks_catch_a_wrong_gradient(workload: str) -> None:
+    """The CNN's and the transformer block's checks compare each parameter's update with the
+    float64 reference's: numpy's own float32 step passes, and an update 2% off in any one parameter
+    fails."""
     bench = _load_workloads_module()
-    params, x, y = bench.cnn_data()
+    data, step, names = {"cnn-b64": (bench.cnn_data, bench.numpy_cnn_step, bench.CNN_NAMES),
+                         "attn-b32": (bench.attn_data, bench.numpy_attn_step, bench.ATTN_NAMES)}[workload]
+    params, x, y = data()
     expected = [p.astype(np.float64) for p in params]
-    bench.numpy_cnn_step(expected, x.astype(np.float64), y)
+    step(expected, x.astype(np.float64), y.astype(np.float64) if y.dtype.kind == "f" else y)
     float32 = [p.copy() for p in params]
-    bench.numpy_cnn_step(float32, x, y)
-    bench.check_updates("numpy", "cnn-b64", params, float32, expected, bench.CNN_NAMES)
-    for index, name in enumerate(bench.CNN_NAMES):
+    step(float32, x, y)
+    bench.check_updates("numpy", workload, params, float32, expected, names)
+    for index, name in enumerate(names):
         wrong = list(float32)
         wrong[index] = params[index] + 1.02 * (expected[index] - params[index])
         with pytest.raises(bench.BenchmarkError, match=name):
-            bench.check_updates("numpy", "cnn-b64", params, wrong, expected, bench.CNN_NAMES)
+            bench.check_updates("numpy", workload, params, wrong, expected, names)
 
 
 def test_robustness_and_fresh_process_workloads_report_their_comparisons(tmp_path: Path) -> None:
