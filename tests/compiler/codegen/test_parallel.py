@@ -154,8 +154,8 @@ def test_a_thread_count_that_is_not_a_positive_whole_number_is_named_in_the_erro
 BATCHED_PRODUCTS = {
     # name: (build, a shape, b shape, whether the pool splits the batch)
     "odd-batch": (lambda a, b: cc.matmul(a, b), (9, 40, 24), (9, 24, 40), True),
-    "two-batch-axes-transposed": (lambda a, b: cc.matmul(a, b, transpose_b=True), (6, 5, 32, 24), (6, 5, 40, 24), True),
-    "scaled-with-epilogue": (lambda a, b: cc.tanh(0.5 * cc.matmul(a, b)), (64, 20, 16), (64, 16, 24), True),
+    "two-batch-axes-transposed": (lambda a, b: cc.matmul(a, b, transpose_b=True), (6, 5, 32, 24), (6, 5, 35, 24), True),
+    "scaled-with-epilogue": (lambda a, b: cc.tanh(0.5 * cc.matmul(a, b)), (64, 20, 36), (64, 36, 31), True),
     "large-products": (lambda a, b: cc.matmul(a, b), (3, 160, 130), (3, 130, 150), False),
     "batch-shorter-than-the-threads": (lambda a, b: cc.matmul(a, b), (3, 100, 64), (3, 64, 90), False),
 }
@@ -207,4 +207,20 @@ def test_batch_axes_along_which_the_right_matrix_stays_fold_into_rows(name: str)
         assert cpu.plan_kernel(product, 2).gemm
         folded = cpu.gemm_rows(product)
         assert (len(folded.batch), folded.count) == (batch_left, rows)
+        np.testing.assert_allclose(sess.run(out, feeds), ref.run(out, feeds), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("a_shape, b_shape, gemm", [
+    ((200, 16, 16), (200, 16, 16), False),   # a batch of small products with whole-vector rows: loop nest
+    ((50, 8, 64), (50, 64, 64), False),
+    ((200, 24, 17), (200, 17, 17), True),    # ragged rows (17 fills no vector width): the GEMM
+    ((20, 64, 64), (20, 64, 64), True),      # larger products: the GEMM
+    ((16, 16), (16, 16), True),              # one product: the GEMM
+])
+def test_batches_of_small_products_with_whole_vector_rows_run_as_loop_nests(a_shape, b_shape, gemm: bool) -> None:
+    graph, out, feeds = _two_inputs(lambda a, b: a @ b, a_shape, b_shape)
+    with Session(graph) as sess, Session(graph, target="reference") as ref:
+        exe = sess.compile(out, feeds)
+        (product,) = [kernel for kernel in exe.program.kernels if kernel.matmul is not None]
+        assert cpu.plan_kernel(product, 2).gemm == gemm
         np.testing.assert_allclose(sess.run(out, feeds), ref.run(out, feeds), rtol=1e-12, atol=1e-12)
