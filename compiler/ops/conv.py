@@ -261,6 +261,8 @@ def _backprop_input_reference(values: Sequence[np.ndarray], attrs: Mapping[str, 
     rows, cols = _reference_windows(like.shape, w.shape, attrs)
     padded = np.zeros(_padded(np.zeros(like.shape, g.dtype), rows, cols).shape, g.dtype)
     contributions = np.einsum("nhwf,ijcf->nhwijc", g, w)
+    if 0 in (rows.out, cols.out):   # no output position: nothing flows back
+        return np.zeros(like.shape, g.dtype)
     for i in range(rows.kernel):
         for j in range(cols.kernel):
             top, left = i * rows.dilation, j * cols.dilation

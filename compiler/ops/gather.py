@@ -195,7 +195,7 @@ def _segment_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str, Any])
 def _segment_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
     data, ids = np.asarray(values[0]), np.asarray(values[1]).astype(np.int64)
     result = np.zeros((attrs["num_segments"],) + data.shape[ids.ndim:], data.dtype)
-    _add_rows(result, ids, data.reshape((-1,) + data.shape[ids.ndim:]))
+    _add_rows(result, ids, data.reshape((ids.size,) + data.shape[ids.ndim:]))   # (-1 fails for size 0)
     return result
 
 

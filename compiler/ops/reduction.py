@@ -199,8 +199,9 @@ def _prod_of_others_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str
 def _prod_of_others_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
     x = np.asarray(values[0])
     axes = normalize_axes(attrs["axis"], x.ndim)
-    moved = np.moveaxis(x, axes, tuple(range(len(axes)))).reshape((-1,) + tuple(
-        n for d, n in enumerate(x.shape) if d not in axes))
+    kept = tuple(n for d, n in enumerate(x.shape) if d not in axes)
+    moved = np.moveaxis(x, axes, tuple(range(len(axes)))).reshape(
+        (int(np.prod([x.shape[a] for a in axes], dtype=np.int64)),) + kept)   # (-1 fails for size 0)
     count = moved.shape[0]
     result = np.empty_like(moved)
     for i in range(count):
