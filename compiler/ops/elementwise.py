@@ -152,8 +152,21 @@ def _cast_grad(op: Operation, g: Tensor) -> list[Tensor | None]:
     return [None]
 
 
+def _cast_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    x, target = np.asarray(values[0]), np.dtype(attrs["dtype"])
+    if x.dtype.kind != "f" or target.kind not in "iu":
+        return x.astype(target)
+    # As the compiled targets (LLVM's saturating fptosi.sat): NaN gives 0, values beyond the
+    # integer range its nearest end; numpy's own cast leaves those undefined.
+    info, wide = np.iinfo(target), np.nan_to_num(x.astype(np.float64), nan=0.0, posinf=np.inf, neginf=-np.inf)
+    above, below = wide >= float(info.max) + 1.0, wide < float(info.min)
+    result = np.trunc(np.where(above | below, 0.0, wide)).astype(target)
+    result[above], result[below] = info.max, info.min
+    return result
+
+
 Cast = OpDef("Cast", "elementwise", _broadcast_rule, dtype_from_attrs,
-             reference=lambda values, attrs: np.asarray(values[0]).astype(attrs["dtype"]),
+             reference=_cast_reference,
              grad_rule=_cast_grad,
              lower_scalar=lambda sb, args, attrs: sb.cast(args[0], attrs["dtype"]))
 
@@ -319,7 +332,8 @@ def where(condition: Any, x: Any, y: Any, name: str | None = None) -> Tensor:
 
 
 def cast(x: Any, dtype: Any, name: str | None = None) -> Tensor:
-    """Convert to ``dtype`` (float to int truncates toward zero)."""
+    """Convert to ``dtype``. Float to int truncates toward zero and saturates: NaN gives 0, a
+    value beyond the integer range (inf included) its nearest end (as XLA; TF leaves it undefined)."""
     target = dtypes.as_dtype(dtype)
     if isinstance(x, Tensor) and x.dtype == target:
         return x

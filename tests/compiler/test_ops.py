@@ -166,3 +166,17 @@ def test_every_op_type_has_a_row() -> None:
                          "(add a row, or say in NO_ROW why there cannot be one)")
     stale = sorted(set(NO_ROW) - set(REGISTRY))
     assert not stale, f"NO_ROW names op types that are not registered: {', '.join(stale)}"
+
+
+@pytest.mark.parametrize("target", ["reference", "cpu", "cuda-emulated"])
+@pytest.mark.parametrize("source, dtype", [("float32", "int32"), ("float64", "int64"), ("float64", "int32")])
+def test_float_to_int_cast_saturates_and_maps_nan_to_zero(source: str, dtype: str, target: str) -> None:
+    """Every target agrees where C leaves the conversion undefined: NaN -> 0, beyond the range ->
+    its nearest end, else truncation toward zero."""
+    info = np.iinfo(dtype)
+    values = np.array([np.nan, np.inf, -np.inf, 3e19, -3e19, 2.7, -2.7, 0.0, -0.0, 1e9], source)
+    x = cc.placeholder(source, values.shape)
+    with Session(target=target) as sess:
+        got = sess.run(cc.cast(x, dtype), {x: values})
+    want = [0, info.max, info.min, info.max, info.min, 2, -2, 0, 0, 1_000_000_000]
+    np.testing.assert_array_equal(got, np.array(want, dtype))
