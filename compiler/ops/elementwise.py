@@ -81,7 +81,14 @@ Div = elementwise("Div", lambda sb, x, y: sb.div(x, y), np.divide,
                                  unbroadcast(negative(g) * op.inputs[0] / square(op.inputs[1]),
                                               op.inputs[1])],
                   floating_dtype)
-Pow = elementwise("Pow", _pow_lower, np.power, _pow_grad, floating_dtype)
+def _pow_reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    # numpy computes x ** 0.5 (a scalar exponent) as sqrt(x), which differs from C's pow at -inf
+    # and -0.0; an array of exponents takes its elementwise C pow, as the compiled targets do.
+    x, y = np.broadcast_arrays(np.asarray(x), np.asarray(y))
+    return np.power(x, y.copy())
+
+
+Pow = elementwise("Pow", _pow_lower, _pow_reference, _pow_grad, floating_dtype)
 Maximum = elementwise("Maximum", lambda sb, x, y: sb.maximum(x, y), np.maximum,
                       _max_min_grad(lambda x, y: greater_equal(x, y)), numeric_dtype)
 Minimum = elementwise("Minimum", lambda sb, x, y: sb.minimum(x, y), np.minimum,

@@ -180,3 +180,15 @@ def test_float_to_int_cast_saturates_and_maps_nan_to_zero(source: str, dtype: st
         got = sess.run(cc.cast(x, dtype), {x: values})
     want = [0, info.max, info.min, info.max, info.min, 2, -2, 0, 0, 1_000_000_000]
     np.testing.assert_array_equal(got, np.array(want, dtype))
+
+
+@pytest.mark.parametrize("target", ["reference", "cpu", "cuda-emulated"])
+def test_pow_follows_c_at_signed_zeros_and_infinities(target: str) -> None:
+    """pow(x, 0.5) is C's pow, not sqrt: pow(-inf, 0.5) = inf and pow(-0.0, 0.5) = +0.0 on every
+    target (numpy's scalar-exponent shortcut gives sqrt's NaN and -0.0)."""
+    values = np.array([-np.inf, -0.0, 0.0, np.inf, 4.0, -8.0])
+    x = cc.placeholder("float64", values.shape)
+    with Session(target=target) as sess:
+        got = sess.run(cc.pow(x, 0.5), {x: values})
+    np.testing.assert_array_equal(got, [np.inf, 0.0, 0.0, np.inf, 2.0, np.nan])
+    assert not np.signbit(got[1])
