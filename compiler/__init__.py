@@ -41,9 +41,9 @@ from .ops.reduction import (argmax, argmin, cumsum, reduce_logsumexp, reduce_max
                             reduce_min, reduce_prod, reduce_sum)
 from .ops.slicing import getitem, reverse, strided_slice  # noqa: F401
 from .ops.slicing import slice_ as slice  # noqa: F401,A001
-from .ops.sources import Variable, global_variables, placeholder, trainable_variables  # noqa: F401
+from .ops.sources import Variable, global_variables, local_variables, placeholder, trainable_variables  # noqa: F401
 from .ops.state import (assign, assign_add, assign_sub, global_variables_initializer, group,  # noqa: F401
-                        no_op)
+                        local_variables_initializer, no_op, variables_initializer)
 from .ops.state import tuple_ as tuple  # noqa: F401,A001
 
 def control_dependencies(control_inputs: Any) -> Any:

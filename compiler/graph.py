@@ -353,6 +353,7 @@ def name_scope(name: str) -> contextlib.AbstractContextManager[str]:
 
 class GraphKeys:
     GLOBAL_VARIABLES = "variables"
+    LOCAL_VARIABLES = "local_variables"
     TRAINABLE_VARIABLES = "trainable_variables"
     GLOBAL_STEP = "global_step"
     SUMMARIES = "summaries"

@@ -13,6 +13,7 @@ import numpy as np
 from compiler.errors import CompileError, DTypeError, FeedError, GraphMismatchError, NumericsError, ShapeError
 from compiler.graph import Graph, Operation, Tensor, get_default_graph
 from compiler.ops.sources import Variable
+from compiler.ops.state import initialized_variable_names
 from compiler.passes.specialize import needed_operations, specialize
 from compiler.summary import encode_summary, is_summary
 from compiler.codegen.common import LLVM_LOCK
@@ -95,7 +96,7 @@ class _Plan:
 
     needed: list[Operation]
     placeholders: list[Tensor]
-    initializes: bool
+    initializes: frozenset[str]   # the variables an initializer among the fetches resets
     compute: list[Any]
     computes_anything: bool
     leaves: list[Any]          # keeps the fetched objects (and so the ids in the key) alive
@@ -268,12 +269,15 @@ class Session:
                     self._variables[variable] = array
         return array
 
-    def _initialize_all(self) -> None:
+    def _initialize(self, names: frozenset[str]) -> None:
+        """Reset the variables named ``names`` that this session holds (the others get their
+        initial values when first used)."""
         with self._writing():
-            for variable, array in list(self._variables.items()):
-                np.copyto(array, variable.initial_value)  # type: ignore[attr-defined]
-            if self._device_variables is not None:
-                self._device_variables.host_changed(list(self._variables))
+            reset = [variable for variable in self._variables if variable.op.name in names]
+            for variable in reset:
+                np.copyto(self._variables[variable], variable.initial_value)  # type: ignore[attr-defined]
+            if self._device_variables is not None and reset:
+                self._device_variables.host_changed(reset)
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[None]:
@@ -348,7 +352,8 @@ class Session:
             computes = any(op.opdef.kind not in ("host", "group") for op in needed_operations(
                 [t.op if isinstance(t, Tensor) else t for t in compute], fed))
             plan = _Plan(needed, [op.outputs[0] for op in needed if op.type == "Placeholder"] + sorted(fed, key=id),
-                         any(op.type == "InitVariables" for op in needed), compute, computes, leaves,
+                         frozenset().union(*(initialized_variable_names(op) for op in needed
+                                             if op.type == "InitVariables")), compute, computes, leaves,
                          tuple(position for position, leaf in enumerate(leaves) if is_summary(leaf)),
                          _split_runner(leaves))
             self._plans[key] = plan
@@ -378,7 +383,7 @@ class Session:
         if plan.split is not None:
             return rebuild(plan.split(self, leaves, feed_dict, targets))
         if plan.initializes:
-            self._initialize_all()
+            self._initialize(plan.initializes)
         compute, needed = plan.compute, plan.needed
         if not plan.computes_anything:
             return rebuild([None] * len(leaves))

@@ -93,5 +93,9 @@ def global_variables(graph: Any = None) -> list[Variable]:
     return (graph or get_default_graph()).get_collection(GraphKeys.GLOBAL_VARIABLES)
 
 
+def local_variables(graph: Any = None) -> list[Variable]:
+    return (graph or get_default_graph()).get_collection(GraphKeys.LOCAL_VARIABLES)
+
+
 def trainable_variables(graph: Any = None) -> list[Variable]:
     return (graph or get_default_graph()).get_collection(GraphKeys.TRAINABLE_VARIABLES)

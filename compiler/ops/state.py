@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import GraphMismatchError
-from ..graph import Operation, Tensor, get_default_graph, located
+from ..graph import GraphKeys, Operation, Tensor, get_default_graph, located
 from ..shapes import RuleError, format_shape
 from .array import identity
 from .base import OpDef, apply, convert_to_tensor
@@ -132,6 +132,42 @@ def no_op(name: str | None = None) -> Operation:
 
 
 def global_variables_initializer(graph: Any = None) -> Operation:
-    """An operation that, when run, resets every global variable to its initial value."""
+    """An operation that, when run, resets every global variable (collection
+    ``GraphKeys.GLOBAL_VARIABLES``, also those made after it) to its initial value."""
     graph = graph or get_default_graph()
-    return apply(InitVariables, [], {}, "init", graph=graph)
+    return apply(InitVariables, [], {"collection": GraphKeys.GLOBAL_VARIABLES, "names": ()}, "init", graph=graph)
+
+
+def local_variables_initializer(graph: Any = None) -> Operation:
+    """An operation that, when run, resets every variable of collection ``GraphKeys.LOCAL_VARIABLES``."""
+    graph = graph or get_default_graph()
+    return apply(InitVariables, [], {"collection": GraphKeys.LOCAL_VARIABLES, "names": ()}, "init_local",
+                 graph=graph)
+
+
+def variables_initializer(var_list: Sequence[Any], name: str = "init") -> Operation:
+    """An operation that, when run, resets the variables of ``var_list`` to their initial values.
+
+    >>> import numpy as np, compiler as cc
+    >>> from runtime import Session
+    >>> a, b = cc.Variable(np.zeros(2), name="a"), cc.Variable(np.zeros(2), name="b")
+    >>> with Session(target="reference") as sess:
+    ...     _ = sess.run([cc.assign_add(a, [1.0, 1.0]), cc.assign_add(b, [1.0, 1.0])])
+    ...     _ = sess.run(cc.variables_initializer([a]))
+    ...     print(sess.run([a, b]))
+    [array([0., 0.]), array([1., 1.])]
+    """
+    variables = list(var_list)
+    for variable in variables:
+        _check_variable(variable, "variables_initializer")
+    graph = variables[0].graph if variables else get_default_graph()
+    return apply(InitVariables, [], {"collection": None, "names": tuple(v.op.name for v in variables)}, name,
+                 graph=graph)
+
+
+def initialized_variable_names(op: Operation) -> set[str]:
+    """The names of the variables an ``InitVariables`` operation resets, read when it runs."""
+    names = set(op.attrs["names"])
+    if op.attrs["collection"] is not None:
+        names.update(v.op.name for v in op.graph.get_collection(op.attrs["collection"]))
+    return names

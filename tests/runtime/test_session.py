@@ -535,3 +535,29 @@ def test_a_computed_tensor_can_be_fed_in_place_of_its_computation(target: str) -
             sess.run(y, {x: ones, step: np.zeros((3, 2), "float32")})
         with pytest.raises(cc.FeedError, match=r"cannot feed float64 data to MatMul output 'h'"):
             sess.run(y, {h: fed.astype("float64")})
+
+
+@pytest.mark.parametrize("target", ["cpu", "reference", "cuda-emulated"])
+@pytest.mark.parametrize("initializer, reset", [
+    (lambda g, l, o: cc.global_variables_initializer(), {"g", "o"}),
+    (lambda g, l, o: cc.local_variables_initializer(), {"l"}),
+    (lambda g, l, o: cc.variables_initializer([l, o]), {"l", "o"}),
+    (lambda g, l, o: cc.variables_initializer([]), set()),
+])
+def test_each_initializer_resets_only_its_variables(initializer, reset: set, target: str) -> None:
+    """As TF1: global_variables_initializer resets the GLOBAL_VARIABLES collection (not local
+    variables), local_variables_initializer the LOCAL_VARIABLES one, variables_initializer its list."""
+    graph = cc.Graph()
+    with graph.as_default():
+        made = {"g": cc.Variable(np.zeros(2), name="g"),
+                "l": cc.Variable(np.zeros(2), name="l", collections=[cc.GraphKeys.LOCAL_VARIABLES]),
+                "o": cc.Variable(np.zeros(2), name="o", trainable=False)}
+        bump = cc.group(*(cc.assign_add(v, [1.0, 1.0]) for v in made.values()))
+        init = initializer(made["g"], made["l"], made["o"])
+    assert cc.local_variables(graph) == [made["l"]] and made["l"] not in cc.global_variables(graph)
+    with Session(graph, target=target) as sess:
+        sess.run(bump)
+        sess.run(bump)
+        sess.run(init)
+        for name, value in zip(made, sess.run(list(made.values()))):
+            np.testing.assert_array_equal(value, [0.0, 0.0] if name in reset else [2.0, 2.0])
