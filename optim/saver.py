@@ -58,7 +58,7 @@ import safetensors.numpy
 
 import compiler as cc
 from compiler.errors import DTypeError, GraphgradError, ShapeError
-from compiler.graph import Tensor
+from compiler.graph import Tensor, located
 
 from .distributed import world
 
@@ -624,7 +624,7 @@ class Saver:
 
     @property
     def last_checkpoints(self) -> list[str]:
-        """The checkpoints this Saver wrote and still keeps, oldest first."""
+        """The checkpoints this Saver wrote and still keeps, oldest first (absolute paths)."""
         return list(self._last_checkpoints)
 
     def recover_last_checkpoints(self, checkpoint_paths: Sequence[str]) -> None:
@@ -638,7 +638,7 @@ class Saver:
         >>> saver.last_checkpoints
         []
         """
-        self._last_checkpoints = [os.fspath(p) for p in checkpoint_paths if os.path.isfile(p)]
+        self._last_checkpoints = [os.path.abspath(p) for p in checkpoint_paths if os.path.isfile(p)]
 
     def save(self, sess: Any, save_path: str, global_step: int | Tensor | None = None) -> str:
         """Write the variables' values in ``sess`` to a checkpoint and return its path:
@@ -659,31 +659,45 @@ class Saver:
         'ckpt'
         """
         save_path = os.fspath(save_path)
+        if not os.path.basename(save_path):
+            raise ValueError(located(f"Saver.save: save_path {save_path!r} names no file; give a file path prefix "
+                                     "(e.g. 'DIR/model')"))
         prefix = save_path
+        comm = world() if self._comm is None else self._comm
+        together, writes = comm.Get_size() > 1, comm.Get_rank() == 0
+        # The step and the values come from one run, so a step trained on another thread meanwhile
+        # cannot make the file's name and its contents disagree.
+        names = list(self._var_list)
+        fetches: list[Any] = [self._var_list[name] for name in names] if writes else []
+        if isinstance(global_step, Tensor):
+            fetches.append(global_step)
+        fetched = list(sess.run(fetches)) if fetches else []
         step: int | None = None
         if global_step is not None:
-            if isinstance(global_step, Tensor):
-                step_value = np.asarray(sess.run(global_step))
-            else:
-                step_value = np.asarray(global_step)
+            step_value = np.asarray(fetched.pop() if isinstance(global_step, Tensor) else global_step)
             if step_value.shape != () or step_value.dtype.kind not in "iu":
-                raise TypeError(f"Saver.save: global_step must be an integer scalar, got {global_step!r}")
+                raise TypeError(located(f"Saver.save: global_step must be an integer scalar, got {global_step!r}"))
             step = int(step_value)
             save_path = f"{save_path}-{step}"
         directory = os.path.dirname(os.path.abspath(save_path))
         if os.path.isdir(save_path):
-            raise ValueError(f"Saver.save: {save_path!r} is a directory; give a file path prefix "
-                             "inside it (e.g. 'DIR/model')")
-        kept = [p for p in self._last_checkpoints if os.path.abspath(p) != os.path.abspath(save_path)]
-        kept.append(save_path)
+            raise ValueError(located(f"Saver.save: {save_path!r} is a directory; give a file path prefix "
+                                     "inside it (e.g. 'DIR/model')"))
+        # Kept as absolute paths: a later chdir must not make max_to_keep delete another file.
+        absolute = os.path.abspath(save_path)
+        kept = [p for p in self._last_checkpoints if p != absolute] + [absolute]
         removed: list[str] = []
         if self._max_to_keep:
             removed, kept = kept[:-self._max_to_keep], kept[-self._max_to_keep:]
-        comm = world() if self._comm is None else self._comm
-        together = comm.Get_size() > 1
-        if comm.Get_rank() == 0:
+        if writes:
             try:
-                self._write(sess, save_path, step, directory, prefix, kept, removed)
+                try:
+                    self._write(dict(zip(names, fetched)), save_path, step, directory, prefix, kept, removed)
+                except OSError as error:   # the same kind of error, naming the checkpoint and the line
+                    message = located(f"Saver.save: cannot write the checkpoint {save_path!r}: "
+                                      f"{error.strerror or error}")
+                    raise (type(error)(error.errno, message) if error.errno is not None
+                           else type(error)(message)) from error
             except Exception as error:
                 if together:  # the other ranks raise it too, rather than wait
                     comm.bcast(f"{type(error).__name__}: {error}", root=0)
@@ -697,16 +711,14 @@ class Saver:
         self._last_checkpoints = kept
         return save_path
 
-    def _write(self, sess: Any, save_path: str, step: int | None, directory: str, prefix: str,
+    def _write(self, values: dict[str, Any], save_path: str, step: int | None, directory: str, prefix: str,
                kept: list[str], removed: list[str]) -> None:
         """Write the checkpoint and the index, and delete ``removed`` (rank 0's part of ``save``)."""
         os.makedirs(directory, exist_ok=True)
         # This prefix's checkpoint files (with or without a step) and the index a save rewrites.
         own_files = rf"{re.escape(os.path.basename(prefix))}(?:--?[0-9]+)?|{re.escape(INDEX_FILENAME)}"
         _remove_stale_temporaries(directory, _temporary_pattern(own_files))
-        names = list(self._var_list)
-        values = sess.run([self._var_list[name] for name in names])
-        _write_checkpoint(save_path, dict(zip(names, values)), step)
+        _write_checkpoint(save_path, values, step)
         _write_index(directory, save_path, kept)
         for path in removed:
             with contextlib.suppress(FileNotFoundError):

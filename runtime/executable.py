@@ -35,8 +35,10 @@ def read_fetch(arrays: Sequence[np.ndarray], spec: FetchSpec) -> np.ndarray:
 
 
 class ReadWriteLock:
-    """Many readers or one writer, writers first: a writer waiting keeps new readers out, so a
-    stream of inference calls cannot starve a training step."""
+    """Many readers or one writer, writers first, yet fair: a writer waiting keeps new readers
+    out, so a stream of inference calls cannot starve a training step; and a writer that ends
+    lets the readers already waiting in before the next writer, so a training loop on one thread
+    cannot starve a checkpoint's reads on another."""
 
     def __init__(self) -> None:
         self._mutex = threading.Lock()
@@ -44,31 +46,38 @@ class ReadWriteLock:
         self._readers = 0
         self._writing = False
         self._writers_waiting = 0
+        self._readers_waiting = 0
+        self._admitted = 0         # readers let in ahead of the waiting writers
         self._waiting = 0          # threads in wait(): only then does a release wake anyone
 
     def acquire(self, exclusive: bool) -> None:
         with self._mutex:
             if exclusive:
-                if self._writing or self._readers:
+                if self._writing or self._readers or self._admitted:
                     self._writers_waiting += 1
                     self._waiting += 1
-                    while self._writing or self._readers:
+                    while self._writing or self._readers or self._admitted:
                         self._condition.wait()
                     self._waiting -= 1
                     self._writers_waiting -= 1
                 self._writing = True
             else:
-                if self._writing or self._writers_waiting:
+                if self._writing or (self._writers_waiting and not self._admitted):
+                    self._readers_waiting += 1
                     self._waiting += 1
-                    while self._writing or self._writers_waiting:
+                    while self._writing or (self._writers_waiting and not self._admitted):
                         self._condition.wait()
                     self._waiting -= 1
+                    self._readers_waiting -= 1
+                if self._admitted:
+                    self._admitted -= 1
                 self._readers += 1
 
     def release(self, exclusive: bool) -> None:
         with self._mutex:
             if exclusive:
                 self._writing = False
+                self._admitted = self._readers_waiting
             else:
                 self._readers -= 1
             if not self._readers and self._waiting:

@@ -791,3 +791,33 @@ def test_save_removes_only_stale_temporaries_of_its_prefix(graph, tmp_path, targ
         path = optim.Saver([w]).save(sess, str(tmp_path / "model"), global_step=7)
     assert sorted(os.listdir(tmp_path)) == sorted(["checkpoint", "model-7", *kept_old, *fresh])
     assert optim.latest_checkpoint(str(tmp_path)) == path
+
+
+def test_max_to_keep_deletes_the_file_it_wrote_after_a_chdir(graph, tmp_path, monkeypatch) -> None:
+    """Checkpoints are remembered by absolute path: after a chdir, a relative save_path names
+    another directory, and the old checkpoint deleted is still the one this Saver wrote."""
+    for run in ("run1", "run2"):
+        (tmp_path / run / "ckpt").mkdir(parents=True)
+    v = cc.Variable(np.zeros(2, "float32"), name="v")
+    saver = optim.Saver([v], max_to_keep=1)
+    with Session(graph) as sess:
+        monkeypatch.chdir(tmp_path / "run1")
+        saver.save(sess, "ckpt/model", global_step=1)
+        monkeypatch.chdir(tmp_path / "run2")
+        optim.Saver([v]).save(sess, "ckpt/model", global_step=1)      # another Saver's file
+        saver.save(sess, "ckpt/model", global_step=2)
+    assert sorted(os.listdir(tmp_path / "run1" / "ckpt")) == ["checkpoint"]
+    assert sorted(os.listdir(tmp_path / "run2" / "ckpt")) == ["checkpoint", "model-1", "model-2"]
+    assert saver.last_checkpoints == [str(tmp_path / "run2" / "ckpt" / "model-2")]
+
+
+@pytest.mark.parametrize("save_path, error, pattern", [
+    ("", ValueError, "save_path '' names no file"),
+    ("newdir/", ValueError, "save_path 'newdir/' names no file"),
+    ("/dev/null/model", OSError, "cannot write the checkpoint '/dev/null/model'"),
+])
+def test_a_checkpoint_that_cannot_be_written_is_named_in_the_error(graph, save_path, error, pattern) -> None:
+    v = cc.Variable(np.zeros(2, "float32"), name="v")
+    with Session(graph) as sess, pytest.raises(error, match=pattern) as raised:
+        optim.Saver([v]).save(sess, save_path)
+    assert f"(at {__file__}:" in str(raised.value)

@@ -432,6 +432,40 @@ def test_the_variable_lock_lets_readers_share_and_writers_wait_their_turn() -> N
     assert lock._waiting == 0 and lock._readers == 0
     lock.release(True)
 
+def test_a_writer_that_ends_lets_the_waiting_readers_in_before_the_next_writer() -> None:
+    """A thread that trains in a loop (a writer that takes the lock again at once) cannot starve
+    a reader waiting on another thread (a checkpoint's read of the variables): the reader gets
+    in after at most one more writer, counted in writer turns, not in time."""
+    import threading
+
+    from runtime.executable import ReadWriteLock
+    lock = ReadWriteLock()
+    turns: list[int] = []
+    read_after: list[int] = []
+    stop = threading.Event()
+
+    def trainer() -> None:
+        while not stop.is_set() and len(turns) < 200_000:
+            lock.acquire(True)
+            turns.append(1)
+            lock.release(True)
+    thread = threading.Thread(target=trainer, daemon=True)
+    lock.acquire(True)
+    thread.start()
+    while not lock._writers_waiting:                           # the trainer waits for its turn
+        threading.Event().wait(0.001)
+    reader = threading.Thread(target=lambda: (lock.acquire(False), read_after.append(len(turns)),
+                                              lock.release(False)), daemon=True)
+    reader.start()
+    while lock._waiting < 2:                                   # and so does the reader
+        threading.Event().wait(0.001)
+    lock.release(True)                                         # both waiting: the reader is let in
+    reader.join(timeout=30)
+    stop.set()
+    thread.join(timeout=30)
+    assert read_after and read_after[0] <= 1, (read_after, len(turns))
+
+
 def test_session_uses_the_default_graph(graph) -> None:
     v = cc.Variable(np.ones(2, "float32"), name="v")
     with Session() as sess:
