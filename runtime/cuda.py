@@ -37,7 +37,7 @@ from compiler.graph import Operation, Tensor
 from compiler.kernel_ir import Branch, Kernel, Loop, Program, Step
 from compiler.pipeline import CompiledStep, render_report
 
-from .executable import check_output, read_fetch
+from .executable import check_output, checked_feeds, read_fetch
 
 INSTALL_HINT = 'pip install -e ".[cuda]"'
 
@@ -499,6 +499,11 @@ class CudaExecutable:
 
     def run(self, feeds: dict[Tensor, np.ndarray],
             outputs: Sequence[np.ndarray | None] | None = None) -> list[np.ndarray | None]:
+        """One step, the feeds checked against the shapes it was compiled for (see ``run_checked``)."""
+        return self.run_checked(checked_feeds(self.step.program, feeds), outputs)
+
+    def run_checked(self, feeds: dict[Tensor, np.ndarray],
+                    outputs: Sequence[np.ndarray | None] | None = None) -> list[np.ndarray | None]:
         """One step: feeds in, kernels (or the step's CUDA graph), fetches out, one synchronize."""
         variables, device = self.variables, self.device
         with variables.lock:

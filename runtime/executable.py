@@ -14,11 +14,12 @@ import numpy as np
 
 from compiler.codegen.common import STACK_GROWTH_FAILED
 from compiler.codegen.sanitizer import MEMORY_KINDS, REPORT_FIELDS, describe
-from compiler.errors import NumericsError, OutOfBoundsError, RaceError
+from compiler.errors import FeedError, NumericsError, OutOfBoundsError, RaceError
 from compiler.graph import Operation, Tensor
 from compiler.kernel_ir import FetchSpec, contiguous_strides
 from compiler.pipeline import CompiledStep, render_html_report, render_report
 
+from .feeds import convert_feed
 from .jit import NativeStep
 from .link import chained_kernels, kernel_work
 
@@ -32,6 +33,22 @@ def read_fetch(arrays: Sequence[np.ndarray], spec: FetchSpec) -> np.ndarray:
     view = np.lib.stride_tricks.as_strided(source[spec.offset:], spec.shape,
                                            [s * source.itemsize for s in spec.strides])
     return np.array(view, copy=True)
+
+
+def checked_feeds(program: Any, feeds: dict[Tensor, Any]) -> dict[Tensor, np.ndarray]:
+    """``feeds`` converted to a compiled step's dtypes and checked against the shapes it was
+    compiled for (its native code reads each fed array by address)."""
+    checked = {}
+    for tensor, index in program.feeds.items():
+        if tensor not in feeds:
+            raise FeedError(f"this step needs a value for {tensor.name!r}")
+        value = convert_feed(tensor, feeds[tensor])
+        compiled = tuple(program.buffers[index].shape)
+        if value.shape != compiled:
+            raise FeedError(f"{tensor.name!r} was compiled for shape {compiled}, got {value.shape}; "
+                            "sess.run compiles a step for each new shape (or sess.compile one for it)")
+        checked[tensor] = value
+    return checked
 
 
 class ReadWriteLock:
@@ -320,7 +337,7 @@ class Executable:
         True
         """
         with self._profile_lock:  # the counters are the profiled module's own: one profile at a time
-            samples = self._profile_samples(feeds, runs)
+            samples = self._profile_samples(self.checked_feeds(feeds), runs)
             result = self._kernel_times(samples)
             if trace is not None:
                 write_trace(trace, self.step.program.kernels, self._profiled_parts, samples)
@@ -350,7 +367,7 @@ class Executable:
                 # counter against the wall clock long beside the Python time around the calls.
                 time.sleep(CALIBRATION_PAUSE)
             before = time.perf_counter()
-            self.run(feeds, native=self._profiled)
+            self.run_checked(feeds, native=self._profiled)
             walls.append((before, time.perf_counter()))
             counted = list(counters)
             if self.step.program.schedule is not None:
@@ -371,10 +388,21 @@ class Executable:
                            "parts": self._profiled_parts[index][0]})
         return result
 
-    def run(self, feeds: dict[Tensor, np.ndarray], outputs: Sequence[np.ndarray | None] | None = None,
-            native: NativeStep | None = None) -> list[np.ndarray | None]:
-        """One step. With ``outputs`` (one array or None per fetch), results are written into
-        those arrays — straight from the kernels when the result has its own buffer — and returned.
+    def run(self, feeds: dict[Tensor, np.ndarray], outputs: Sequence[np.ndarray | None] | None = None
+            ) -> list[np.ndarray | None]:
+        """One step of this compiled step: each fed array must have the shape it was compiled for
+        (a FeedError otherwise, as the native code reads it by address). With ``outputs`` (one
+        array or None per fetch), results are written into those arrays — straight from the
+        kernels when the result has its own buffer — and returned."""
+        return self.run_checked(self.checked_feeds(feeds), outputs)
+
+    def checked_feeds(self, feeds: dict[Tensor, Any]) -> dict[Tensor, np.ndarray]:
+        """``feeds`` converted to the compiled step's dtypes and checked against its shapes."""
+        return checked_feeds(self.step.program, feeds)
+
+    def run_checked(self, feeds: dict[Tensor, np.ndarray], outputs: Sequence[np.ndarray | None] | None = None,
+                    native: NativeStep | None = None) -> list[np.ndarray | None]:
+        """``run`` for feeds already checked (Session.run checks them once per feed structure):
         ``native`` runs another build of the same step (the profiling one)."""
         try:
             buffers = self._idle.pop()   # list.pop and append are atomic: no lock needed here

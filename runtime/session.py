@@ -150,7 +150,7 @@ class _RepeatRun:
                 wanted = list(out)
             else:
                 return _NOT_REPEATED
-        values = self.executable.run(feed_dict or {}, wanted)
+        values = self.executable.run_checked(feed_dict or {}, wanted)
         if self.kind is None:
             return values[0]
         return values if self.kind is list else tuple(values)
@@ -402,7 +402,7 @@ class Session:
         else:  # cpu, cuda-emulated, cuda (whose step holds the session's device variables alone while it runs)
             executable = self._executable(compute, feeds)
             try:
-                values = executable.run(feeds, wanted)
+                values = executable.run_checked(feeds, wanted)
             except NumericsError as error:
                 if not self.check_numerics:
                     raise   # a cc.check_numerics op of the user's: its own report

@@ -595,3 +595,22 @@ def test_each_initializer_resets_only_its_variables(initializer, reset: set, tar
         sess.run(init)
         for name, value in zip(made, sess.run(list(made.values()))):
             np.testing.assert_array_equal(value, [0.0, 0.0] if name in reset else [2.0, 2.0])
+
+
+def test_a_compiled_step_run_directly_checks_its_feeds() -> None:
+    """Executable.run and profile refuse a feed of another shape than the one compiled (its native
+    code would read past the array: a segfault) and convert lossless dtypes, as sess.run does."""
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (None, 64), name="x")
+        y = cc.reduce_sum(x * 2.0)
+    with Session(graph) as sess:
+        exe = sess.compile(y, {x: np.ones((512, 64), "float32")})
+        for call in (lambda feeds: exe.run(feeds), lambda feeds: exe.profile(feeds, runs=1)):
+            with pytest.raises(cc.FeedError, match=r"'x:0' was compiled for shape \(512, 64\), got \(2, 64\)"):
+                call({x: np.ones((2, 64), "float32")})
+            with pytest.raises(cc.FeedError, match="without losing information"):
+                call({x: np.full((512, 64), 1 + 1e-12)})
+            with pytest.raises(cc.FeedError, match="needs a value for 'x:0'"):
+                call({})
+        assert exe.run({x: np.ones((512, 64), "float16")})[0] == 512 * 64 * 2    # converted losslessly
