@@ -124,3 +124,19 @@ def test_check_numerics_needs_a_float() -> None:
     with cc.Graph().as_default():
         with pytest.raises(cc.DTypeError, match=r"check_numerics: .*int32.*" + HERE):
             cc.check_numerics(cc.constant(np.arange(3, dtype="int32")), "ints")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_classifier_with_a_nan_names_its_op_not_logsumexps_inf_constant(target: str) -> None:
+    """A softmax cross-entropy builds an inf constant (logsumexp's test for an infinite max): with
+    finite values it passes the check on every target, and a NaN from the user's op is blamed on
+    that op, not on the constant."""
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (2, 3), name="x")
+        labels = cc.constant(np.array([0, 2], "int32"))
+        loss = cc.reduce_mean(cc.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=cc.sqrt(x)))
+    with Session(graph, target=target, check_numerics=True) as sess:
+        assert np.isfinite(sess.run(loss, {x: np.ones((2, 3), "float32")}))
+        with pytest.raises(cc.NumericsError, match=r"Sqrt 'Sqrt' \(at " + _line_of("logits=cc.sqrt(x)")):
+            sess.run(loss, {x: -np.ones((2, 3), "float32")})
