@@ -14,7 +14,7 @@ from .. import dtypes
 from ..errors import DTypeError, ShapeError
 from ..graph import Tensor, located, user_location
 from ..shapes import format_shape, normalize_axes
-from .array import one_hot, squeeze, stop_gradient
+from .array import expand_dims, one_hot, squeeze, stop_gradient
 from .base import composite_scope, convert_to_tensor, renamed_argument
 from .elementwise import relu, sigmoid, tanh  # noqa: F401  (re-exported as cc.nn.*)
 from .elementwise import abs as abs_
@@ -30,7 +30,7 @@ def log_softmax(logits: Any, axis: int | None = None, name: str | None = None, d
     ``dim``): stable for large or very negative logits."""
     axis = renamed_argument("log_softmax", "axis", axis, "dim", dim, default=-1)
     with composite_scope(name or "LogSoftmax", [logits]):
-        logits = convert_to_tensor(logits)
+        logits = _float_features("log_softmax", logits)
         return logits - reduce_logsumexp(logits, axis=axis, keepdims=True)
 
 
@@ -39,7 +39,7 @@ def softmax(logits: Any, axis: int | None = None, name: str | None = None, dim: 
     name: ``dim``) sums to 1."""
     axis = renamed_argument("softmax", "axis", axis, "dim", dim, default=-1)
     with composite_scope(name or "Softmax", [logits]):
-        return exp(log_softmax(logits, axis=axis))
+        return exp(log_softmax(_float_features("softmax", logits), axis=axis))
 
 
 def softmax_cross_entropy_with_logits(labels: Any = None, logits: Any = None, axis: int | None = None,
@@ -61,7 +61,12 @@ def softmax_cross_entropy_with_logits(labels: Any = None, logits: Any = None, ax
 
 def sparse_softmax_cross_entropy_with_logits(labels: Any = None, logits: Any = None,
                                              name: str | None = None) -> Tensor:
-    """Per-example cross-entropy with integer class ``labels`` (int32/int64) of shape ``logits[:-1]``."""
+    """Per-example cross-entropy with integer class ``labels`` (int32/int64) of shape ``logits[:-1]``.
+
+    A label outside ``[0, classes)`` makes its example's loss and gradient NaN (as TF1 on a GPU;
+    on a CPU TF1 raises), so that a mislabelled batch shows, and ``check_numerics`` names it,
+    instead of training on a loss of 0.
+    """
     with composite_scope(name or "SparseSoftmaxCrossEntropyWithLogits", [labels, logits]):
         logits = convert_to_tensor(logits)
         labels = convert_to_tensor(labels)
@@ -75,7 +80,14 @@ def sparse_softmax_cross_entropy_with_logits(labels: Any = None, logits: Any = N
         if depth is None:
             raise ShapeError(located(f"sparse_softmax_cross_entropy_with_logits: the class dimension of logits "
                                      f"{format_shape(logits.shape)} must be known"))
-        targets = one_hot(labels, depth, dtype=logits.dtype)
+        known = [(a, b) for a, b in zip(labels.shape, logits.shape[:-1]) if a is not None and b is not None]
+        if any(a != b for a, b in known):
+            raise ShapeError(located(f"sparse_softmax_cross_entropy_with_logits: labels {labels.name!r} "
+                                     f"{format_shape(labels.shape)} must have the shape of logits {logits.name!r} "
+                                     f"{format_shape(logits.shape)} without its class axis"))
+        in_range = logical_and(greater_equal(labels, 0), less(labels, depth))
+        poison = where(in_range, 0.0, float("nan"))   # NaN targets for a label out of range
+        targets = one_hot(labels, depth, dtype=logits.dtype) + expand_dims(cast(poison, logits.dtype), -1)
         return -reduce_sum(targets * log_softmax(logits), axis=-1)
 
 

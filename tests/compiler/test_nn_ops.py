@@ -284,3 +284,30 @@ def test_max_pool_gradient_without_overlap_matches_the_argmax_form_on_ties_and_n
         got, want = sess.run([by_peak, by_argmax], feeds)
     np.testing.assert_array_equal(got, want)
     assert np.count_nonzero(got) == np.count_nonzero(feeds[up])  # each window's gradient went to one tap
+
+
+@pytest.mark.parametrize("target", ["reference", "cpu", "cuda-emulated"])
+def test_a_label_out_of_range_makes_its_loss_and_gradient_nan(target: str) -> None:
+    """As TF1 on a GPU: a label outside [0, classes) gives its example a NaN loss and gradient
+    (not a silent 0); the other examples are as usual."""
+    logits = cc.placeholder("float64", (3, 3))
+    labels = cc.constant(np.array([0, 3, -1], "int32"))
+    loss = cc.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    (gradient,) = cc.gradients(cc.reduce_sum(loss), [logits])
+    values = np.array([[1.0, 2.0, 0.5], [0.0, 0.0, 0.0], [3.0, 1.0, 2.0]])
+    with Session(target=target) as sess:
+        got, grad = sess.run([loss, gradient], {logits: values})
+    shifted = values[0] - values[0].max()
+    np.testing.assert_allclose(got[0], np.log(np.exp(shifted).sum()) - shifted[0], rtol=1e-12)
+    assert np.isnan(got[1:]).all() and np.isnan(grad[1:]).all() and np.isfinite(grad[0]).all()
+
+
+@pytest.mark.parametrize("build, error, pattern", [
+    (lambda: cc.nn.softmax(cc.constant(np.ones((2, 3), "int32"))), cc.DTypeError, "softmax: needs float32 or float64"),
+    (lambda: cc.nn.sparse_softmax_cross_entropy_with_logits(labels=cc.constant(np.zeros(3, "int32")),
+                                                            logits=cc.constant(np.ones((2, 3), "float32"))),
+     cc.ShapeError, r"labels .* \(3,\) must have the shape of logits .* \(2, 3\) without its class axis"),
+])
+def test_softmax_argument_errors_say_what_is_wrong(build, error, pattern: str) -> None:
+    with pytest.raises(error, match=pattern):
+        build()
