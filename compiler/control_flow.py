@@ -197,6 +197,13 @@ def trace(graph: Graph, name: str, specs: Sequence[tuple[tuple, np.dtype]],
     region.structure = (structure, rebuild)
     for op in operations:
         op.region = region
+    # The traced originals (what the function built, but the variables it made: optimizer slots
+    # are the graph's): computed only through the region's copy, when the region runs.
+    for op in built:
+        if op.opdef is not VariableOp:
+            op.traced_in = region
+    for op in scratch_ops:
+        op.traced_in = region
     return region
 
 

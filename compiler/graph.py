@@ -75,6 +75,9 @@ class Operation:
         # The control-flow region (a branch or loop body, ``compiler.control_flow.Region``) this op
         # belongs to; None: the graph's top level.
         self.region: Any = None
+        # The region traced from the function that built this op: the op is the function's
+        # original, computed only through the region's copy (None for the rest of the graph).
+        self.traced_in: Any = None
 
     @property
     def type(self) -> str:

@@ -238,6 +238,13 @@ def merge(inputs: Sequence[Tensor], collections: Sequence[str] | None = (),
     if not inputs:
         raise ValueError("summary.merge needs at least one summary")
     for tensor in inputs:
+        op = getattr(tensor, "op", None)
+        region = getattr(op, "region", None) or getattr(op, "traced_in", None)
+        if region is not None:
+            raise ValueError(located(f"summary.merge: the summary {tensor.name!r} (built at {tensor.op.location}) is "
+                                     f"inside a cond branch or a loop body (the function defined at "
+                                     f"{region.location}), which may run many times or not at all; write the "
+                                     "summary from a value the function returns"))
         if not is_summary(tensor):
             raise TypeError(f"summary.merge: {tensor!r} is not a summary (made by cc.summary.scalar, "
                             "histogram, image, text or merge)")

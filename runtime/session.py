@@ -104,6 +104,18 @@ class _Plan:
     split: Callable[..., list[Any]] | None = None  # the runner of a split step (SPLIT_RUNNER)
 
 
+def _check_fetchable(leaves: list[Any]) -> None:
+    """A tensor or operation built inside a loop body or a cond branch exists only while that
+    function runs (once per iteration, or not at all): it cannot be fetched from outside."""
+    for leaf in leaves:
+        op = leaf.op if isinstance(leaf, Tensor) else leaf
+        region = getattr(op, "region", None) or getattr(op, "traced_in", None)
+        if region is not None:
+            raise ValueError(f"cannot fetch {leaf.name!r} (built at {op.location}): it is computed inside a "
+                             f"cond branch or a loop body (the function defined at {region.location}), which may "
+                             "run many times or not at all; return it from that function instead")
+
+
 def _repeat_key(fetches: Any, feed_dict: Any) -> Any:
     """The key of a run that ``_RepeatRun`` may redo: one tensor or operation, or a flat list or
     tuple of them, fed nothing or a dict. Ids only: an entry under the key keeps those objects
@@ -346,6 +358,7 @@ class Session:
         key = (tuple(map(id, leaves)), tuple(sorted(map(id, fed)))) if fed else tuple(map(id, leaves))
         plan = self._plans.get(key)
         if plan is None:  # what these fetches need, worked out once per fetch set (and fed tensors)
+            _check_fetchable(leaves)
             needed = needed_operations([t.op if isinstance(t, Tensor) else t for t in leaves], fed)
             compute = [leaf for leaf in leaves
                        if not (isinstance(leaf, Operation) and leaf.type == "InitVariables")]

@@ -391,3 +391,30 @@ def test_an_assignment_built_before_a_construct_that_assigns_the_same_variable_i
             sess.run([earlier, made])
         sess.run([made, later])
         np.testing.assert_array_equal(sess.run(v), [7.0])
+
+
+def test_what_a_branch_or_body_builds_cannot_be_fetched_or_merged_from_outside() -> None:
+    """A tensor built inside a cond branch or a loop body (a summary too) is refused with the
+    reason and both lines, not computed for a branch that did not run or failed with a KeyError."""
+    built: dict[str, cc.Tensor] = {}
+
+    def true_fn() -> cc.Tensor:
+        built["branch"] = x * 10.0
+        built["summary"] = cc.summary.scalar("inside", cc.reduce_sum(built["branch"]))
+        return x + 1.0
+
+    def body(i: cc.Tensor, value: cc.Tensor) -> tuple:
+        built["body"] = value * 2.0
+        return i + 1, built["body"]
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (2,), name="x")
+        picked = cc.cond(cc.reduce_sum(x) > 0.0, true_fn, lambda: x - 1.0)
+        _, looped = cc.while_loop(lambda i, v: i < 3, body, [cc.constant(0), x])
+        with pytest.raises(ValueError, match=r"summary.merge: the summary .* is inside a cond branch or a loop body"):
+            cc.summary.merge_all()
+    with Session(graph) as sess:
+        for name in ("branch", "body", "summary"):
+            with pytest.raises(ValueError, match=r"cannot fetch .* computed inside a cond branch or a loop body"):
+                sess.run(built[name], {x: np.ones(2, "float32")})
+        np.testing.assert_array_equal(sess.run([picked, looped], {x: np.ones(2, "float32")}), [[2.0, 2.0], [8.0, 8.0]])
