@@ -54,7 +54,11 @@ def convert_losslessly(array: np.ndarray, target: np.dtype, literal: bool) -> np
         kind = array.dtype.kind
         if (array.size == 0 or kind == "b" or (kind in "iu" and target.kind not in "iu")
                 or (kind == "f" and target.kind == "f")):
-            return array.astype(target)
+            with np.errstate(over="ignore"):
+                converted = array.astype(target)
+            if kind in "fiu" and target.kind == "f" and np.any(np.isinf(converted) & np.isfinite(array)):
+                return None   # a number too large for the target (1e39 as float32) is not rounded to inf
+            return converted
     if array.dtype != target:
         lossless = can_convert_losslessly(array.dtype, target)
         if not lossless and array.dtype.kind in "iub" and target.kind in "iu":

@@ -6,6 +6,7 @@ graphgrad's own packages), its inferred shape and dtype, and its inputs. Nothing
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import sys
 import threading
@@ -35,13 +36,19 @@ class SourceLocation:
         return f"{self.filename}:{self.lineno}"
 
 
+_IMPORTLIB = os.path.dirname(os.path.abspath(importlib.__file__)) + os.sep
+
+
 def user_location() -> SourceLocation:
     """The innermost stack frame that is not inside graphgrad itself."""
     frame = sys._getframe(1)
     while frame is not None:
-        filename = os.path.abspath(frame.f_code.co_filename)
-        if not filename.startswith(_PACKAGE_DIRS) and "importlib" not in filename:
-            return SourceLocation(frame.f_code.co_filename, frame.f_lineno)
+        name = frame.f_code.co_filename
+        filename = os.path.abspath(name)
+        # Not graphgrad's frames, nor the import machinery's (frozen, or the standard library's
+        # importlib); a user's path that merely contains "importlib" is the user's.
+        if not (filename.startswith(_PACKAGE_DIRS) or name.startswith("<frozen ") or filename.startswith(_IMPORTLIB)):
+            return SourceLocation(name, frame.f_lineno)
         frame = frame.f_back  # type: ignore[assignment]
     return SourceLocation("<unknown>", 0)
 
@@ -243,11 +250,31 @@ class Graph:
         """The hooks on ``tensor``'s gradient, in registration order (a new list)."""
         return list(self._gradient_hooks.get(tensor, []))
 
-    @contextlib.contextmanager
-    def control_dependencies(self, ops: Sequence[Any]) -> Iterator[None]:
+    def control_dependencies(self, ops: Sequence[Any] | None) -> contextlib.AbstractContextManager[None]:
         """Nodes built inside run after ``ops``: their reads of a variable that ``ops`` assigned see
-        the assigned value (``compiler.passes.control``)."""
-        frame = [t.op if isinstance(t, Tensor) else t for t in ops]
+        the assigned value (``compiler.passes.control``). ``None`` clears the dependencies of the
+        code around it, as in TF1."""
+        if ops is None:
+            return self._control_frame(None)
+        frame = []
+        for item in ops:   # checked here, at the user's line, not when the with statement enters
+            op = item.op if isinstance(item, Tensor) else item
+            if not isinstance(op, Operation):
+                raise TypeError(located(f"control_dependencies takes operations and tensors, got {item!r}"))
+            if op.graph is not self:
+                raise GraphMismatchError(located(f"control_dependencies: {op.name!r} belongs to another graph"))
+            frame.append(op)
+        return self._control_frame(frame)
+
+    @contextlib.contextmanager
+    def _control_frame(self, frame: list[Operation] | None) -> Iterator[None]:
+        if frame is None:
+            saved, self._control_stack = self._control_stack, []
+            try:
+                yield
+            finally:
+                self._control_stack = saved
+            return
         self._control_stack.append(frame)
         try:
             yield

@@ -107,7 +107,11 @@ def compile_step(fetches: Sequence[Tensor | Operation], feed_shapes: dict[Tensor
     dump_dir = os.environ.get("GRAPHGRAD_DUMP")
     if dump_dir:
         chosen = os.environ.get("GRAPHGRAD_DUMP_STAGES")
-        write_dumps(step, dump_dir, chosen.split(",") if chosen else STAGES)
+        try:
+            write_dumps(step, dump_dir, chosen.split(",") if chosen else STAGES)
+        except OSError as error:   # say which setting points where it cannot write
+            raise OSError(error.errno, f"GRAPHGRAD_DUMP={dump_dir!r} (or GRAPHGRAD_DUMP_HTML): cannot write the "
+                                       f"compiled step's dumps there: {error.strerror or error}") from error
     return step
 
 

@@ -211,8 +211,13 @@ def text(name: str, text_value: str, collections: Sequence[str] | None = None) -
     ('notes', 'text', 'batch size 32, Adam 3e-3')
     """
     if not isinstance(text_value, str):
-        raise TypeError(f"summary.text {name!r}: takes a Python string (graphs hold no string tensors), "
-                        f"got {type(text_value).__name__}")
+        raise TypeError(located(f"summary.text {name!r}: takes a Python string (graphs hold no string tensors), "
+                                f"got {type(text_value).__name__}"))
+    try:
+        text_value.encode("utf-8")
+    except UnicodeEncodeError as error:   # a lone surrogate: no event file can hold it
+        raise ValueError(located(f"summary.text {name!r}: the text is not valid Unicode ({error.reason} at "
+                                 f"position {error.start})")) from None
     with composite_scope(name, []):
         # Nothing is computed; one zero keeps the packed values a vector like every summary's.
         packed_values = constant(np.zeros(1, np.float64))

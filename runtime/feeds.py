@@ -138,6 +138,9 @@ def check_feeds(graph: Graph, feed_dict: Mapping[Any, Any] | None, needed: list[
                 ) -> dict[Tensor, np.ndarray]:
     """Validate ``feed_dict`` against the placeholders the step needs."""
     feeds: dict[Tensor, np.ndarray] = {}
+    if feed_dict is not None and not isinstance(feed_dict, Mapping):
+        raise FeedError(f"feed_dict must be a dict from placeholders (or their names) to values, got a "
+                        f"{type(feed_dict).__name__}")
     for key, value in (feed_dict or {}).items():
         if isinstance(key, str):
             key = graph.get_tensor_by_name(key if ":" in key else key + ":0")

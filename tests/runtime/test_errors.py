@@ -585,3 +585,54 @@ def test_python_lists_feed_float32_placeholders(graph) -> None:
         got = sess.run(x * 2.0, {x: [[1.0, 2.5], [0.1, 3.0]]})
     np.testing.assert_array_equal(got, np.array([[1.0, 2.5], [0.1, 3.0]], "float32") * 2)
     assert got.dtype == np.float32
+
+
+def _unwritable_dump(monkeypatch) -> None:
+    monkeypatch.setenv("GRAPHGRAD_DUMP", "/proc/graphgrad_dump")
+    x = cc.placeholder("float32", (2,), name="dumped")
+    Session().run(x * 2.0, {x: np.ones(2, "float32")})
+
+
+USER_MISTAKES = {
+    # name: (what the user does, given monkeypatch; error; pattern)
+    "control dependency on a number": (lambda mp: cc.control_dependencies([3]), TypeError,
+                                       "control_dependencies takes operations and tensors, got 3"),
+    "feed_dict given as a list": (lambda mp: Session().run(cc.constant(1.0) * 2.0, [1.0, 2.0]), FeedError,
+                                  "feed_dict must be a dict"),
+    "text that is not Unicode": (lambda mp: cc.summary.text("notes", "bad \ud800"), ValueError,
+                                 "summary.text 'notes': the text is not valid Unicode"),
+    "a literal too large for float32": (lambda mp: cc.Variable(np.zeros(2, "float32"), name="v").load(
+        [1e39, 0.0], Session()), DTypeError, "cannot load float64 data into the float32 variable 'v'"),
+    "an unusable GRAPHGRAD_DUMP": (_unwritable_dump, OSError, "GRAPHGRAD_DUMP='/proc/graphgrad_dump'"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(USER_MISTAKES))
+def test_user_mistakes_are_named_in_the_error(graph, name: str, monkeypatch) -> None:
+    make, error, pattern = USER_MISTAKES[name]
+    with pytest.raises(error, match=pattern):
+        make(monkeypatch)
+
+
+def test_control_dependencies_none_clears_the_dependencies_around_it(graph) -> None:
+    """TF1's ``control_dependencies(None)``: ops built inside depend on nothing from outside."""
+    v = cc.Variable(np.zeros(2), name="v")
+    bump = cc.assign_add(v, [1.0, 1.0])
+    with cc.control_dependencies([bump]):
+        with cc.control_dependencies(None):
+            free = v * 2.0
+        ordered = v * 3.0
+    assert free.op.control_inputs == () and ordered.op.control_inputs == (bump.op,)
+
+
+def test_a_script_in_a_directory_named_importlib_keeps_its_line(tmp_path) -> None:
+    """Only the import machinery's own frames are skipped when looking for the user's line."""
+    import subprocess
+    import sys
+    script = tmp_path / "my_importlib_experiments" / "train.py"
+    script.parent.mkdir()
+    script.write_text("import compiler as cc\nx = cc.constant([1.0, 2.0]) + cc.constant([1.0, 2.0, 3.0])\n")
+    root = __file__.rsplit("/tests/", 1)[0]
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=root,
+                          env={**__import__("os").environ, "PYTHONPATH": root})
+    assert f"(at {script}:2)" in done.stderr, done.stderr[-2000:]
