@@ -44,7 +44,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import dtypes
-from .errors import ShapeError
+from .errors import NumericsError, ShapeError
 from .graph import Graph, GraphKeys, Tensor, get_default_graph, located
 from .ops.array import StopGradient, element_count, expand_dims, reshape
 from .ops.base import composite_scope, constant
@@ -129,7 +129,8 @@ def histogram(name: str, values: Any, bucket_limits: Sequence[float] | None = No
 
     ``bucket_limits`` (increasing) defaults to ``default_bucket_limits()``. Bucket ``i`` counts
     the values ``v`` with ``limits[i-1] <= v < limits[i]``, as TF1 does; the last bucket also takes
-    everything above. Fetching it gives a serialized ``Summary`` with a ``HistogramProto``.
+    everything above. Fetching it gives a serialized ``Summary`` with a ``HistogramProto``; a NaN
+    among the values is a ``NumericsError`` then, as in TF1.
 
     >>> import numpy as np, compiler as cc
     >>> weights = cc.Variable(np.zeros((3, 4), "float32"), name="weights")
@@ -367,6 +368,10 @@ def encode_summary(summary: Tensor, numbers: np.ndarray) -> bytes:
         else:
             limits = entry[2]
             width = _HISTOGRAM_STATISTICS + len(limits)
+            low, high = numbers[position:position + 2]
+            if np.isnan(low) or np.isnan(high):   # min and max propagate NaN: some value is NaN
+                raise NumericsError(f"NaN in the values of summary.histogram {tag!r}: a histogram has no bucket "
+                                    "for it (TF1 refuses it too); cc.check_numerics finds where it comes from")
             histogram_proto = _histogram_proto(summary_pb2, numbers[position:position + width], limits)
             proto.value.add(tag=tag, histo=histogram_proto)
             position += width

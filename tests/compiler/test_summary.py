@@ -262,3 +262,16 @@ def test_image_and_text_build_errors() -> None:
             cc.summary.image("none", cc.constant(np.zeros((1, 2, 2, 1), "float32")), max_outputs=0)
         with pytest.raises(TypeError, match="Python string"):
             cc.summary.text("notes", cc.constant(1.0))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("target", ["reference", "cpu"])
+def test_a_nan_in_a_histogram_is_an_error_naming_the_tag(target: str) -> None:
+    """As TF1 ("Nan in summary histogram"): a NaN has no bucket, and was counted as a huge value."""
+    graph = cc.Graph()
+    with graph.as_default():
+        values = cc.placeholder("float32", (3,), name="values")
+        summary = cc.summary.histogram("weights", values)
+    with Session(graph, target=target) as sess:
+        sess.run(summary, {values: np.array([np.inf, 1.0, -np.inf], "float32")})   # infinities have buckets
+        with pytest.raises(cc.NumericsError, match="NaN in the values of summary.histogram 'weights'"):
+            sess.run(summary, {values: np.array([np.nan, 1.0, 2.0], "float32")})
