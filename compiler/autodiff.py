@@ -285,6 +285,10 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients",
     method = aggregation_method_value(aggregation_method, "gradients")
     if not y_list:
         raise ValueError(located("gradients: ys is empty", location))
+    for position, y in enumerate(y_list):
+        if y is None or isinstance(y, Operation):
+            what = "None" if y is None else f"the operation {y.name!r}"
+            raise TypeError(located(f"gradients: ys[{position}] is {what}; ys are the tensors to differentiate"))
     y_list = [convert_to_tensor(y) for y in y_list]
     graph = y_list[0].graph
     for t in y_list + list(x_list):

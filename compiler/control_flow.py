@@ -148,6 +148,11 @@ def trace(graph: Graph, name: str, specs: Sequence[tuple[tuple, np.dtype]],
             if leaf is None:
                 raise TypeError(located(f"{name}: the function defined at {location} returned None where a "
                                         "tensor was expected"))
+            if isinstance(leaf, Operation):   # TF1's `lambda: train_op` idiom
+                raise TypeError(located(f"{name}: the function defined at {location} returned the operation "
+                                        f"{leaf.name!r}, not a tensor; build the operation inside the function "
+                                        "(its assignments run when the function does) and return a tensor, "
+                                        "e.g. cc.constant(True)"))
             converted.append(convert_to_tensor(leaf))
     built = [op for op in graph._operations[start:] if op.region is None]
     state = [op for op in built if op.opdef.kind == "state"]

@@ -604,6 +604,12 @@ USER_MISTAKES = {
     "a literal too large for float32": (lambda mp: cc.Variable(np.zeros(2, "float32"), name="v").load(
         [1e39, 0.0], Session()), DTypeError, "cannot load float64 data into the float32 variable 'v'"),
     "an unusable GRAPHGRAD_DUMP": (_unwritable_dump, OSError, "GRAPHGRAD_DUMP='/proc/graphgrad_dump'"),
+    "a cond branch returning an operation": (
+        lambda mp: cc.cond(cc.constant(True), lambda: cc.constant(1.0), lambda: cc.no_op()), TypeError,
+        "returned the operation .* not a tensor; build the operation inside the function"),
+    "None among the ys of gradients": (
+        lambda mp: cc.gradients([cc.reduce_sum(cc.Variable(np.ones(2))), None], cc.global_variables()),
+        TypeError, r"gradients: ys\[1\] is None"),
 }
 
 
