@@ -45,23 +45,33 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no such script: {args.script}")
     out = os.path.abspath(args.out)
     directories = list(dict.fromkeys([out] + ([os.path.abspath(args.html)] if args.html else [])))
-    before = {d: set(os.listdir(d)) if os.path.isdir(d) else set() for d in directories}
+    before = {d: _stamps(d) for d in directories}
     os.environ["GRAPHGRAD_DUMP"] = out
     if args.html:
         os.environ["GRAPHGRAD_DUMP_HTML"] = os.path.abspath(args.html)
     os.environ["GRAPHGRAD_DUMP_STAGES"] = ",".join(stages)
-    saved_argv = sys.argv
+    saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [args.script, *script_args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(args.script)))   # as `python SCRIPT` does
     try:
         runpy.run_path(args.script, run_name="__main__")
     except SystemExit as exit_:
         if exit_.code not in (None, 0):
             raise
     finally:
-        sys.argv = saved_argv
-    written = [(d, sorted(set(os.listdir(d)) - before[d]) if os.path.isdir(d) else []) for d in directories]
-    sys.stdout.write(_SUMMARY.render(written=written))
+        sys.argv, sys.path[:] = saved_argv, saved_path
+        # Also when the script failed: what it compiled before is written. New or rewritten files.
+        written = [(d, sorted(name for name, stamp in _stamps(d).items() if before[d].get(name) != stamp))
+                   for d in directories]
+        sys.stdout.write(_SUMMARY.render(written=written))
     return 0
+
+
+def _stamps(directory: str) -> dict[str, int]:
+    """Each file of ``directory`` with the time it was last written (empty if there is no directory)."""
+    if not os.path.isdir(directory):
+        return {}
+    return {entry.name: entry.stat().st_mtime_ns for entry in os.scandir(directory) if entry.is_file()}
 
 
 if __name__ == "__main__":

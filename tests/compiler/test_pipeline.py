@@ -303,3 +303,32 @@ def test_command_line_rejects_unknown_stage_and_missing_script(tmp_path) -> None
         capture_output=True, text=True, env=_clean_env(), timeout=120)
     assert missing.returncode != 0
     assert "nope.py" in missing.stderr
+
+
+def test_command_line_dump_runs_the_script_as_python_does_and_counts_rewritten_files(tmp_path) -> None:
+    """The script imports a module beside it (its directory is on sys.path, as with ``python
+    SCRIPT``) though run from elsewhere; a second dump into the same directory lists the files it
+    rewrote; a script that fails still gets the summary of what it compiled before."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "helper.py").write_text("SCALE = 3.0\n")
+    script = folder / "train.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import numpy as np, compiler as cc
+        from runtime import Session
+        from helper import SCALE
+        x = cc.placeholder("float32", (3,), name="x")
+        print("RESULT", Session().run(x * SCALE, {x: np.ones(3, "float32")}))
+        if sys.argv[1:] == ["fail"]:
+            raise RuntimeError("the script's own failure")
+    """))
+    out = tmp_path / "dumps"
+    runs = [subprocess.run([sys.executable, "-m", "compiler", "dump", str(script), "--stages", "graph",
+                            "--out", str(out), *extra], capture_output=True, text=True, env=_clean_env(),
+                           cwd=str(tmp_path), timeout=120) for extra in ([], [], ["--", "fail"])]
+    assert runs[0].returncode == 0 and runs[1].returncode == 0, runs[0].stderr + runs[1].stderr
+    assert all("RESULT [3. 3. 3.]" in run.stdout for run in runs)
+    for run in runs:
+        assert "2 files written to" in run.stdout and "step0.graph.txt" in run.stdout, run.stdout
+    assert runs[2].returncode != 0 and "the script's own failure" in runs[2].stderr
