@@ -305,6 +305,42 @@ def _load_checkpoint(path: str) -> _Checkpoint:
     return _load_safetensors_checkpoint(path, content)
 
 
+class Unloadable(NamedTuple):
+    """A tensor of a checkpoint file in a dtype numpy has no type for (bfloat16, float8): the
+    other tensors of the file load; restoring or loading this one is an error that names it."""
+
+    dtype: str
+    shape: tuple[int, ...]
+
+
+_SAFETENSORS_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4", "I16": "<i2",
+                       "I8": "i1", "U8": "u1", "U16": "<u2", "U32": "<u4", "U64": "<u8", "BOOL": "?"}
+
+
+def _arrays_beside_unloadable(path: str, content: bytes) -> dict[str, Any]:
+    """The tensors of a safetensors file (already validated by the library) read from its header,
+    each that numpy cannot hold as an ``Unloadable``."""
+    (header_length,) = _HEADER_LENGTH.unpack_from(content)
+    start = _HEADER_LENGTH.size + header_length
+    header = json.loads(content[_HEADER_LENGTH.size:start])
+    arrays: dict[str, Any] = {}
+    for name, entry in header.items():
+        if name == _SAFETENSORS_RESERVED:
+            continue
+        shape, (begin, end) = tuple(entry["shape"]), entry["data_offsets"]
+        dtype = _SAFETENSORS_DTYPES.get(entry["dtype"])
+        arrays[name] = (Unloadable(entry["dtype"], shape) if dtype is None else
+                        np.frombuffer(content, dtype=dtype, count=int(np.prod(shape, dtype=np.int64)),
+                                      offset=start + begin).reshape(shape))
+    return arrays
+
+
+def _refuse_unloadable(path: str, name: str, value: Any) -> None:
+    if isinstance(value, Unloadable):
+        raise CheckpointError(f"checkpoint file {path!r} holds tensor {name!r} as {value.dtype} {value.shape}, a "
+                              "dtype numpy (and so graphgrad) has no type for; convert it where it was written")
+
+
 def _load_safetensors_checkpoint(path: str, content: bytes) -> _Checkpoint:
     try:
         arrays = safetensors.numpy.load(content)
@@ -314,9 +350,8 @@ def _load_safetensors_checkpoint(path: str, content: bytes) -> _Checkpoint:
             raise CheckpointError(f"{path!r} is not a checkpoint file: neither safetensors nor "
                                   f"graphgrad's earlier format ({exc})") from None
         raise _damaged(path, f"not a valid safetensors file ({exc})") from None
-    except KeyError as exc:                      # a dtype numpy has no type for, e.g. bfloat16
-        raise CheckpointError(f"checkpoint file {path!r} holds a tensor of dtype {exc}, which "
-                              "graphgrad cannot load") from None
+    except KeyError:                             # a dtype numpy has no type for, e.g. bfloat16
+        arrays = _arrays_beside_unloadable(path, content)
     # The library has checked the header; it gives the tensors but not the metadata.
     (header_length,) = _HEADER_LENGTH.unpack_from(content)
     try:
@@ -471,7 +506,10 @@ def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
     array([[1., 0.],
            [0., 1.]], dtype=float32)
     """
-    return {name: array.copy() for name, array in _load_checkpoint(os.fspath(path)).arrays.items()}
+    arrays = _load_checkpoint(os.fspath(path)).arrays
+    for name, array in arrays.items():
+        _refuse_unloadable(os.fspath(path), name, array)
+    return {name: array.copy() for name, array in arrays.items()}
 
 
 # -- the index file -------------------------------------------------------------------------------
@@ -759,6 +797,7 @@ class Saver:
                 raise CheckpointError(f"variable {label} is not in checkpoint {save_path!r} "
                                       f"(it holds {sorted(stored)})")
             value = stored[name]
+            _refuse_unloadable(save_path, name, value)
             if value.dtype != _little_endian(var.dtype):
                 raise DTypeError(f"variable {label} is {var.dtype.name} but checkpoint {save_path!r} "
                                  f"holds it as {value.dtype.name}")

@@ -84,5 +84,22 @@ def test_torch_tensors_of_other_dtypes_are_refused_by_name(graph, tmp_path) -> N
             optim.Saver([weight, bias]).restore(sess, half)
     brain = str(tmp_path / "bfloat16")
     safetensors.torch.save_file({"weight": torch.zeros(2, dtype=torch.bfloat16)}, brain)
-    with pytest.raises(CheckpointError, match=re.escape(repr(brain)) + " holds a tensor of dtype 'BF16'"):
+    with pytest.raises(CheckpointError, match=re.escape(repr(brain)) + " holds tensor 'weight' as BF16"):
         optim.load_checkpoint(brain)
+
+
+def test_a_tensor_numpy_cannot_hold_does_not_block_restoring_the_others(tmp_path) -> None:
+    path = tmp_path / "torch_model"   # a float32 weight beside a bfloat16 buffer, as torch models have
+    safetensors.torch.save_file({"weight": torch.arange(6.0).reshape(2, 3),
+                                 "rotary_cache": torch.zeros(4, dtype=torch.bfloat16)}, str(path))
+    graph = cc.Graph()
+    with graph.as_default():
+        weight = cc.Variable(np.zeros((2, 3), "float32"), name="weight")
+        cache = cc.Variable(np.zeros(4, "float32"), name="rotary_cache")
+    with Session(graph) as sess:
+        optim.Saver([weight]).restore(sess, str(path))
+        np.testing.assert_array_equal(sess.run(weight), np.arange(6, dtype="float32").reshape(2, 3))
+        with pytest.raises(CheckpointError, match="tensor 'rotary_cache' as BF16 \\(4,\\)"):
+            optim.Saver([cache]).restore(sess, str(path))
+    with pytest.raises(CheckpointError, match="tensor 'rotary_cache' as BF16"):
+        optim.load_checkpoint(str(path))
