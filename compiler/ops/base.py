@@ -22,6 +22,7 @@ Rule pieces that many ops share are in ``rules.py``.
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
@@ -196,6 +197,11 @@ def apply(opdef: OpDef, inputs: Sequence[Any], attrs: Mapping[str, Any], name: s
     except RuleError as exc:
         detail = f"{label}: {exc}" + (f"; operands: {operands}" if operands else "") + located("", location)
         raise (DTypeError if exc.kind == "dtype" else ShapeError)(detail) from None
+    known = [size for size in out_shape if size is not None]
+    if 0 not in known and math.prod(known) >= 1 << 62:   # no buffer of that many elements can exist
+        raise ShapeError(f"{label}: its result {format_shape(out_shape)} would have {math.prod(known)} elements, "
+                         f"more than any array can hold" + (f"; operands: {operands}" if operands else "")
+                         + located("", location))
     specs = [(out_shape, out_dtype)] * opdef.num_outputs
     op = graph.add_operation(opdef, tensors, dict(attrs), specs, name, location)
     return op.outputs[0] if op.outputs else op

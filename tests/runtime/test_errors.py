@@ -607,6 +607,8 @@ USER_MISTAKES = {
     "a cond branch returning an operation": (
         lambda mp: cc.cond(cc.constant(True), lambda: cc.constant(1.0), lambda: cc.no_op()), TypeError,
         "returned the operation .* not a tensor; build the operation inside the function"),
+    "a shape of 2**64 elements": (lambda mp: cc.broadcast_to(cc.constant(1.0), (2**32, 2**32)), ShapeError,
+                                  r"BroadcastTo: its result \(4294967296, 4294967296\) would have 18446744073709551616"),
     "None among the ys of gradients": (
         lambda mp: cc.gradients([cc.reduce_sum(cc.Variable(np.ones(2))), None], cc.global_variables()),
         TypeError, r"gradients: ys\[1\] is None"),
