@@ -22,7 +22,7 @@ from .learning_rate_decay import cosine_decay, exponential_decay, piecewise_cons
 from .momentum import MomentumOptimizer
 from .optimizer import Optimizer
 from .rmsprop import RMSPropOptimizer
-from .saver import CheckpointError, Saver, latest_checkpoint, load_checkpoint
+from .saver import CheckpointError, CheckpointState, Saver, get_checkpoint_state, latest_checkpoint, load_checkpoint
 from .training_util import get_global_step, get_or_create_global_step
 
 __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdamOptimizer",
@@ -30,5 +30,6 @@ __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdamOp
            "FtrlOptimizer", "GradientAccumulator", "clip_by_norm", "clip_by_global_norm", "global_norm",
            "exponential_decay", "piecewise_constant", "cosine_decay",
            "get_or_create_global_step", "get_global_step", "Saver", "latest_checkpoint", "load_checkpoint",
+           "get_checkpoint_state", "CheckpointState",
            "CheckpointError", "DistributedOptimizer", "StepTimings", "broadcast_variables", "shard", "rank",
            "size", "world", "launched_by_mpiexec"]

@@ -514,7 +514,7 @@ def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
 
 # -- the index file -------------------------------------------------------------------------------
 
-def _write_index(directory: str, latest: str, paths: Sequence[str]) -> None:
+def _write_index(directory: str, latest: str, paths: Sequence[str], index_name: str = INDEX_FILENAME) -> None:
     def entry(path: str) -> str:
         if os.path.dirname(os.path.abspath(path)) == os.path.abspath(directory):
             path = os.path.basename(path)
@@ -522,13 +522,13 @@ def _write_index(directory: str, latest: str, paths: Sequence[str]) -> None:
 
     lines = [f"model_checkpoint_path: {entry(latest)}"]
     lines.extend(f"all_model_checkpoint_paths: {entry(path)}" for path in paths)
-    _write_atomically(os.path.join(directory, INDEX_FILENAME), ["\n".join(lines).encode("utf-8") + b"\n"])
+    _write_atomically(os.path.join(directory, index_name), ["\n".join(lines).encode("utf-8") + b"\n"])
 
 
-def _read_index(directory: str) -> tuple[str | None, list[str]]:
+def _read_index(directory: str, index_name: str = INDEX_FILENAME) -> tuple[str | None, list[str]]:
     """(latest, all) checkpoint paths listed in ``directory``'s index, relative ones made absolute
     against ``directory``; (None, []) if there is no index."""
-    index = os.path.join(directory, INDEX_FILENAME)
+    index = os.path.join(directory, index_name)
     try:
         with open(index, encoding="utf-8") as file:
             text = file.read()
@@ -565,9 +565,29 @@ def _read_index(directory: str) -> tuple[str | None, list[str]]:
     return latest, paths
 
 
-def latest_checkpoint(checkpoint_dir: str) -> str | None:
+class CheckpointState(NamedTuple):
+    """What a directory's checkpoint index lists (TF1's ``CheckpointState``): the newest
+    checkpoint and every one kept, oldest first."""
+
+    model_checkpoint_path: str
+    all_model_checkpoint_paths: list[str]
+
+
+def get_checkpoint_state(checkpoint_dir: str, latest_filename: str | None = None) -> CheckpointState | None:
+    """The index of ``checkpoint_dir`` (its file "checkpoint", or ``latest_filename``), or None
+    when there is none; e.g. for ``Saver.recover_last_checkpoints`` in a restarted process.
+
+    >>> import tempfile
+    >>> get_checkpoint_state(tempfile.mkdtemp()) is None
+    True
+    """
+    latest, paths = _read_index(os.fspath(checkpoint_dir), latest_filename or INDEX_FILENAME)
+    return None if latest is None else CheckpointState(latest, paths)
+
+
+def latest_checkpoint(checkpoint_dir: str, latest_filename: str | None = None) -> str | None:
     """The path of the newest checkpoint that ``Saver.save`` recorded in ``checkpoint_dir`` (read
-    from the index file "checkpoint" there), or None when there is none.
+    from the index file "checkpoint" there, or ``latest_filename``), or None when there is none.
 
     An index that cannot be read (not text, a directory, unparsable lines) raises
     ``CheckpointError`` naming it.
@@ -576,7 +596,7 @@ def latest_checkpoint(checkpoint_dir: str) -> str | None:
     >>> latest_checkpoint(tempfile.mkdtemp()) is None
     True
     """
-    latest, _ = _read_index(os.fspath(checkpoint_dir))
+    latest, _ = _read_index(os.fspath(checkpoint_dir), latest_filename or INDEX_FILENAME)
     if latest is None or not os.path.isfile(latest):
         return None
     return latest
@@ -648,11 +668,21 @@ class Saver:
     """
 
     def __init__(self, var_list: Sequence[cc.Variable] | Mapping[str, cc.Variable] | None = None,
-                 max_to_keep: int | None = 5, comm: Any = None) -> None:
+                 max_to_keep: int | None = 5, comm: Any = None, *, keep_checkpoint_every_n_hours: float = 10000.0,
+                 name: str | None = None, sharded: bool = False) -> None:
         """``comm``: on a distributed run (``mpiexec``), the ranks that share the checkpoints;
-        default ``optim.world()``, every rank of the job (one process alone without mpiexec)."""
+        default ``optim.world()``, every rank of the job (one process alone without mpiexec).
+        ``keep_checkpoint_every_n_hours`` (TF1's): one checkpoint per that many hours is kept out
+        of ``max_to_keep``'s deletions. ``name`` and ``sharded`` are TF1's and change nothing:
+        a checkpoint is always one file."""
         if max_to_keep is not None and (not isinstance(max_to_keep, int) or max_to_keep < 0):
             raise ValueError(f"Saver: max_to_keep must be None or a non-negative int, got {max_to_keep!r}")
+        if not keep_checkpoint_every_n_hours > 0:
+            raise ValueError(f"Saver: keep_checkpoint_every_n_hours must be positive, got "
+                             f"{keep_checkpoint_every_n_hours!r}")
+        self._keep_every = float(keep_checkpoint_every_n_hours) * 3600.0
+        self._next_kept_time = time.time() + self._keep_every
+        self._saved_at: dict[str, float] = {}
         self._var_list = _variables_by_name(var_list)
         if not self._var_list:
             raise ValueError("Saver: no variables to save")
@@ -678,14 +708,19 @@ class Saver:
         """
         self._last_checkpoints = [os.path.abspath(p) for p in checkpoint_paths if os.path.isfile(p)]
 
-    def save(self, sess: Any, save_path: str, global_step: int | Tensor | None = None) -> str:
+    def save(self, sess: Any, save_path: str, global_step: int | Tensor | None = None,
+             latest_filename: str | None = None, meta_graph_suffix: str = "meta", write_meta_graph: bool = True,
+             write_state: bool = True) -> str:
         """Write the variables' values in ``sess`` to a checkpoint and return its path:
         ``save_path``, or ``f"{save_path}-{step}"`` with a ``global_step`` (an int, or a global step
         Variable whose value is read through ``sess``). The file at that path (no extension is
         added) is a safetensors file that records its own name (the
         basename of the returned path) and the global step. Updates the "checkpoint" index in the
         directory and deletes this Saver's checkpoints beyond ``max_to_keep``, and the stale
-        temporaries that earlier saves with this prefix left when killed midway.
+        temporaries that earlier saves with this prefix left when killed midway. TF1's other
+        arguments: ``latest_filename`` names the index (default "checkpoint"), ``write_state=False``
+        leaves it alone; ``meta_graph_suffix`` and ``write_meta_graph`` change nothing (graphgrad
+        writes no meta graph: the graph is the Python that builds it).
 
         >>> import os, tempfile
         >>> import numpy as np, compiler as cc
@@ -725,12 +760,18 @@ class Saver:
         absolute = os.path.abspath(save_path)
         kept = [p for p in self._last_checkpoints if p != absolute] + [absolute]
         removed: list[str] = []
+        self._saved_at[absolute] = time.time()
         if self._max_to_keep:
             removed, kept = kept[:-self._max_to_keep], kept[-self._max_to_keep:]
+            for path in list(removed):   # TF1: one checkpoint per keep_checkpoint_every_n_hours survives
+                if self._saved_at.get(path, 0.0) >= self._next_kept_time:
+                    removed.remove(path)
+                    self._next_kept_time = self._saved_at[path] + self._keep_every
         if writes:
             try:
                 try:
-                    self._write(dict(zip(names, fetched)), save_path, step, directory, prefix, kept, removed)
+                    self._write(dict(zip(names, fetched)), save_path, step, directory, prefix, kept, removed,
+                                None if not write_state else latest_filename or INDEX_FILENAME)
                 except OSError as error:   # the same kind of error, naming the checkpoint and the line
                     message = located(f"Saver.save: cannot write the checkpoint {save_path!r}: "
                                       f"{error.strerror or error}")
@@ -750,14 +791,17 @@ class Saver:
         return save_path
 
     def _write(self, values: dict[str, Any], save_path: str, step: int | None, directory: str, prefix: str,
-               kept: list[str], removed: list[str]) -> None:
-        """Write the checkpoint and the index, and delete ``removed`` (rank 0's part of ``save``)."""
+               kept: list[str], removed: list[str], index_name: str | None) -> None:
+        """Write the checkpoint and the index ``index_name`` (none when None), and delete ``removed``
+        (rank 0's part of ``save``)."""
         os.makedirs(directory, exist_ok=True)
         # This prefix's checkpoint files (with or without a step) and the index a save rewrites.
-        own_files = rf"{re.escape(os.path.basename(prefix))}(?:--?[0-9]+)?|{re.escape(INDEX_FILENAME)}"
+        own_files = (rf"{re.escape(os.path.basename(prefix))}(?:--?[0-9]+)?|"
+                     rf"{re.escape(index_name or INDEX_FILENAME)}")
         _remove_stale_temporaries(directory, _temporary_pattern(own_files))
         _write_checkpoint(save_path, values, step)
-        _write_index(directory, save_path, kept)
+        if index_name is not None:
+            _write_index(directory, save_path, kept, index_name)
         for path in removed:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(path)

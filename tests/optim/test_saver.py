@@ -821,3 +821,27 @@ def test_a_checkpoint_that_cannot_be_written_is_named_in_the_error(graph, save_p
     with Session(graph) as sess, pytest.raises(error, match=pattern) as raised:
         optim.Saver([v]).save(sess, save_path)
     assert f"(at {__file__}:" in str(raised.value)
+
+
+def test_tf1_save_options_index_name_state_and_kept_hours(graph, tmp_path) -> None:
+    """TF1's Saver and save arguments: ``latest_filename`` names the index (read back by
+    ``latest_checkpoint`` and ``get_checkpoint_state``), ``write_state=False`` leaves it alone, and
+    ``keep_checkpoint_every_n_hours`` keeps checkpoints out of ``max_to_keep``'s deletions."""
+    v = cc.Variable(np.zeros(2, "float32"), name="v")
+    with Session(graph) as sess:
+        saver = optim.Saver([v], max_to_keep=1, name="mine", sharded=False)
+        first = saver.save(sess, str(tmp_path / "a" / "m"), global_step=1, latest_filename="index",
+                           write_meta_graph=False)
+        assert optim.latest_checkpoint(str(tmp_path / "a"), latest_filename="index") == first
+        assert optim.latest_checkpoint(str(tmp_path / "a")) is None          # no file "checkpoint"
+        saver.save(sess, str(tmp_path / "a" / "m"), global_step=2, latest_filename="index", write_state=False)
+        state = optim.get_checkpoint_state(str(tmp_path / "a"), latest_filename="index")
+        assert state.model_checkpoint_path == first and state.all_model_checkpoint_paths == [first]
+        hourly = optim.Saver([v], max_to_keep=1, keep_checkpoint_every_n_hours=1e-12)   # every save is due
+        for step in range(3):
+            hourly.save(sess, str(tmp_path / "b" / "m"), global_step=step)
+        daily = optim.Saver([v], max_to_keep=1)
+        for step in range(3):
+            daily.save(sess, str(tmp_path / "c" / "m"), global_step=step)
+    assert sorted(os.listdir(tmp_path / "b")) == ["checkpoint", "m-0", "m-1", "m-2"]
+    assert sorted(os.listdir(tmp_path / "c")) == ["checkpoint", "m-2"]
