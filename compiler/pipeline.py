@@ -55,11 +55,13 @@ class CompiledStep:
 
 
 def compile_step(fetches: Sequence[Tensor | Operation], feed_shapes: dict[Tensor, tuple[int, ...]],
-                 check_numerics: bool = False, cpu_code: bool = True) -> CompiledStep:
+                 check_numerics: bool = False, cpu_code: bool = True, dump: bool = True) -> CompiledStep:
     """Compile the step that computes ``fetches`` (and every assignment they trigger). With
     ``check_numerics`` every float value the step computes is checked for NaN and Inf. Without
     ``cpu_code`` (a step for the GPU targets, which ``target_gpu`` then lowers) the CPU's LLVM
-    module is made only if its ``llvm`` stage is asked for."""
+    module is made only if its ``llvm`` stage is asked for. With ``dump``, the stages are
+    written where ``GRAPHGRAD_DUMP`` says (``write_requested_dumps``); a caller that lowers the
+    step further (``target_gpu``) writes them itself afterwards."""
     timings: dict[str, float] = {}
     start = time.perf_counter()
     roots = [f.op if isinstance(f, Tensor) else f for f in fetches]
@@ -104,6 +106,13 @@ def compile_step(fetches: Sequence[Tensor | Operation], feed_shapes: dict[Tensor
     step._lazy = {"llvm": cpu_module_text, "llvm-opt": lambda: str(optimized_module()),
                   "asm": lambda: cpu.emit_assembly(optimized_module()),
                   "ptx": lambda: nvptx.emit_ptx(program)}
+    if dump:
+        write_requested_dumps(step)
+    return step
+
+
+def write_requested_dumps(step: CompiledStep) -> None:
+    """Write the stages of ``step`` to ``GRAPHGRAD_DUMP`` (those of ``GRAPHGRAD_DUMP_STAGES``) when set."""
     dump_dir = os.environ.get("GRAPHGRAD_DUMP")
     if dump_dir:
         chosen = os.environ.get("GRAPHGRAD_DUMP_STAGES")
@@ -112,7 +121,6 @@ def compile_step(fetches: Sequence[Tensor | Operation], feed_shapes: dict[Tensor
         except OSError as error:   # say which setting points where it cannot write
             raise OSError(error.errno, f"GRAPHGRAD_DUMP={dump_dir!r} (or GRAPHGRAD_DUMP_HTML): cannot write the "
                                        f"compiled step's dumps there: {error.strerror or error}") from error
-    return step
 
 
 def target_gpu(step: CompiledStep, arch: str = nvptx.DEFAULT_ARCH, limits: nvptx.GpuLimits = nvptx.DEFAULT_LIMITS,

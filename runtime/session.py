@@ -18,7 +18,7 @@ from compiler.passes.specialize import needed_operations, specialize
 from compiler.summary import encode_summary, is_summary
 from compiler.codegen.common import LLVM_LOCK
 from compiler.codegen.nvptx import DEFAULT_ARCH, DEFAULT_LIMITS, GpuLimits, check_arch
-from compiler.pipeline import compile_step, target_gpu
+from compiler.pipeline import compile_step, target_gpu, write_requested_dumps
 
 from . import reference
 from .executable import Executable, ReadWriteLock
@@ -483,13 +483,14 @@ class Session:
             executable = self._cache.get(key)
             if executable is None:
                 step = compile_step(fetches, {t: tuple(v.shape) for t, v in feeds.items()}, self.check_numerics,
-                                    cpu_code=self.target == "cpu")
+                                    cpu_code=self.target == "cpu", dump=False)
                 if self.target == "cuda" and any(kernel.check for kernel in step.program.kernels):
                     raise CompileError("check_numerics ops are not checked on target='cuda' yet; run this "
                                        "step on 'cuda-emulated' or 'cpu' to check it")
                 if self.target in ("cuda", "cuda-emulated"):
                     step = target_gpu(step, self.arch, self.gpu_limits, emulated=self.target == "cuda-emulated",
                                       racecheck=self.racecheck, memcheck=self.memcheck)
+                write_requested_dumps(step)   # what this target runs: the GPU's schedule and arch
                 if self.target == "cuda":
                     from .cuda import CudaExecutable
                     executable = CudaExecutable(step, fetches, self._device_variables,  # type: ignore[assignment]

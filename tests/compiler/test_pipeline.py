@@ -332,3 +332,22 @@ def test_command_line_dump_runs_the_script_as_python_does_and_counts_rewritten_f
     for run in runs:
         assert "2 files written to" in run.stdout and "step0.graph.txt" in run.stdout, run.stdout
     assert runs[2].returncode != 0 and "the script's own failure" in runs[2].stderr
+
+
+def test_graphgrad_dump_writes_what_the_gpu_target_runs(tmp_path, monkeypatch) -> None:
+    """On cuda-emulated the dumped stages are the GPU's: the ptx for the Session's arch and the
+    kernels with their schedule, as ``exe.dump`` gives them (they were the CPU's, for sm_80)."""
+    monkeypatch.setenv("GRAPHGRAD_DUMP", str(tmp_path))
+    monkeypatch.setenv("GRAPHGRAD_DUMP_STAGES", "kernels,ptx")
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (64, 32), name="x")
+        y = cc.reduce_sum(cc.exp(x), axis=1)
+    feeds = {x: np.ones((64, 32), "float32")}
+    with Session(graph, target="cuda-emulated", arch="sm_90") as sess:
+        sess.run(y, feeds)
+        exe = sess.compile(y, feeds)
+    (ptx,) = tmp_path.glob("step*.ptx.ptx")
+    (kernels,) = tmp_path.glob("step*.kernels.txt")
+    assert ".target sm_90" in ptx.read_text() and ptx.read_text() == exe.dump("ptx")
+    assert kernels.read_text() == exe.dump("kernels")
