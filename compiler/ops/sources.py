@@ -50,8 +50,13 @@ class Variable(Tensor):
             raise TypeError(located("Variable needs a concrete initial value (numpy array or Python number), "
                                     f"not the tensor {initial_value.name!r}"))
         value = np.asarray(initial_value)
-        if dtype is None and value.dtype == np.float64 and not isinstance(initial_value, (np.ndarray, np.generic)):
-            dtype = dtypes.float32  # Python floats make float32 variables, as in TF1; numpy keeps its dtype
+        if dtype is None and not isinstance(initial_value, (np.ndarray, np.generic)):
+            # Python numbers as in TF1 (numpy keeps its dtype): floats make float32 variables, ints
+            # int32 (int64 where they do not fit).
+            if value.dtype == np.float64:
+                dtype = dtypes.float32
+            elif value.dtype.kind in "iu" and dtypes.convert_losslessly(value, dtypes.int32, True) is not None:
+                dtype = dtypes.int32
         value = np.array(value, dtype=dtypes.as_dtype(dtype or value.dtype), order="C")
         value.setflags(write=False)
         graph = get_default_graph()
