@@ -45,6 +45,7 @@ class CompiledStep:
     # cuda-emulated with racecheck or memcheck: per kernel, the scheduled kernel's name, its shared
     # arrays (name, bytes per element) and its buffer arguments (names), to name an error it reports
     checked_kernels: tuple[tuple[str, tuple[tuple[str, int], ...], tuple[str, ...]], ...] | None = None
+    target: str = "cpu"   # what the step's ``llvm`` stage runs: "cpu", "cuda-emulated" or "cuda"
 
     def dump(self, stage: str) -> str:
         if stage not in STAGES:
@@ -148,6 +149,7 @@ def target_gpu(step: CompiledStep, arch: str = nvptx.DEFAULT_ARCH, limits: nvptx
         nvptx.schedule_program(program, limits), nvptx.kernel_resources(step.dump("ptx"), arch))
     step.texts.pop("llvm-opt", None)
     step.texts.pop("asm", None)
+    step.target = "cuda-emulated" if emulated else "cuda"
     if emulated:
         start = time.perf_counter()
         scheduled = nvptx.schedule_program(program, limits)

@@ -337,6 +337,10 @@ class Executable:
         True
         """
         with self._profile_lock:  # the counters are the profiled module's own: one profile at a time
+            if self.step.target != "cpu":
+                raise ValueError(f"profile times a step's kernels on target='cpu'; on {self.step.target!r} the "
+                                 "kernels run emulated thread by thread, so their times say nothing of a GPU's "
+                                 "(profile on a GPU with NVIDIA's ncu or nsys)")
             samples = self._profile_samples(self.checked_feeds(feeds), runs)
             result = self._kernel_times(samples)
             if trace is not None:

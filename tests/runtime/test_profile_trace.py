@@ -5,6 +5,7 @@ import inspect
 import json
 
 import numpy as np
+import pytest
 
 import compiler as cc
 from runtime import Session
@@ -89,3 +90,18 @@ def test_profile_without_trace_writes_nothing(graph, tmp_path, monkeypatch) -> N
         times = sess.compile(cc.exp(x), feeds).profile(feeds, runs=1)
     assert [entry["name"] for entry in times] == ["k0"]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_profile_refuses_the_emulated_gpu_target() -> None:
+    """cuda-emulated runs the GPU kernels thread by thread on the CPU: timing them (it timed a CPU
+    build of the step instead) would say nothing of a GPU, so profile says so."""
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (8, 4), name="x")
+        y = cc.reduce_sum(x * 2.0)
+    feeds = {x: np.ones((8, 4), "float32")}
+    with Session(graph, target="cuda-emulated") as sess:
+        exe = sess.compile(y, feeds)
+        with pytest.raises(ValueError, match="profile times a step's kernels on target='cpu'"):
+            exe.profile(feeds)
+        assert sess.run(y, feeds) == 64.0
