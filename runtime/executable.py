@@ -113,9 +113,11 @@ def host_array(program: Any, buffer: Any, variable_arrays: dict[Tensor, np.ndarr
 
 
 def check_output(target: Any, spec: FetchSpec) -> None:
-    if not isinstance(target, np.ndarray) or target.shape != spec.shape or not target.flags.writeable:
+    if not isinstance(target, np.ndarray) or target.shape != spec.shape:
         raise ValueError(f"out= needs a writeable array of shape {spec.shape}, got "
                          f"{getattr(target, 'shape', type(target).__name__)}")
+    if not target.flags.writeable:
+        raise ValueError(f"out= needs a writeable array of shape {spec.shape}, got a read-only one")
 
 
 _LIBC = ctypes.CDLL(None)   # free() for the memory generated code grew with realloc

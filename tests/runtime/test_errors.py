@@ -587,6 +587,12 @@ def test_python_lists_feed_float32_placeholders(graph) -> None:
     assert got.dtype == np.float32
 
 
+def _read_only(size: int) -> np.ndarray:
+    array = np.zeros(size, "float32")
+    array.setflags(write=False)
+    return array
+
+
 def _unwritable_dump(monkeypatch) -> None:
     monkeypatch.setenv("GRAPHGRAD_DUMP", "/proc/graphgrad_dump")
     x = cc.placeholder("float32", (2,), name="dumped")
@@ -609,6 +615,8 @@ USER_MISTAKES = {
         "returned the operation .* not a tensor; build the operation inside the function"),
     "a shape of 2**64 elements": (lambda mp: cc.broadcast_to(cc.constant(1.0), (2**32, 2**32)), ShapeError,
                                   r"BroadcastTo: its result \(4294967296, 4294967296\) would have 18446744073709551616"),
+    "a read-only out= array": (lambda mp: Session().run(cc.constant([1.0, 2.0]) * 2.0, out=_read_only(2)),
+                               ValueError, r"out= needs a writeable array of shape \(2,\), got a read-only one"),
     "None among the ys of gradients": (
         lambda mp: cc.gradients([cc.reduce_sum(cc.Variable(np.ones(2))), None], cc.global_variables()),
         TypeError, r"gradients: ys\[1\] is None"),
