@@ -85,7 +85,11 @@ def _same_structure(a: Any, b: Any) -> bool:
 
 
 def function_location(fn: Callable[..., Any]) -> str:
-    """Where a user function is defined (``file:line``), for errors about what it returned."""
+    """Where a user function is defined (``file:line``), for errors about what it returned; a
+    wrapper made here names the user's function it calls (``__graphgrad_location__``)."""
+    wrapped = getattr(fn, "__graphgrad_location__", None)
+    if wrapped is not None:
+        return wrapped
     code = getattr(fn, "__code__", None)
     if code is None:
         return repr(fn)
@@ -801,6 +805,7 @@ def scan(fn: Callable[[Any, Any], Any], elems: Any, initializer: Any = None, par
                 raise ValueError(located(f"scan: fn (defined at {function_location(fn)}) returns {len(new_leaves)} "
                                          f"tensors for an accumulator of {len(acc)}", location))
             return [convert_to_tensor(v) for v in new_leaves]
+        body.__graphgrad_location__ = f"{function_location(fn)}, scan's fn"   # type: ignore[attr-defined]
 
         # The loop runs exactly ``steps`` times (its maximum_iterations); iteration i reads row
         # skip + i of every element tensor (length - 1 - skip - i in reverse).

@@ -617,6 +617,10 @@ USER_MISTAKES = {
                                   r"BroadcastTo: its result \(4294967296, 4294967296\) would have 18446744073709551616"),
     "a read-only out= array": (lambda mp: Session().run(cc.constant([1.0, 2.0]) * 2.0, out=_read_only(2)),
                                ValueError, r"out= needs a writeable array of shape \(2,\), got a read-only one"),
+    "a scan whose accumulator grows": (
+        lambda mp: cc.scan(lambda acc, row: cc.concat([acc, row], 0), cc.constant(np.ones((5, 3))),
+                           initializer=cc.constant(np.zeros(3))),
+        ShapeError, r"body \(defined at .*test_errors.py:\d+, scan's fn\) changes the shape of loop variable 0"),
     "None among the ys of gradients": (
         lambda mp: cc.gradients([cc.reduce_sum(cc.Variable(np.ones(2))), None], cc.global_variables()),
         TypeError, r"gradients: ys\[1\] is None"),
