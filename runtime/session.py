@@ -96,7 +96,7 @@ class _Plan:
 
     needed: list[Operation]
     placeholders: list[Tensor]
-    initializes: frozenset[str]   # the variables an initializer among the fetches resets
+    initializes: tuple[Operation, ...]   # the initializers among the fetches (read when they run)
     compute: list[Any]
     computes_anything: bool
     leaves: list[Any]          # keeps the fetched objects (and so the ids in the key) alive
@@ -365,8 +365,7 @@ class Session:
             computes = any(op.opdef.kind not in ("host", "group") for op in needed_operations(
                 [t.op if isinstance(t, Tensor) else t for t in compute], fed))
             plan = _Plan(needed, [op.outputs[0] for op in needed if op.type == "Placeholder"] + sorted(fed, key=id),
-                         frozenset().union(*(initialized_variable_names(op) for op in needed
-                                             if op.type == "InitVariables")), compute, computes, leaves,
+                         tuple(op for op in needed if op.type == "InitVariables"), compute, computes, leaves,
                          tuple(position for position, leaf in enumerate(leaves) if is_summary(leaf)),
                          _split_runner(leaves))
             self._plans[key] = plan
@@ -395,8 +394,8 @@ class Session:
         targets = _outputs_like(fetches, out, len(leaves)) if out is not None else None
         if plan.split is not None:
             return rebuild(plan.split(self, leaves, feed_dict, targets))
-        if plan.initializes:
-            self._initialize(plan.initializes)
+        if plan.initializes:   # the collections as they are now: also variables made since the first run
+            self._initialize(frozenset().union(*map(initialized_variable_names, plan.initializes)))
         compute, needed = plan.compute, plan.needed
         if not plan.computes_anything:
             return rebuild([None] * len(leaves))

@@ -590,11 +590,16 @@ def test_each_initializer_resets_only_its_variables(initializer, reset: set, tar
         init = initializer(made["g"], made["l"], made["o"])
     assert cc.local_variables(graph) == [made["l"]] and made["l"] not in cc.global_variables(graph)
     with Session(graph, target=target) as sess:
+        sess.run(init)
         sess.run(bump)
         sess.run(bump)
+        with graph.as_default():   # made after the initializer first ran: a global one is reset too
+            made["late"] = cc.Variable(np.zeros(2), name="late")
+            sess.run(cc.assign_add(made["late"], [2.0, 2.0]))
         sess.run(init)
         for name, value in zip(made, sess.run(list(made.values()))):
-            np.testing.assert_array_equal(value, [0.0, 0.0] if name in reset else [2.0, 2.0])
+            reset_now = name in reset or (name == "late" and "g" in reset)
+            np.testing.assert_array_equal(value, [0.0, 0.0] if reset_now else [2.0, 2.0])
 
 
 def test_a_compiled_step_run_directly_checks_its_feeds() -> None:
