@@ -345,6 +345,15 @@ def check_parameters(library: str, workload: str, actual: list[Any], expected: l
         assert_close(library, workload, np.asarray(got), want, rtol=1e-3, atol=1e-4)
 
 
+def after_one_step(step: Callable[[], Any], current: Callable[[], list[Any]],
+                   verify: Callable[[list[np.ndarray]], None]) -> Callable[[], None]:
+    """A case's check: run ``step`` once, then ``verify`` the parameters ``current()`` gives."""
+    def check() -> None:
+        step()
+        verify([np.asarray(p) for p in current()])
+    return check
+
+
 def check_updates(library: str, workload: str, initial: list[np.ndarray], actual: list[Any],
                   expected: list[np.ndarray], names: tuple[str, ...]) -> None:
     """Compare each parameter's change in one step (``actual - initial``, i.e. -lr * gradient) with
@@ -926,10 +935,7 @@ def rnn_workload(libs: Libraries) -> Workload:
     cases: dict[str, Case] = {}
 
     def check_of(library: str, step: Callable[[], Any], current: Callable[[], list[Any]]) -> Callable[[], None]:
-        def check() -> None:
-            step()
-            check_parameters(library, name, [np.asarray(p) for p in current()], expected)
-        return check
+        return after_one_step(step, current, lambda got: check_parameters(library, name, got, expected))
 
     if libs.graphgrad:
         sess, train_op, feed, variables = build_graphgrad_gru()
@@ -1096,10 +1102,8 @@ def attn_workload(libs: Libraries) -> Workload:
     cases: dict[str, Case] = {}
 
     def check_of(library: str, step: Callable[[], Any], current: Callable[[], list[Any]]) -> Callable[[], None]:
-        def check() -> None:
-            step()
-            check_updates(library, name, params, [np.asarray(p) for p in current()], expected, ATTN_NAMES)
-        return check
+        return after_one_step(step, current,
+                              lambda got: check_updates(library, name, params, got, expected, ATTN_NAMES))
 
     if libs.graphgrad:
         sess, train_op, feed, variables = build_graphgrad_attn()
