@@ -212,6 +212,7 @@ class Buffer:
     dtype: np.dtype
     role: str            # one of ROLES
     label: str
+    where: str = ""      # the user's file:line of the op whose value it holds, for messages
 
     @property
     def size(self) -> int:
@@ -462,6 +463,22 @@ def format_expr(expr: ScalarExpr, scatter: ScalarExpr | None = None) -> list[str
     result = visit(expr)
     lines.append(f"yield {result}" if where is None else f"add {result} into out[{where}]")
     return lines
+
+
+def format_bytes(nbytes: int) -> str:
+    """``nbytes`` for a message: ``512 B``, ``3.0 MiB``, ``149.0 GiB``, ``128.0 TiB``."""
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= size:
+            return f"{nbytes / size:.1f} {unit}"
+    return f"{nbytes} B"
+
+
+def largest_buffers(program: Program, indices: Sequence[int], count: int = 3) -> str:
+    """The ``count`` largest of the buffers ``indices``, each with its size, the op that writes it
+    and the user's line that built that op: what an out-of-memory message names."""
+    buffers = sorted((program.buffers[i] for i in indices), key=lambda b: -b.nbytes)[:count]
+    return "; ".join(f"{format_bytes(b.nbytes)} for {b.label} {b.dtype.name}{list(b.shape)}"
+                     + (f" at {b.where}" if b.where else "") for b in buffers if b.nbytes)
 
 
 def format_program(program: Program) -> str:

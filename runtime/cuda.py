@@ -34,7 +34,7 @@ from compiler.codegen.kernel_body import kernel_buffers
 from compiler.codegen.nvptx import GpuLimits, emit_ptx, oldest_ptx_isa, schedule_program
 from compiler.errors import GraphgradError
 from compiler.graph import Operation, Tensor
-from compiler.kernel_ir import Branch, Kernel, Loop, Program, Step
+from compiler.kernel_ir import Branch, Kernel, Loop, Program, Step, largest_buffers
 from compiler.pipeline import CompiledStep, render_report
 
 from .executable import check_output, checked_feeds, read_fetch
@@ -416,13 +416,14 @@ class CudaExecutable:
         device, stream = self.device, self.variables.stream
         arenas = []
         for number, size in enumerate(program.arenas):
-            labels = [b.label for b in program.buffers if program.placement.get(b.index, (None,))[0] == number]
-            arenas.append(self._own(size, f"the step's temporaries (arena {number}: {', '.join(labels[:4])}"
-                                          f"{', ...' if len(labels) > 4 else ''})"))
+            placed = [b.index for b in program.buffers if program.placement.get(b.index, (None,))[0] == number]
+            arenas.append(self._own(size, f"the step's temporaries (arena {number}, shared by liveness; the "
+                                          f"largest: {largest_buffers(program, placed)})"))
         variable_of = {index: tensor for tensor, index in program.variables.items()}
         pointers = []
         for buffer in program.buffers:
-            what = f"buffer b{buffer.index} ({buffer.role}, {buffer.label}, {buffer.dtype.name}{list(buffer.shape)})"
+            what = (f"buffer b{buffer.index} ({buffer.role}, {buffer.label}, {buffer.dtype.name}{list(buffer.shape)}"
+                    + (f" at {buffer.where})" if buffer.where else ")"))
             if buffer.index in variable_of:
                 pointer = self.variables.pointer(variable_of[buffer.index])
             elif buffer.index in program.placement:

@@ -16,7 +16,7 @@ from compiler.codegen.common import STACK_GROWTH_FAILED
 from compiler.codegen.sanitizer import MEMORY_KINDS, REPORT_FIELDS, describe
 from compiler.errors import FeedError, NumericsError, OutOfBoundsError, RaceError
 from compiler.graph import Operation, Tensor
-from compiler.kernel_ir import FetchSpec, contiguous_strides
+from compiler.kernel_ir import FetchSpec, contiguous_strides, format_bytes, largest_buffers
 from compiler.pipeline import CompiledStep, render_html_report, render_report
 
 from .feeds import convert_feed
@@ -125,12 +125,48 @@ _LIBC.free.argtypes = [ctypes.c_void_p]
 _LIBC.free.restype = None
 
 
+def out_of_host_memory(program: Any, shared: dict[int, np.ndarray]) -> str:
+    """Why one run's buffers could not be allocated: how much it asked for and its largest buffers,
+    each with the op and the user's line that made it."""
+    own = [b.index for b in program.buffers if b.index not in shared and b.role != "temp"]
+    placed = list(program.placement)
+    total = sum(program.arenas) + sum(program.buffers[i].nbytes for i in own)
+    return (f"out of host memory: one run of the compiled step needs {format_bytes(total)} besides its "
+            f"variables ({format_bytes(sum(program.arenas))} of temporaries, which share memory by "
+            f"liveness, and {format_bytes(total - sum(program.arenas))} of feeds, outputs and loop "
+            f"state), and this process could not allocate it. The largest buffers: "
+            f"{largest_buffers(program, placed + own)}. Feed smaller batches, fetch fewer tensors or "
+            f"build a smaller model")
+
+
 class CallBuffers:
     """The memory one ``run`` writes besides variables: feed and output buffers, the arena of
     temporaries and the table of buffer addresses the native step reads. Each concurrent ``run``
     of an executable takes a set of its own; variables and constants are shared by all."""
 
     def __init__(self, program: Any, shared: dict[int, np.ndarray]) -> None:
+        try:
+            self._allocate(program, shared)
+        except MemoryError:
+            raise MemoryError(out_of_host_memory(program, shared)) from None
+        # The table's last slot: the step's status word, 0 or the number of the kernel whose
+        # numerics check failed or that raced (the step stopped there), then a race's report.
+        self.status = np.zeros(1 + len(REPORT_FIELDS), dtype=np.int64)
+        self.table = (ctypes.c_void_p * (len(self.arrays) + 1))()
+        # A stack's memory is the step's own (malloc'ed by its first Reserve, grown by realloc): its
+        # slot starts empty and is freed with these buffers.
+        self.stacks = [buffer.index for buffer in program.buffers if buffer.role == "stack"]
+        self.own_addresses = [array.ctypes.data for array in self.arrays]
+        for index in self.stacks:
+            self.own_addresses[index] = 0
+        for index, address in enumerate(self.own_addresses):
+            self.table[index] = address
+        self.table[len(self.arrays)] = self.status.ctypes.data
+        # The last user array bound to each buffer and its address: a loop that feeds (or writes
+        # into) the same arrays skips numpy's slow address lookup. Holds one reference per buffer.
+        self.bound: dict[int, tuple[np.ndarray, int]] = {}
+
+    def _allocate(self, program: Any, shared: dict[int, np.ndarray]) -> None:
         self.arenas = [np.empty(size + 64, dtype=np.uint8) for size in program.arenas]
         self.arrays: list[np.ndarray] = []
         for buffer in program.buffers:
@@ -148,22 +184,6 @@ class CallBuffers:
             else:
                 array = np.empty(buffer.shape, dtype=buffer.dtype)
             self.arrays.append(array)
-        # The table's last slot: the step's status word, 0 or the number of the kernel whose
-        # numerics check failed or that raced (the step stopped there), then a race's report.
-        self.status = np.zeros(1 + len(REPORT_FIELDS), dtype=np.int64)
-        self.table = (ctypes.c_void_p * (len(self.arrays) + 1))()
-        # A stack's memory is the step's own (malloc'ed by its first Reserve, grown by realloc): its
-        # slot starts empty and is freed with these buffers.
-        self.stacks = [buffer.index for buffer in program.buffers if buffer.role == "stack"]
-        self.own_addresses = [array.ctypes.data for array in self.arrays]
-        for index in self.stacks:
-            self.own_addresses[index] = 0
-        for index, address in enumerate(self.own_addresses):
-            self.table[index] = address
-        self.table[len(self.arrays)] = self.status.ctypes.data
-        # The last user array bound to each buffer and its address: a loop that feeds (or writes
-        # into) the same arrays skips numpy's slow address lookup. Holds one reference per buffer.
-        self.bound: dict[int, tuple[np.ndarray, int]] = {}
 
     def __del__(self) -> None:
         for index in getattr(self, "stacks", ()):

@@ -65,8 +65,8 @@ def evaluate(fetches: Sequence[Tensor | Operation], feeds: dict[Tensor, np.ndarr
                     result = np.asarray(op.opdef.reference(inputs, op.attrs))
                 except Exception as exc:
                     shapes = ", ".join(str(np.shape(v)) for v in inputs)
-                    raise type(exc)(located(f"{op.describe()} on inputs of shapes {shapes}", op.location)
-                                    + f": {exc}") from exc
+                    raise _located_error(exc, located(f"{op.describe()} on inputs of shapes {shapes}",
+                                                      op.location) + f": {exc}") from exc
                 out = op.outputs[0]
                 values[out] = np.array(result, dtype=out.dtype, order="C")
                 # Constants are given, not computed: an inf in one (logsumexp's test for an
@@ -145,3 +145,14 @@ def _stacked(rows: list[np.ndarray], shape: tuple, dtype: np.dtype, length: int)
     if rows and length:
         stack[:len(rows)] = np.stack(rows[:length])
     return stack
+
+
+def _located_error(exc: Exception, message: str) -> Exception:
+    """``exc``'s kind of error with ``message``; when that kind cannot be made from a message alone
+    (numpy's MemoryError takes a shape and a dtype), the nearest base class that can."""
+    for kind in type(exc).__mro__:
+        try:
+            return kind(message)
+        except Exception:
+            continue
+    return RuntimeError(message)

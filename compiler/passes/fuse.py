@@ -154,7 +154,7 @@ class _KernelBuilder:
     def _new_buffer(self, node: Node, role: str, shape: tuple[int, ...] | None = None) -> int:
         index = len(self.buffers)
         self.buffers.append(Buffer(index, tuple(shape if shape is not None else node.shape), node.dtype,
-                                   role, f"{node.opdef.name} {node.label!r}"))
+                                   role, f"{node.opdef.name} {node.label!r}", node.where))
         return index
 
     def raw_buffer(self, shape: tuple[int, ...], dtype: np.dtype, role: str, label: str) -> int:

@@ -656,3 +656,25 @@ def test_a_script_in_a_directory_named_importlib_keeps_its_line(tmp_path) -> Non
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=root,
                           env={**__import__("os").environ, "PYTHONPATH": root})
     assert f"(at {script}:2)" in done.stderr, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("target", ["cpu", "reference", "cuda-emulated"])
+def test_a_step_too_big_for_memory_names_its_largest_buffer_and_the_user_line(target: str) -> None:
+    # 2^23 x 2^22 float32 is 128 TiB: beyond any process's address space, so the allocation fails
+    # even where the kernel would promise memory it does not have.
+    graph = cc.Graph()
+    with graph.as_default():
+        rows = cc.placeholder("float32", (None, 1), name="rows")
+        columns = cc.placeholder("float32", (1, None), name="columns")
+        healthy = Healthy(graph, target)
+        outer = cc.exp(rows * columns, name="outer"); line = _line()  # noqa: E702
+        total = cc.reduce_sum(outer, axis=1) + cc.reduce_sum(cc.transpose(outer), axis=0)[:1]
+    feeds = {rows: np.ones((1 << 23, 1), "float32"), columns: np.ones((1, 1 << 22), "float32")}
+    with pytest.raises(MemoryError) as error:
+        healthy.sess.run(total, feeds)
+    message = str(error.value)
+    assert f"test_errors.py:{line}" in message
+    if target != "reference":   # there numpy's own message names the product before the exp
+        assert "out of host memory" in message and "128.0 TiB for Exp 'outer' float32[8388608, 4194304]" in message
+    healthy.check()
+    healthy.sess.close()
