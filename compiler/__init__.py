@@ -25,11 +25,16 @@ from .ops.array import (element_count, expand_dims, identity, one_hot, ones_like
                         reshape_like, squeeze, stop_gradient, transpose, zeros_like)
 from .ops.base import constant, convert_to_tensor  # noqa: F401
 from .ops.broadcast import broadcast_like, broadcast_to, sum_to  # noqa: F401
+from .ops.creation import eye, fill, linspace, ones, sequence_mask, zeros  # noqa: F401
+from .ops.creation import range  # noqa: F401,A001
+from .ops.einsum import einsum, tensordot  # noqa: F401
 from .ops.elementwise import (abs, add, add_n, cast, clip_by_value, cos, divide, equal, erf, exp,  # noqa: F401
-                              expm1, floor, greater, greater_equal, is_nan, less, less_equal, log,
-                              log1p, logical_and, logical_not, logical_or, maximum, minimum, multiply,
-                              negative, not_equal, pow, relu, rsqrt, sigmoid, sign, sin, sqrt, square,
-                              subtract, tanh, where)
+                              expm1, floor, floordiv, floormod, greater, greater_equal, is_nan, less,
+                              less_equal, log, log1p, logical_and, logical_not, logical_or, logical_xor,
+                              maximum, minimum, multiply, negative, not_equal, pow, reciprocal, relu,
+                              rsqrt, sigmoid, sign, sin, sqrt, square, squared_difference, subtract, tan,
+                              tanh, where)
+from .ops.elementwise import floormod as mod  # noqa: F401
 from .ops.gather import gather, unsorted_segment_sum  # noqa: F401
 from .ops.joining import concat, split, stack, tile, unstack  # noqa: F401
 from .ops.linalg import matmul  # noqa: F401
@@ -37,8 +42,8 @@ from .ops.numerics import add_check_numerics_ops, check_numerics  # noqa: F401
 from .ops.padding import pad  # noqa: F401
 from .ops.random import random_normal, random_uniform, truncated_normal  # noqa: F401
 from .ops.random_seed import set_random_seed  # noqa: F401
-from .ops.reduction import (argmax, argmin, cumsum, reduce_logsumexp, reduce_max, reduce_mean,  # noqa: F401
-                            reduce_min, reduce_prod, reduce_sum)
+from .ops.reduction import (argmax, argmin, cumsum, reduce_all, reduce_any, reduce_logsumexp,  # noqa: F401
+                            reduce_max, reduce_mean, reduce_min, reduce_prod, reduce_sum)
 from .ops.slicing import getitem, reverse, strided_slice  # noqa: F401
 from .ops.slicing import slice_ as slice  # noqa: F401,A001
 from .ops.sources import Variable, global_variables, local_variables, placeholder, trainable_variables  # noqa: F401
@@ -68,6 +73,17 @@ Tensor.__truediv__ = _binary(divide)
 Tensor.__rtruediv__ = _binary(divide, reflected=True)
 Tensor.__matmul__ = _binary(matmul)
 Tensor.__rmatmul__ = _binary(matmul, reflected=True)
+Tensor.__floordiv__ = _binary(floordiv)
+Tensor.__rfloordiv__ = _binary(floordiv, reflected=True)
+Tensor.__mod__ = _binary(floormod)
+Tensor.__rmod__ = _binary(floormod, reflected=True)
+Tensor.__and__ = _binary(logical_and)     # bool tensors, as TF1's operators
+Tensor.__rand__ = _binary(logical_and, reflected=True)
+Tensor.__or__ = _binary(logical_or)
+Tensor.__ror__ = _binary(logical_or, reflected=True)
+Tensor.__xor__ = _binary(logical_xor)
+Tensor.__rxor__ = _binary(logical_xor, reflected=True)
+Tensor.__invert__ = lambda self: logical_not(self)
 Tensor.__pow__ = _binary(pow)
 Tensor.__rpow__ = _binary(pow, reflected=True)
 Tensor.__lt__ = _binary(less)

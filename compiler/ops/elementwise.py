@@ -441,3 +441,89 @@ def clip_by_value(t: Any, clip_value_min: Any, clip_value_max: Any, name: str | 
     where ``min <= t <= max`` and the bounds where they are the result.
     """
     return ClipByValue(t, clip_value_min, clip_value_max, name=name)
+
+
+# -- derived elementwise ops: compositions of the ops above, with no rules of their own --------------
+
+def squared_difference(x: Any, y: Any, name: str | None = None) -> Tensor:
+    """``(x - y) ** 2``, broadcasting (TF1's ``squared_difference``).
+
+    >>> import compiler as cc
+    >>> cc.squared_difference(cc.constant([1.0, 4.0]), 2.0).shape
+    (2,)
+    """
+    with composite_scope(name or "SquaredDifference", [x, y]):
+        return square(subtract(x, y))
+
+
+def reciprocal(x: Any, name: str | None = None) -> Tensor:
+    """``1 / x`` for a float ``x`` (TF1's ``reciprocal``)."""
+    with composite_scope(name or "Reciprocal", [x]):
+        x = convert_to_tensor(x)
+        return divide(literal_as(1, x.dtype, "reciprocal"), x)
+
+
+def tan(x: Any, name: str | None = None) -> Tensor:
+    """Tangent (radians): ``sin(x) / cos(x)``."""
+    with composite_scope(name or "Tan", [x]):
+        return divide(sin(x), cos(x))
+
+
+def _division_operands(function: str, x: Any, y: Any) -> tuple[Tensor, Tensor]:
+    """``x`` and ``y`` as tensors of one dtype (a Python number takes the other's), checked for
+    what ``floordiv`` and ``floormod`` compute: floats, or int32 (exactly, through float64)."""
+    if not isinstance(x, Tensor) and not isinstance(y, Tensor):
+        x = convert_to_tensor(x)
+    if not isinstance(x, Tensor):
+        x = literal_as(x, y.dtype, function)
+    if not isinstance(y, Tensor):
+        y = literal_as(y, x.dtype, function)
+    if x.dtype != y.dtype:
+        raise DTypeError(located(f"{function}: {x.name!r} is {x.dtype.name} and {y.name!r} is {y.dtype.name}; "
+                                 f"cast one so that they match"))
+    if not dtypes.is_floating(x.dtype) and x.dtype != dtypes.int32:
+        raise DTypeError(located(f"{function} takes float or int32 tensors, got {x.dtype.name} {x.name!r}"
+                                 + (" (cast it to int32 or float64)" if x.dtype == dtypes.int64 else "")))
+    return x, y
+
+
+def floordiv(x: Any, y: Any, name: str | None = None) -> Tensor:
+    """``x / y`` rounded toward -inf, as Python's ``//`` (TF1's ``floordiv``; also ``x // y``).
+
+    Floats, or int32: the quotient of two int32 is computed in float64, where it is exact. An int32
+    division by zero does not raise: it gives 0, as numpy's does.
+
+    >>> import compiler as cc
+    >>> (cc.constant([7, -7]) // 2).dtype.name
+    'int32'
+    """
+    with composite_scope(name or "FloorDiv", [x, y]):
+        x, y = _division_operands("floordiv", x, y)
+        if dtypes.is_floating(x.dtype):
+            return floor(divide(x, y))
+        quotient = cast(floor(divide(cast(x, dtypes.float64), cast(y, dtypes.float64))), x.dtype)
+        return where(equal(y, 0), 0, quotient)
+
+
+def floormod(x: Any, y: Any, name: str | None = None) -> Tensor:
+    """``x - floordiv(x, y) * y``: the remainder with the sign of ``y``, as Python's ``%`` (TF1's
+    ``floormod`` and ``mod``; also ``x % y``). Floats, or int32 (exactly, through float64; ``x % 0``
+    is 0, as numpy's).
+
+    >>> import compiler as cc
+    >>> (cc.constant([7.0, -7.0]) % 3.0).shape
+    (2,)
+    """
+    with composite_scope(name or "FloorMod", [x, y]):
+        x, y = _division_operands("floormod", x, y)
+        if dtypes.is_floating(x.dtype):
+            return subtract(x, multiply(floor(divide(x, y)), y))
+        wide_x, wide_y = cast(x, dtypes.float64), cast(y, dtypes.float64)
+        remainder = cast(subtract(wide_x, multiply(floor(divide(wide_x, wide_y)), wide_y)), x.dtype)
+        return where(equal(y, 0), 0, remainder)
+
+
+def logical_xor(x: Any, y: Any, name: str | None = None) -> Tensor:
+    """Elementwise exclusive or of two bool tensors (TF1's ``logical_xor``; also ``x ^ y``)."""
+    with composite_scope(name or "LogicalXor", [x, y]):
+        return logical_and(logical_or(x, y), logical_not(logical_and(x, y)))

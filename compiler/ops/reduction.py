@@ -342,6 +342,36 @@ def reduce_prod(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool 
     return ReduceProd(x, axis=_axis_attr(axis), keepdims=bool(keepdims), name=name)
 
 
+def _bool_reduction(function: str, combine: Any, x: Any, axis: Any, keepdims: bool | None, name: str | None,
+                    reduction_indices: Any, keep_dims: bool | None) -> Tensor:
+    axis, keepdims = _tf1_reduce_arguments(function, axis, keepdims, reduction_indices, keep_dims)
+    x = convert_to_tensor(x)
+    if x.dtype != dtypes.bool_:
+        raise DTypeError(located(f"{function} needs a bool tensor, got {x.dtype.name} {x.name!r} (compare it "
+                                 f"first, e.g. x > 0)"))
+    with composite_scope(name or function.title().replace("_", ""), [x]):
+        return _ew.greater(combine(_ew.cast(x, dtypes.int32), axis, keepdims), 0)
+
+
+def reduce_any(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool | None = None,
+               name: str | None = None, reduction_indices: int | Sequence[int] | None = None,
+               keep_dims: bool | None = None) -> Tensor:
+    """Logical or of a bool tensor over ``axis`` (all axes when None); False for an empty reduction.
+
+    >>> import compiler as cc
+    >>> cc.reduce_any(cc.constant([[True, False], [False, False]]), axis=1).shape
+    (2,)
+    """
+    return _bool_reduction("reduce_any", reduce_max, x, axis, keepdims, name, reduction_indices, keep_dims)
+
+
+def reduce_all(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool | None = None,
+               name: str | None = None, reduction_indices: int | Sequence[int] | None = None,
+               keep_dims: bool | None = None) -> Tensor:
+    """Logical and of a bool tensor over ``axis`` (all axes when None); True for an empty reduction."""
+    return _bool_reduction("reduce_all", reduce_min, x, axis, keepdims, name, reduction_indices, keep_dims)
+
+
 # -- argmax / argmin ---------------------------------------------------------------------------
 
 def _arg_shape(shapes: Sequence[tuple], attrs: Mapping[str, Any]) -> tuple:

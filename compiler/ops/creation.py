@@ -1,0 +1,147 @@
+"""Tensors made from sizes and numbers: ``zeros ones fill range eye linspace sequence_mask``.
+
+All are compositions (TF1's names and arguments): a constant broadcast to a shape, which the
+compiler folds into the kernels that read it, so a large ``zeros`` takes no memory of its own.
+Sizes are Python ints, as every shape is fixed when a step is compiled.
+"""
+from __future__ import annotations
+
+import numbers
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import dtypes
+from ..errors import ShapeError
+from ..graph import Tensor, located
+from .base import composite_scope, constant, convert_to_tensor
+from .broadcast import broadcast_to
+from .array import expand_dims
+from .elementwise import cast, less
+
+
+def _sizes(function: str, shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, Tensor) or (isinstance(shape, (list, tuple)) and any(isinstance(s, Tensor) for s in shape)):
+        raise TypeError(located(f"{function}: the shape must be Python ints (shapes are fixed when a step is "
+                                f"compiled); for the shape of a tensor x use {function}_like(x) or x.shape"))
+    sizes = (shape,) if isinstance(shape, numbers.Integral) else tuple(shape)
+    if not all(isinstance(s, numbers.Integral) and not isinstance(s, bool) and s >= 0 for s in sizes):
+        raise ShapeError(located(f"{function}: the shape must be non-negative ints, got {shape!r}"))
+    return tuple(int(s) for s in sizes)
+
+
+def fill(dims: Sequence[int], value: Any, name: str | None = None) -> Tensor:
+    """A tensor of shape ``dims`` whose every element is ``value`` (a Python number, or a scalar
+    tensor, whose gradient is the sum of the result's).
+
+    >>> import compiler as cc
+    >>> cc.fill([2, 3], 1.5).shape
+    (2, 3)
+    """
+    sizes = _sizes("fill", dims)
+    with composite_scope(name or "Fill", [value]):
+        value = convert_to_tensor(value)
+        if value.shape != ():
+            raise ShapeError(located(f"fill: the value must be a scalar, got shape {value.shape}"))
+        return broadcast_to(value, sizes)
+
+
+def zeros(shape: Sequence[int], dtype: Any = dtypes.float32, name: str | None = None) -> Tensor:
+    """A tensor of zeros (TF1's ``zeros``); see also ``zeros_like``.
+
+    >>> import compiler as cc
+    >>> cc.zeros((2, 3), "int32").dtype.name
+    'int32'
+    """
+    sizes = _sizes("zeros", shape)
+    with composite_scope(name or "Zeros", []):
+        dtype = dtypes.as_dtype(dtype)
+        return broadcast_to(constant(np.zeros((), dtype), dtype), sizes)
+
+
+def ones(shape: Sequence[int], dtype: Any = dtypes.float32, name: str | None = None) -> Tensor:
+    """A tensor of ones (TF1's ``ones``); see also ``ones_like``."""
+    sizes = _sizes("ones", shape)
+    with composite_scope(name or "Ones", []):
+        dtype = dtypes.as_dtype(dtype)
+        return broadcast_to(constant(np.ones((), dtype), dtype), sizes)
+
+
+def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None,  # noqa: A001 (TF's name)
+          name: str | None = None) -> Tensor:
+    """``start, start + delta, ...`` up to but not including ``limit`` (``range(n)``: 0 to n - 1),
+    as TF1's ``range``: int32 when all three are ints, else float32, unless ``dtype`` says.
+
+    >>> import compiler as cc
+    >>> cc.range(2, 11, 3).shape
+    (3,)
+    """
+    if limit is None:
+        start, limit = 0, start
+    bounds = (start, limit, delta)
+    if any(isinstance(b, Tensor) for b in bounds):
+        raise TypeError(located("range: start, limit and delta must be Python numbers (sizes are fixed when a "
+                                "step is compiled)"))
+    if not all(isinstance(b, numbers.Real) and not isinstance(b, bool) for b in bounds):
+        raise TypeError(located(f"range: start, limit and delta must be numbers, got {bounds!r}"))
+    if delta == 0:
+        raise ValueError(located("range: delta must not be 0"))
+    if dtype is None:
+        dtype = dtypes.int32 if all(isinstance(b, numbers.Integral) for b in bounds) else dtypes.float32
+    dtype = dtypes.as_dtype(dtype)
+    count = max(0, int(np.ceil((limit - start) / delta)))
+    values = start + delta * np.arange(count, dtype=np.float64 if dtype.kind == "f" else np.int64)
+    return constant(values.astype(dtype), dtype, name=name or "Range")
+
+
+def eye(num_rows: int, num_columns: int | None = None, batch_shape: Sequence[int] | None = None,
+        dtype: Any = dtypes.float32, name: str | None = None) -> Tensor:
+    """The identity matrix (``num_rows`` x ``num_columns``, square by default), broadcast to
+    ``batch_shape + [rows, columns]`` (TF1's ``eye``).
+
+    >>> import compiler as cc
+    >>> cc.eye(3, batch_shape=[2]).shape
+    (2, 3, 3)
+    """
+    rows, = _sizes("eye", [num_rows])
+    columns, = _sizes("eye", [rows if num_columns is None else num_columns])
+    batch = _sizes("eye", batch_shape or ())
+    with composite_scope(name or "Eye", []):
+        identity = constant(np.eye(rows, columns), dtypes.as_dtype(dtype))
+        return broadcast_to(identity, (*batch, rows, columns)) if batch else identity
+
+
+def linspace(start: float, stop: float, num: int, name: str | None = None) -> Tensor:
+    """``num`` evenly spaced float32 numbers from ``start`` to ``stop``, both included (TF1's
+    ``linspace``)."""
+    count, = _sizes("linspace", [num])
+    if any(isinstance(b, Tensor) for b in (start, stop)):
+        raise TypeError(located("linspace: start and stop must be Python numbers"))
+    return constant(np.linspace(start, stop, count), dtypes.float32, name=name or "LinSpace")
+
+
+def sequence_mask(lengths: Any, maxlen: int | None = None, dtype: Any = dtypes.bool_,
+                  name: str | None = None) -> Tensor:
+    """``mask[..., j] = j < lengths[...]``, of shape ``lengths.shape + [maxlen]`` (TF1's
+    ``sequence_mask``). ``maxlen`` is required: TF1's default, the largest length, would make the
+    shape depend on values.
+
+    >>> import compiler as cc
+    >>> cc.sequence_mask(cc.constant([1, 3]), maxlen=4).shape
+    (2, 4)
+    """
+    if maxlen is None:
+        raise ValueError(located("sequence_mask needs maxlen: the shape must be known when the step is compiled, "
+                                 "and the largest length is only known when it runs"))
+    if isinstance(maxlen, Tensor):
+        raise TypeError(located("sequence_mask: maxlen must be a Python int (sizes are fixed when a step is "
+                                "compiled)"))
+    count, = _sizes("sequence_mask", [maxlen])
+    with composite_scope(name or "SequenceMask", [lengths]):
+        lengths = convert_to_tensor(lengths)
+        if lengths.dtype.kind not in "iu":
+            raise TypeError(located(f"sequence_mask: lengths must be integers, got {lengths.dtype.name} "
+                                    f"{lengths.name!r}"))
+        positions = constant(np.arange(count), lengths.dtype)
+        mask = less(positions, expand_dims(lengths, -1))
+        return mask if dtypes.as_dtype(dtype) == dtypes.bool_ else cast(mask, dtype)

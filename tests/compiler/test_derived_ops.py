@@ -1,0 +1,170 @@
+"""Derived ops (compositions with no rules of their own) against numpy's and TF1's semantics.
+
+The op table checks their gradients, the reference and PTX; here each is compared with what numpy
+(or TF1's documentation) says it computes, on the compiled target, with the errors for bad input.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import compiler as cc
+from compiler.errors import DTypeError, ShapeError
+from runtime import Session
+
+EINSUM_CASES = [
+    ("ij,jk->ik", [(3, 4), (4, 5)]), ("ij,jk", [(3, 4), (4, 5)]), ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]),
+    ("...ij,jk->...ik", [(2, 3, 4), (4, 5)]), ("ij->ji", [(3, 4)]), ("ij->", [(3, 4)]), ("ij->j", [(3, 4)]),
+    ("i,i->", [(5,), (5,)]), ("i,j->ij", [(3,), (4,)]), ("abc,cd->abd", [(2, 3, 4), (4, 5)]),
+    ("abc,bcd->ad", [(2, 3, 4), (3, 4, 5)]), ("ab,cd->abcd", [(2, 3), (4, 5)]), ("ijk,ikl->ijl", [(2, 3, 4), (2, 4, 5)]),
+    ("ij,ij->ij", [(3, 4), (3, 4)]), ("ij,ij->i", [(3, 4), (3, 4)]), ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]),
+    ("abcd,dcef->abef", [(2, 3, 4, 5), (5, 4, 6, 2)]), ("bi,bj->ij", [(6, 3), (6, 4)]), ("ijk,jl->ilk", [(2, 3, 4), (3, 5)]),
+    ("ij,kj->ik", [(3, 0), (4, 0)]), ("ab,bcd->acd", [(2, 3), (3, 4, 5)]), ("xyz,zw->wyx", [(2, 3, 4), (4, 5)]),
+    ("...i,...i->...", [(2, 3, 4), (3, 4)]), ("a,abc->bc", [(3,), (3, 4, 5)]), ("abc,a->", [(3, 4, 5), (3,)]),
+    ("ijk,kji->", [(2, 3, 4), (4, 3, 2)]), ("ab,ab,ab->b", [(2, 3), (2, 3), (1, 3)]), ("Ab,bC->CA", [(2, 3), (3, 4)]),
+]
+
+
+@pytest.mark.parametrize("equation, shapes", EINSUM_CASES, ids=[e for e, _ in EINSUM_CASES])
+def test_einsum_equals_numpy(equation: str, shapes: list[tuple[int, ...]]) -> None:
+    rng = np.random.default_rng(0)
+    values = [rng.normal(size=shape) for shape in shapes]
+    inputs = [cc.placeholder("float64", shape) for shape in shapes]
+    with Session(inputs[0].graph) as sess:
+        got = sess.run(cc.einsum(equation, *inputs), dict(zip(inputs, values)))
+    expected = np.einsum(equation, *values)
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("equation, left_shape, left_value_shape, right_shape, left_gradient", [
+    ("bi,ij->bj", (None, 3), (5, 3), (3, 4), "bj,ij->bi"),
+    ("bij,ijk->bk", (None, 3, 4), (5, 3, 4), (3, 4, 5), "bk,ijk->bij"),    # two depth axes, one size unknown
+    ("...d,de->...e", (None, None, 3), (2, 1, 3), (3, 2), "...e,de->...d"),
+])
+def test_einsum_with_sizes_known_only_when_compiled(equation: str, left_shape: tuple, left_value_shape: tuple,
+                                                    right_shape: tuple, left_gradient: str) -> None:
+    rng = np.random.default_rng(1)
+    left = cc.placeholder("float64", left_shape)
+    right = cc.placeholder("float64", right_shape)
+    result = cc.einsum(equation, left, right)
+    (gradient,) = cc.gradients(cc.reduce_sum(result * result), [left])
+    left_value, right_value = rng.normal(size=left_value_shape), rng.normal(size=right_shape)
+    with Session(left.graph) as sess:
+        got, got_gradient = sess.run([result, gradient], {left: left_value, right: right_value})
+    expected = np.einsum(equation, left_value, right_value)
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+    np.testing.assert_allclose(got_gradient, np.einsum(left_gradient, 2 * expected, right_value), rtol=1e-12)
+
+
+def test_tensordot_equals_numpy() -> None:
+    rng = np.random.default_rng(2)
+    a, b = rng.normal(size=(2, 3, 4)), rng.normal(size=(4, 3, 5))
+    with Session(cc.Graph()) as sess, sess.graph.as_default():
+        got = sess.run([cc.tensordot(a, b, [[1, 2], [1, 0]]), cc.tensordot(a, b[:, 0, :], 1),
+                        cc.tensordot(a, b, 0), cc.tensordot(a, b, [2, 0])])
+    for value, axes in zip(got, [[[1, 2], [1, 0]], 1, 0, [2, 0]]):
+        second = b[:, 0, :] if axes == 1 else b
+        np.testing.assert_allclose(value, np.tensordot(a, second, axes), rtol=1e-12)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda x, y: cc.einsum("ii->i", x), "repeats 'i'"),
+    (lambda x, y: cc.einsum("ij,jk->ik", x), "2 operand"),
+    (lambda x, y: cc.einsum("ijk->i", x), "names 3 axes"),
+    (lambda x, y: cc.einsum("ij,jk->iz", x, y), "'z' of"),
+    (lambda x, y: cc.einsum("ij,kj->ik", x, y), "has size 3 in one operand and 4"),
+    (lambda x, y: cc.einsum("i1,jk->ik", x, y), "indices are letters"),
+    (lambda x, y: cc.tensordot(x, y, 3), "axes=3"),
+    (lambda x, y: cc.tensordot(x, y, [[0], [0, 1]]), "differ in length"),
+], ids=["diagonal", "operand-count", "rank", "unknown-output", "sizes", "not-a-letter", "tensordot-count",
+        "tensordot-lists"])
+def test_einsum_and_tensordot_errors_name_the_problem_and_the_line(make, message: str) -> None:
+    x = cc.placeholder("float32", (2, 3), name="x")
+    y = cc.placeholder("float32", (4, 4), name="y")
+    with pytest.raises(ValueError, match=message) as error:
+        make(x, y)
+    assert "test_derived_ops.py:" in str(error.value)
+
+
+def test_floordiv_and_floormod_follow_python_and_numpy() -> None:
+    ints = np.array([7, -7, 7, -7, 0, 5, -2147483648, 2147483647, -1, 6], "int32")
+    divisors = np.array([2, 2, -2, -2, 3, 0, 3, -7, 2147483647, 0], "int32")
+    floats = np.array([7.5, -7.5, 7.5, -7.5, 0.0, 1e-8, -1e-8, 5.25], "float32")
+    float_divisors = np.array([2.0, 2.0, -2.0, -2.0, 3.0, 1.0, 1.0, 0.5], "float32")
+    with Session(cc.Graph()) as sess, sess.graph.as_default():
+        i, d = cc.constant(ints), cc.constant(divisors)
+        f, g = cc.constant(floats), cc.constant(float_divisors)
+        got = sess.run([i // d, i % d, cc.floordiv(f, g), f % g, 17 // d[:4], 17 % d[:4], 7.5 % g])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expected = [ints // divisors, ints % divisors, floats // float_divisors, floats % float_divisors,
+                    17 // divisors[:4], 17 % divisors[:4], np.float32(7.5) % float_divisors]
+    for value, want in zip(got, expected):
+        assert value.dtype == want.dtype
+        np.testing.assert_array_equal(value, want)
+
+
+def test_floordiv_refuses_what_it_cannot_compute_exactly() -> None:
+    with pytest.raises(DTypeError, match="floordiv takes float or int32 tensors, got int64"):
+        cc.constant(np.array([1], "int64")) // 2
+    with pytest.raises(DTypeError, match="floormod.*float32.*int32"):
+        cc.floormod(cc.constant([1.0]), cc.constant([2]))
+
+
+def test_bool_operators_and_reductions_equal_numpy() -> None:
+    rng = np.random.default_rng(3)
+    a, b = rng.random((3, 4)) < 0.5, rng.random((3, 4)) < 0.5
+    with Session(cc.Graph()) as sess, sess.graph.as_default():
+        x, y = cc.constant(a), cc.constant(b)
+        empty = cc.constant(np.zeros((0, 3), bool))
+        got = sess.run([x & y, x | y, x ^ y, ~x, True & x, cc.reduce_any(x, axis=1), cc.reduce_all(x, axis=0),
+                        cc.reduce_any(x), cc.reduce_all(x, keep_dims=True), cc.reduce_any(empty, axis=0),
+                        cc.reduce_all(empty, axis=0)])
+    expected = [a & b, a | b, a ^ b, ~a, a, a.any(axis=1), a.all(axis=0), a.any(), a.all(keepdims=True),
+                np.zeros(3, bool), np.ones(3, bool)]
+    for value, want in zip(got, expected):
+        assert value.dtype == bool
+        np.testing.assert_array_equal(value, want)
+    with pytest.raises(DTypeError, match="reduce_any needs a bool tensor, got float32"):
+        cc.reduce_any(cc.constant([1.0]))
+
+
+def test_creation_ops_equal_numpy_and_tf1() -> None:
+    with Session(cc.Graph()) as sess, sess.graph.as_default():
+        got = sess.run([cc.zeros((2, 3)), cc.ones(3, "int32"), cc.zeros([2], "bool"), cc.fill([2, 2], 7),
+                        cc.fill([2], 0.5), cc.range(5), cc.range(1.0, 2.0, 0.25), cc.range(10, 2, -3), cc.range(3, 3),
+                        cc.range(4, dtype="float64"), cc.eye(2, 3, batch_shape=[2]), cc.eye(3, dtype="int32"),
+                        cc.linspace(0.0, 1.0, 5), cc.sequence_mask([1, 3, 0], 4),
+                        cc.sequence_mask(np.array([[2]], "int64"), 3, "float32")])
+    expected = [np.zeros((2, 3), "float32"), np.ones(3, "int32"), np.zeros(2, bool), np.full((2, 2), 7, "int32"),
+                np.full(2, 0.5, "float32"), np.arange(5, dtype="int32"), np.arange(1.0, 2.0, 0.25, dtype="float32"),
+                np.arange(10, 2, -3, dtype="int32"), np.zeros(0, "int32"), np.arange(4.0),
+                np.broadcast_to(np.eye(2, 3, dtype="float32"), (2, 2, 3)), np.eye(3, dtype="int32"),
+                np.linspace(0, 1, 5, dtype="float32"), np.arange(4) < np.array([1, 3, 0])[:, None],
+                (np.arange(3) < 2)[None, None, :].astype("float32")]
+    for value, want in zip(got, expected):
+        assert value.dtype == want.dtype and value.shape == want.shape
+        np.testing.assert_array_equal(value, want)
+
+
+def test_fill_passes_the_summed_gradient_to_its_value() -> None:
+    value = cc.placeholder("float64", (), name="value")
+    (gradient,) = cc.gradients(cc.reduce_sum(cc.fill([2, 3], value) * 2.0), [value])
+    with Session(value.graph) as sess:
+        assert sess.run(gradient, {value: 1.5}) == 12.0
+
+
+@pytest.mark.parametrize("make, error, message", [
+    (lambda: cc.zeros(cc.constant([2, 3])), TypeError, "zeros: the shape must be Python ints"),
+    (lambda: cc.ones((2, -1)), ShapeError, "non-negative ints"),
+    (lambda: cc.fill([2], cc.constant([1.0, 2.0])), ShapeError, "must be a scalar"),
+    (lambda: cc.range(cc.constant(3)), TypeError, "Python numbers"),
+    (lambda: cc.range(0, 5, 0), ValueError, "delta must not be 0"),
+    (lambda: cc.sequence_mask(cc.constant([1, 2])), ValueError, "sequence_mask needs maxlen"),
+    (lambda: cc.sequence_mask(cc.constant([1.0]), 3), TypeError, "lengths must be integers"),
+], ids=["zeros-tensor-shape", "ones-negative", "fill-vector", "range-tensor", "range-zero-delta",
+        "sequence_mask-no-maxlen", "sequence_mask-floats"])
+def test_creation_errors_name_the_problem(make, error: type, message: str) -> None:
+    with cc.Graph().as_default(), pytest.raises(error, match=message) as caught:
+        make()
+    assert "test_derived_ops.py:" in str(caught.value)
