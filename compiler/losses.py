@@ -13,7 +13,7 @@ from typing import Any
 from . import dtypes
 from .errors import DTypeError, ShapeError
 from .graph import Tensor, located
-from .ops.array import ones_like
+from .ops.array import ones_like, squeeze
 from .ops.base import convert_to_tensor
 from .ops import nn as _nn
 from .ops.elementwise import abs as abs_
@@ -188,6 +188,10 @@ def softmax_cross_entropy(onehot_labels: Any, logits: Any, weights: Any = 1.0, l
                                  reduction=reduction)
 
 
+def _squeeze_last(t: Tensor) -> Tensor:
+    return squeeze(t, [len(t.shape) - 1])
+
+
 def sparse_softmax_cross_entropy(labels: Any, logits: Any, weights: Any = 1.0, scope: str | None = None,
                                  loss_collection: str | None = LOSSES,
                                  reduction: str = Reduction.SUM_BY_NONZERO_WEIGHTS) -> Tensor:
@@ -197,7 +201,15 @@ def sparse_softmax_cross_entropy(labels: Any, logits: Any, weights: Any = 1.0, s
     >>> logits = cc.placeholder("float32", (None, 10))
     >>> labels = cc.placeholder("int32", (None,))
     >>> loss = cc.losses.sparse_softmax_cross_entropy(labels, logits)
+
+    As TF1's, labels of shape ``[batch, 1]`` (a column of class ids) are taken as ``[batch]``, and
+    so are weights of that shape.
     """
+    labels, logits = convert_to_tensor(labels), convert_to_tensor(logits)
+    if len(labels.shape) == len(logits.shape) and labels.shape[-1] == 1:
+        labels = _squeeze_last(labels)
+    if isinstance(weights, Tensor) and len(weights.shape) == len(logits.shape) and weights.shape[-1] == 1:
+        weights = _squeeze_last(weights)
     losses = _nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
     return compute_weighted_loss(losses, weights, scope=scope, loss_collection=loss_collection,
                                  reduction=reduction)

@@ -137,6 +137,8 @@ def _conv_shape(shapes: Sequence[tuple], attrs: Mapping[str, Any]) -> tuple:
                         f"{format_shape(filters)}")
     if image[3] is not None and filters[2] is not None and image[3] != filters[2]:
         raise RuleError(f"the input has {image[3]} channels but the filter expects {filters[2]}")
+    if 0 in filters[:2]:
+        raise RuleError(f"the filter's height and width must be at least 1, got {format_shape(filters)}")
     rows, cols = _windows(image, filters, attrs)
     return (image[0], None if rows.out < 0 else rows.out, None if cols.out < 0 else cols.out, filters[3])
 

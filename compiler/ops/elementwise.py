@@ -364,9 +364,10 @@ Cos = elementwise("Cos", lambda sb, x: sb.cos(x), np.cos,
                   lambda op, g: [negative(g * sin(op.inputs[0]))], floating_dtype)
 Log1p = elementwise("Log1p", lambda sb, x: sb.log1p(x), np.log1p,
                     lambda op, g: [g / (op.inputs[0] + 1.0)], floating_dtype)
-# d/dx expm1(x) = exp(x) = expm1(x) + 1: read from the output, like Exp.
+# d/dx expm1(x) = exp(x), computed as such: expm1(x) + 1 would round away exp(x) for x < -17
+# (float32) or -37 (float64), and lose its low digits well before.
 Expm1 = elementwise("Expm1", lambda sb, x: sb.expm1(x), np.expm1,
-                    lambda op, g: [g * (op.outputs[0] + 1.0)], floating_dtype)
+                    lambda op, g: [g * exp(op.inputs[0])], floating_dtype)
 # Piecewise constant: no gradient (TF returns None as well).
 Floor = elementwise("Floor", lambda sb, x: sb.floor(x), np.floor, no_gradient, floating_dtype)
 Erf = elementwise("Erf", lambda sb, x: sb.erf(x), _erf_reference,

@@ -15,14 +15,14 @@ from ..errors import DTypeError, ShapeError
 from ..graph import Tensor, located, user_location
 from ..shapes import format_shape, normalize_axes
 from .array import expand_dims, one_hot, squeeze, stop_gradient
-from .base import composite_scope, convert_to_tensor, renamed_argument
+from .base import composite_scope, constant, convert_to_tensor, renamed_argument
 from .elementwise import relu, sigmoid, tanh  # noqa: F401  (re-exported as cc.nn.*)
 from .elementwise import abs as abs_
-from .elementwise import (cast, clip_by_value, erf, exp, expm1, greater, greater_equal, less, log1p,
-                          logical_and, maximum, minimum, negative, rsqrt, square, where)
+from .elementwise import (cast, clip_by_value, equal, erf, exp, expm1, greater, greater_equal, less, less_equal,
+                          log, log1p, logical_and, maximum, minimum, negative, rsqrt, square, where)
 from .random import RandomUniform, random_tensor, static_shape
 from .random_seed import check_seed
-from .reduction import reduce_logsumexp, reduce_mean, reduce_sum
+from .reduction import reduce_logsumexp, reduce_max, reduce_mean, reduce_sum
 
 
 def log_softmax(logits: Any, axis: int | None = None, name: str | None = None, dim: int | None = None) -> Tensor:
@@ -31,7 +31,10 @@ def log_softmax(logits: Any, axis: int | None = None, name: str | None = None, d
     axis = renamed_argument("log_softmax", "axis", axis, "dim", dim, default=-1)
     with composite_scope(name or "LogSoftmax", [logits]):
         logits = _float_features("log_softmax", logits)
-        return logits - reduce_logsumexp(logits, axis=axis, keepdims=True)
+        # (x - max) - log(sum(exp(x - max))), as TF: subtracting logsumexp(x) = log(sum) + max
+        # instead would round log(sum) away when |max| is large (1e7 in float32).
+        shifted = logits - stop_gradient(reduce_max(logits, axis=axis, keepdims=True))
+        return shifted - log(reduce_sum(exp(shifted), axis=axis, keepdims=True))
 
 
 def softmax(logits: Any, axis: int | None = None, name: str | None = None, dim: int | None = None) -> Tensor:
@@ -86,9 +89,13 @@ def sparse_softmax_cross_entropy_with_logits(labels: Any = None, logits: Any = N
                                      f"{format_shape(labels.shape)} must have the shape of logits {logits.name!r} "
                                      f"{format_shape(logits.shape)} without its class axis"))
         in_range = logical_and(greater_equal(labels, 0), less(labels, depth))
-        poison = where(in_range, 0.0, float("nan"))   # NaN targets for a label out of range
-        targets = one_hot(labels, depth, dtype=logits.dtype) + expand_dims(cast(poison, logits.dtype), -1)
-        return -reduce_sum(targets * log_softmax(logits), axis=-1)
+        poison = cast(where(in_range, 0.0, float("nan")), logits.dtype)   # a NaN row for a label out of range
+        # log(sum(exp(x - max))) - (x - max)[label]: the label's logit is picked by a compare, not
+        # multiplied by a one-hot row, so a -inf logit of another class (a masked one) is no 0 * -inf.
+        shifted = logits - stop_gradient(reduce_max(logits, axis=-1, keepdims=True)) + expand_dims(poison, -1)
+        is_label = equal(expand_dims(labels, -1), constant(np.arange(depth), labels.dtype))
+        picked = reduce_sum(where(is_label, shifted, 0.0), axis=-1)
+        return log(reduce_sum(exp(shifted), axis=-1)) - picked
 
 
 def _float_features(function: str, features: Any) -> Tensor:
@@ -123,7 +130,7 @@ def elu(features: Any, name: str | None = None) -> Tensor:
     ``min(x, 0)``: no overflow, so no ``inf * 0`` in the gradient of the unused branch."""
     with composite_scope(name or "Elu", [features]):
         x = _float_features("elu", features)
-        return where(greater(x, 0.0), x, expm1(minimum(x, 0.0)))
+        return where(less_equal(x, 0.0), expm1(minimum(x, 0.0)), x)   # NaN takes x's branch: gradient g
 
 
 def gelu(features: Any, approximate: bool = False, name: str | None = None) -> Tensor:
@@ -241,11 +248,22 @@ def in_top_k(predictions: Any, targets: Any, k: int, name: str | None = None) ->
         if len(predictions.shape) != 2 or len(targets.shape) != 1:
             raise ShapeError(located(f"in_top_k: predictions must be [batch, classes] and targets [batch], got "
                                      f"{format_shape(predictions.shape)} and {format_shape(targets.shape)}"))
-        chosen = one_hot(targets, predictions.shape[-1], dtype=predictions.dtype)
+        if not dtypes.is_integer(targets.dtype):
+            raise DTypeError(located(f"in_top_k: targets must be int32 or int64, got {targets.dtype.name}"))
+        classes = predictions.shape[-1]
+        if classes is None:
+            raise ShapeError(located(f"in_top_k: the class dimension of predictions "
+                                     f"{format_shape(predictions.shape)} must be known"))
+        k = convert_to_tensor(k, dtypes.int32)   # an int, or a scalar tensor as in TF1
+        if not dtypes.is_integer(k.dtype) or k.shape != ():
+            raise TypeError(located(f"in_top_k: k must be an int or an integer scalar tensor, got "
+                                    f"{k.dtype.name} {format_shape(k.shape)}"))
+        chosen = one_hot(targets, classes, dtype=predictions.dtype)
         target_value = reduce_sum(where(greater(chosen, 0.0), predictions, 0.0), axis=1, keepdims=True)
-        above = reduce_sum(cast(greater(predictions, target_value), dtypes.int32), axis=1)
+        above = reduce_sum(cast(greater(predictions, target_value), k.dtype), axis=1)
         finite = less(abs_(target_value), float("inf"))
-        return logical_and(less(above, int(k)), squeeze(finite, [1]))
+        in_range = logical_and(greater_equal(targets, 0), less(targets, classes))   # else False, as TF1
+        return logical_and(logical_and(less(above, k), squeeze(finite, [1])), in_range)
 
 
 def _axes_list(axes: Any, rank: int) -> list[int]:

@@ -311,3 +311,80 @@ def test_a_label_out_of_range_makes_its_loss_and_gradient_nan(target: str) -> No
 def test_softmax_argument_errors_say_what_is_wrong(build, error, pattern: str) -> None:
     with pytest.raises(error, match=pattern):
         build()
+
+
+TARGETS = ["cpu", "reference", "cuda-emulated"]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_softmax_and_cross_entropy_are_exact_for_large_logits(target: str) -> None:
+    # Subtracting logsumexp = log(sum) + max would round log(sum) away next to a max of 1e7.
+    logits = np.array([[1e7, 1e7], [-1e7, -1e7], [3e4, 3e4 + 1]], "float32")
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.constant(logits)
+        labels = cc.constant(np.array([0, 1, 1], "int32"))
+        fetches = [cc.nn.softmax(x), cc.nn.log_softmax(x),
+                   cc.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=x)]
+    with Session(graph, target=target) as sess:
+        probabilities, log_probabilities, loss = sess.run(fetches)
+    shifted = logits.astype("float64") - logits.max(axis=1, keepdims=True)
+    expected = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    np.testing.assert_allclose(log_probabilities, expected, rtol=1e-6)
+    np.testing.assert_allclose(probabilities, np.exp(expected), rtol=1e-6)
+    np.testing.assert_allclose(loss, -expected[[0, 1, 2], [0, 1, 1]], rtol=1e-6)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_sparse_cross_entropy_with_a_masked_class_stays_finite(target: str) -> None:
+    logits = np.array([[2.0, -np.inf, 0.5], [-np.inf, 1.0, 3.0]], "float32")
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (2, 3))
+        loss = cc.nn.sparse_softmax_cross_entropy_with_logits(labels=cc.constant([0, 2]), logits=x)
+        (gradient,) = cc.gradients(cc.reduce_sum(loss), [x])
+    with Session(graph, target=target) as sess:
+        value, slope = sess.run([loss, gradient], {x: logits})
+    finite = np.where(np.isinf(logits), -1e30, logits).astype("float64")
+    log_probabilities = finite - finite.max(1, keepdims=True)
+    log_probabilities -= np.log(np.exp(log_probabilities).sum(1, keepdims=True))
+    np.testing.assert_allclose(value, -log_probabilities[[0, 1], [0, 2]], rtol=1e-6)
+    np.testing.assert_allclose(slope, np.exp(log_probabilities) - np.eye(3)[[0, 2]], atol=1e-6)
+
+
+def test_in_top_k_is_false_for_a_target_out_of_range_and_takes_a_tensor_k() -> None:
+    predictions = cc.constant(np.array([[-1, -2, -3, -4], [0, 0, 0, 0], [-5, -1, -2, -3]], "float32"))
+    out_of_range = cc.nn.in_top_k(predictions, cc.constant([4, -1, 7]), 1)
+    with_tensor_k = cc.nn.in_top_k(predictions, cc.constant([1, 3, 2]), cc.constant(2))
+    got, got_k = _run([out_of_range, with_tensor_k])
+    np.testing.assert_array_equal(got, [False, False, False])
+    np.testing.assert_array_equal(got_k, [True, True, True])
+
+
+def test_conv2d_refuses_a_filter_without_height_or_width() -> None:
+    with pytest.raises(cc.ShapeError, match="height and width must be at least 1"):
+        cc.nn.conv2d(cc.constant(np.ones((1, 4, 4, 1), "float32")), cc.constant(np.ones((0, 2, 1, 1), "float32")))
+
+
+@pytest.mark.parametrize("dtype, x", [("float32", -20.0), ("float32", -10.0), ("float64", -40.0)])
+def test_expm1_and_elu_gradients_are_exp_where_it_is_tiny(dtype: str, x: float) -> None:
+    # expm1(x) + 1 rounds exp(x) away: 0 at -20 in float32.
+    for build in (cc.expm1, cc.nn.elu):
+        _, gradient = _value_and_grads(build, np.array([x], dtype))
+        np.testing.assert_allclose(gradient, np.exp([x]), rtol=2e-6 if dtype == "float32" else 1e-14)
+
+
+def test_elu_passes_the_gradient_through_a_nan() -> None:
+    value, gradient = _value_and_grads(cc.nn.elu, np.array([np.nan, 1.0, -1.0], "float32"))
+    assert np.isnan(value[0]) and gradient[0] == 1.0       # as TF1's EluGrad (and torch)
+    np.testing.assert_allclose(gradient[1:], [1.0, np.exp(-1.0)], rtol=1e-6)
+
+
+def test_losses_sparse_cross_entropy_takes_a_column_of_labels_as_tf1() -> None:
+    logits = np.random.default_rng(4).normal(size=(4, 3)).astype("float32")
+    labels = np.array([[0], [2], [1], [2]], "int32")
+    column = cc.losses.sparse_softmax_cross_entropy(cc.constant(labels), cc.constant(logits),
+                                                    weights=cc.constant(np.full((4, 1), 2.0, "float32")))
+    flat = cc.losses.sparse_softmax_cross_entropy(cc.constant(labels[:, 0]), cc.constant(logits), weights=2.0)
+    got_column, got_flat = _run([column, flat])
+    np.testing.assert_allclose(got_column, got_flat, rtol=1e-6)

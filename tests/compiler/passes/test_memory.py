@@ -52,7 +52,7 @@ def test_mlp_adam_step_updates_slots_in_place() -> None:
     program = exe.program
     copies = [k for k in program.kernels if [c[0] for c in k.covers] == ["Assign"]]
     assert copies == []  # m and v are written by the kernels that compute them
-    assert len(program.kernels) == 52, exe.report()   # one (128, 1) kernel: NaN for labels out of range
+    assert len(program.kernels) == 51, exe.report()   # one (128, 1) kernel: NaN for labels out of range
 
 
 def _update_between_a_read_and_unrelated_work() -> Step:
