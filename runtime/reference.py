@@ -47,6 +47,8 @@ def evaluate(fetches: Sequence[Tensor | Operation], feeds: dict[Tensor, np.ndarr
                 continue
             elif kind == "control":
                 inputs = [values[t] for t in op.inputs]
+                for index, assignment in reads.get(op, {}).items():
+                    inputs[index] = values[assignment.outputs[0]]   # a capture read after that assignment
                 if op.type == "RegionOutput":
                     index = value_position(op.attrs, op.inputs[0].op.attrs.get("variables", 0))
                     values[op.outputs[0]] = produced[op.inputs[0].op][index]
@@ -106,8 +108,12 @@ def _run_control(op: Operation, inputs: list[np.ndarray], variables: dict[Tensor
     else:
         count, limit = op.attrs["variables"], op.attrs["maximum_iterations"]
         condition, body = op.attrs["condition"], op.attrs["body"]
-        condition_captures = [inputs[j] for j in op.attrs["captures_of"][0]]
-        body_captures = [inputs[j] for j in op.attrs["captures_of"][1]]
+
+        def captures(which: int) -> list[np.ndarray]:
+            # A captured variable that the loop has assigned by now is read as it is now (the
+            # compiled targets read its buffer): a condition that reads what the body assigns.
+            return [state[op.inputs[j]] if op.inputs[j] in state and state[op.inputs[j]] is not variables.get(
+                op.inputs[j]) else inputs[j] for j in op.attrs["captures_of"][which]]
         elements = inputs[count:count + op.attrs["sliced"]]
         first_row, row_step = op.attrs["rows"]
         current = [np.array(v) for v in inputs[:count]]
@@ -116,13 +122,13 @@ def _run_control(op: Operation, inputs: list[np.ndarray], variables: dict[Tensor
         saved_values: list[list[np.ndarray]] = [[] for _ in saved]
         trips = 0
         while limit is None or trips < limit:
-            (go,) = _run_region(condition, current + condition_captures, state, check_numerics)
+            (go,) = _run_region(condition, current + captures(0), state, check_numerics)
             if not bool(go):
                 break
             for stack, value in zip(kept, current):
                 stack.append(value)
             rows = [element[first_row + row_step * trips] for element in elements]
-            produced = _run_region(body, current + rows + body_captures, state, check_numerics, saved)
+            produced = _run_region(body, current + rows + captures(1), state, check_numerics, saved)
             current = [np.array(v) for v in produced[:count]]
             for stack, value in zip(saved_values, produced[count:]):
                 stack.append(value)

@@ -329,10 +329,13 @@ class RegionEmitter:
             captured = [operands[j] for j in attrs["operands_of"][which]]
             programs.append((region, captured, compile_region(region, [n.shape for n in captured],
                                                               builder.check_numerics)))
+        # The parameters first: a captured value they copy (a literal) is copied before the branch
+        # runs, not by a kernel that neither branch's schedule lists.
+        parameters = [self.params(region, [], captured) for region, captured, _ in programs]
         first = len(builder.kernels)
         branches = []
-        for region, captured, program in programs:
-            steps, results = self.merge(program, self.params(region, [], captured))
+        for (region, captured, program), params in zip(programs, parameters):
+            steps, results = self.merge(program, params)
             for (access, shape), target, out_dtype in zip(results, outputs, out_dtypes):
                 steps.append(self.copy(access, shape, out_dtype, target, "branch_output"))
             branches.append(tuple(steps))

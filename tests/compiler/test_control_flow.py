@@ -418,3 +418,44 @@ def test_what_a_branch_or_body_builds_cannot_be_fetched_or_merged_from_outside()
             with pytest.raises(ValueError, match=r"cannot fetch .* computed inside a cond branch or a loop body"):
                 sess.run(built[name], {x: np.ones(2, "float32")})
         np.testing.assert_array_equal(sess.run([picked, looped], {x: np.ones(2, "float32")}), [[2.0, 2.0], [8.0, 8.0]])
+
+
+@pytest.mark.parametrize("target", TARGETS + ["cuda-emulated"])
+def test_a_branch_reads_a_captured_scalar_constant(target: str) -> None:
+    # The constant is copied into the branch's parameter before the branch runs (it was copied by
+    # a kernel that neither branch's schedule listed, and read as 0).
+    graph = cc.Graph()
+    with graph.as_default():
+        w = cc.placeholder("float32", (), name="w")
+        c = cc.constant(3.0)
+        y = cc.cond(w > 0.5, lambda: w * c, lambda: w + c)
+        (slope,) = cc.gradients(y, [w], grad_ys=cc.constant(2.0))
+        (curvature,) = cc.hessians(cc.cond(w > 0.5, lambda: cc.sin(w * c), lambda: w), [w])
+    with Session(graph, target=target) as sess:
+        np.testing.assert_allclose(sess.run([y, slope, curvature], {w: 0.7}),
+                                   [2.1, 6.0, -9.0 * np.sin(2.1)], rtol=1e-6)
+        np.testing.assert_allclose(sess.run([y, slope], {w: 0.2}), [3.2, 2.0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("target", TARGETS + ["cuda-emulated"])
+def test_a_branch_and_a_loop_read_a_variable_after_their_control_dependencies(target: str) -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        v = cc.Variable(np.float64(2.0), name="v")
+        x = cc.placeholder("float64", (), name="x")
+        with cc.control_dependencies([v.assign(3.0)]):
+            _, h = cc.while_loop(lambda i, h: i < 3, lambda i, h: (i + 1, h * v), (0, x))
+            y = cc.cond(x > 0.0, lambda: x * v, lambda: x)
+    with Session(graph, target=target) as sess:
+        assert sess.run([h, y], {x: 1.0}) == [27.0, 3.0]
+
+
+@pytest.mark.parametrize("target", TARGETS + ["cuda-emulated"])
+def test_a_loop_condition_sees_what_the_body_assigns(target: str) -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        v = cc.Variable(np.float32(0.0), name="v")
+        (trips,) = cc.while_loop(lambda i: v < 5.0, lambda i: [(v.assign_add(1.0), i + 1)[1]], [0],
+                                 maximum_iterations=50)    # a bound, so that a wrong answer is no hang
+    with Session(graph, target=target) as sess:
+        assert sess.run(trips) == 5 and sess.run(v) == 5.0
