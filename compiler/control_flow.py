@@ -27,11 +27,11 @@ import numpy as np
 
 from . import dtypes
 from .custom_gradient import CUSTOM_GRADIENT_CALLS, CustomGradientCall
-from .errors import DTypeError, ShapeError
+from .errors import DTypeError, NoGradientError, ShapeError
 from .graph import Graph, Operation, SourceLocation, Tensor, get_default_graph, located, user_location
 from .ops.array import identity, reshape, zeros_like
 from .ops.base import apply, constant, convert_to_tensor
-from .ops.control import Cond, RegionOutput, RegionParam, SavedValue, StackRead, While
+from .ops.control import Cond, RegionOutput, RegionParam, SavedValue, StackRead, While, assigned_variables
 from .ops.elementwise import less
 from .ops.gather import gather
 from .ops.joining import concat
@@ -261,13 +261,43 @@ def clone_operations(graph: Graph, operations: Sequence[Operation], mapping: dic
 
 def inline(region: Region, arguments: Sequence[Tensor], capture_values: Sequence[Tensor],
            kept: dict[Tensor, Tensor] | None = None) -> list[Tensor]:
-    """The region's results computed again at this point of the graph, from ``arguments`` and the
-    captured values (an assignment it makes is made again); values in ``kept`` are read from there
-    (see ``clone_operations``)."""
+    """The region's results computed again at this point of the graph (for its gradient), from
+    ``arguments`` and the captured values; values in ``kept`` are read from there (see
+    ``clone_operations``). Only what the results need is copied: the region's assignments were
+    made when it ran and are not made again. A result that reads a variable the region assigns
+    would read its value after the construct, not the one the region saw: that is an error."""
     mapping = dict(zip(region.params, list(arguments) + list(capture_values)))
     graph = region.params[0].graph if region.params else get_default_graph()
-    body = [op for op in region.operations if op.opdef is not RegionParam]
-    clone_operations(graph, body, mapping, kept)
+    members = set(region.operations)
+    assigned = {state.inputs[0].op for state in region.state_ops}
+    needed: set[Operation] = set()
+    stack = [t.op for t in region.results]
+    while stack:
+        op = stack.pop()
+        if op in needed or op not in members or op.opdef is RegionParam:
+            continue
+        needed.add(op)
+        if op.opdef.kind == "state":
+            raise NoGradientError(located(
+                f"gradients: the {region.name.rpartition('/')[2]} function defined at {region.location} uses the "
+                f"value of the assignment {op.describe()} (at {op.location}); its gradient would make the assignment "
+                f"again. Use the "
+                f"value assigned (e.g. v + 1.0) instead of the assignment's result"))
+        for tensor in op.inputs:
+            if tensor.op in assigned:
+                raise NoGradientError(located(
+                    f"gradients: {op.describe()} (at {op.location}) in the {region.name.rpartition('/')[2]} function "
+                    f"defined at {region.location} reads variable {tensor.op.name!r}, which that function also assigns; its "
+                    f"gradient would need the value it read, which is not kept. Read the variable before the "
+                    f"construct (or carry it as a loop variable) and assign it after"))
+            stack.append(tensor.op)
+    for op in needed:
+        if op.opdef.kind == "control" and assigned_variables(op):
+            raise NoGradientError(located(
+                f"gradients: {op.describe()} nested in the function defined at {region.location} assigns "
+                f"variables; taking the gradient of the construct around it would assign them again. Move the "
+                f"assignments out of the nested construct"))
+    clone_operations(graph, [op for op in region.operations if op in needed], mapping, kept)
     return [mapping.get(t, t) for t in region.results]
 
 

@@ -459,3 +459,43 @@ def test_a_loop_condition_sees_what_the_body_assigns(target: str) -> None:
                                  maximum_iterations=50)    # a bound, so that a wrong answer is no hang
     with Session(graph, target=target) as sess:
         assert sess.run(trips) == 5 and sess.run(v) == 5.0
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_gradient_does_not_make_a_construct_s_assignments_again(target: str) -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float64", (), name="x")
+        trips = cc.Variable(np.float64(0.0), name="trips")
+        moving = cc.Variable(np.float64(0.0), name="moving")
+
+        def body(i, h):
+            with cc.control_dependencies([trips.assign_add(1.0)]):
+                return i + 1, h * x
+        _, h = cc.while_loop(lambda i, h: i < 3, body, (0, x))
+        # The TF1 batch-norm idiom: a moving average updated in the training branch only.
+        y = cc.cond(x > 0.0, lambda: (moving.assign(moving * 0.5 + x), h * 2.0)[1], lambda: h)
+        (slope,) = cc.gradients(y, [x])
+    with Session(graph, target=target) as sess:
+        assert sess.run([y, slope], {x: 2.0}) == [32.0, 64.0]      # 2 x**4, 8 x**3
+        assert sess.run([trips, moving]) == [3.0, 2.0]
+
+
+@pytest.mark.parametrize("construct", ["while", "cond"])
+def test_the_gradient_of_a_construct_that_reads_a_variable_it_assigns_is_refused(construct: str) -> None:
+    with cc.Graph().as_default():
+        x = cc.placeholder("float64", (), name="x")
+        v = cc.Variable(np.float64(1.0), name="v")
+
+        def step(h):
+            product = h * v    # reading v here and assigning it below: the gradient would need this v
+            with cc.control_dependencies([product]):
+                v.assign_add(1.0)
+            return product
+        if construct == "while":
+            _, y = cc.while_loop(lambda i, h: i < 3, lambda i, h: (i + 1, step(h)), (0, x))
+        else:
+            y = cc.cond(x > 0.0, lambda: step(x), lambda: x)
+        with pytest.raises(cc.NoGradientError, match="reads variable 'v', which that function also assigns") as error:
+            cc.gradients(y, [x])
+    assert f"test_control_flow.py:{_line_of('product = h * v')}" in str(error.value)
