@@ -145,7 +145,8 @@ def register_gradient_hook(tensor: Tensor, fn: Callable[[Tensor], Any]) -> Gradi
     ``unconnected_gradients="zero"`` too). Assignments the hook builds run wherever the gradient is
     computed. A result of the wrong shape or dtype, from another graph, or that is not a tensor and
     cannot become one is an error naming the hook and the line that registered it.
-    ``handle.remove()`` takes the hook off again.
+    ``handle.remove()`` takes the hook off again. For a tensor built by a ``cond`` branch or a loop
+    body, register the hook inside that function (it then applies in every iteration).
 
     >>> import numpy as np
     >>> import compiler as cc
@@ -170,6 +171,11 @@ def register_gradient_hook(tensor: Tensor, fn: Callable[[Tensor], Any]) -> Gradi
     if not dtypes.is_differentiable(tensor.dtype):
         raise DTypeError(located(f"register_gradient_hook: {tensor.name!r} is {tensor.dtype.name} and has "
                                  f"no gradient", location))
+    traced_in = getattr(tensor.op, "traced_in", None)
+    if traced_in is not None:
+        raise ValueError(located(f"register_gradient_hook: {tensor.name!r} was built by the function defined at "
+                                 f"{traced_in.location}, which a cond or loop has already traced; register the "
+                                 f"hook inside that function", location))
     handle = GradientHookHandle(tensor, fn, location)
     tensor.graph.add_gradient_hook(tensor, handle)
     return handle

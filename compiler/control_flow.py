@@ -238,6 +238,9 @@ def clone_operations(graph: Graph, operations: Sequence[Operation], mapping: dic
         copy.gradient_of = op.gradient_of
         copies[op] = copy
         mapping.update(zip(op.outputs, copy.outputs))
+        for tensor, copied in zip(op.outputs, copy.outputs):   # hooks registered inside the function
+            for hook in graph.gradient_hooks(tensor):
+                graph.add_gradient_hook(copied, hook)
         for tensor, copied in zip(op.outputs, copy.outputs):
             if kept is not None and tensor in kept:
                 mapping[tensor] = SavedValue(kept[tensor], copied)

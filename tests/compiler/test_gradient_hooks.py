@@ -264,3 +264,32 @@ def test_registering_a_hook_checks_its_arguments(graph: cc.Graph, case: str) -> 
         line = _this_line(); cc.register_gradient_hook(tensor, hook)  # noqa: E702
     message = str(caught.value)
     assert words in message and f"test_gradient_hooks.py:{line})" in message, message
+
+
+@pytest.mark.parametrize("target", ["cpu", "reference"])
+def test_a_hook_registered_inside_a_branch_or_loop_body_applies(target: str) -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float64", (3,), name="x")
+        w = cc.placeholder("float64", (), name="w")
+
+        def scaled(t: cc.Tensor) -> cc.Tensor:
+            cc.register_gradient_hook(t, lambda g: g * 100.0)
+            return t
+        y = cc.cond(w > 0.5, lambda: scaled(x * w), lambda: x)
+        _, h = cc.while_loop(lambda i, h: i < 2, lambda i, h: (i + 1, scaled(h * w)), (0, x))
+        (through_cond,) = cc.gradients(cc.reduce_sum(y), [x])
+        (through_loop,) = cc.gradients(cc.reduce_sum(h), [x])
+    with Session(graph, target=target) as sess:
+        from_cond, from_loop = sess.run([through_cond, through_loop], {x: np.ones(3), w: 0.7})
+    np.testing.assert_allclose(from_cond, np.full(3, 70.0))
+    np.testing.assert_allclose(from_loop, np.full(3, 100.0 * 0.7 * 100.0 * 0.7))
+
+
+def test_a_hook_on_a_tensor_of_an_already_traced_function_is_refused() -> None:
+    with cc.Graph().as_default():
+        x = cc.placeholder("float64", (3,), name="x")
+        inside = []
+        cc.cond(cc.reduce_sum(x) > 0.0, lambda: inside.append(x * 2.0) or inside[0], lambda: x)
+        with pytest.raises(ValueError, match="register the hook inside that function"):
+            cc.register_gradient_hook(inside[0], lambda g: g)
