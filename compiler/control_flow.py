@@ -32,7 +32,7 @@ from .graph import Graph, Operation, SourceLocation, Tensor, get_default_graph, 
 from .ops.array import identity, reshape, zeros_like
 from .ops.base import apply, constant, convert_to_tensor
 from .ops.control import Cond, RegionOutput, RegionParam, SavedValue, StackRead, While, assigned_variables
-from .ops.elementwise import less
+from .ops.elementwise import cast, less
 from .ops.gather import gather
 from .ops.joining import concat
 from .ops.padding import pad
@@ -438,6 +438,14 @@ def _while_gradients(call: ControlFlowCall, output_grads: list[Tensor | None]) -
     elements = list(op.inputs[count:count + sliced])
     first_row, row_step = op.attrs["rows"]
     wanted = [k for k in range(count) if _differentiable(initial[k])]
+    relaxed = [k for k in range(count) if body.params[k].shape != initial[k].shape]
+    if relaxed:
+        k = relaxed[0]
+        raise NoGradientError(located(
+            f"gradients: the while_loop at {op.location} lets loop variable {k} change shape "
+            f"({format_shape(initial[k].shape)} to {format_shape(body.params[k].shape)} under shape_invariants); "
+            f"its gradient would need every iteration's value at its own shape, which is not supported. Keep "
+            f"the shape fixed (pad to the largest size) to differentiate the loop"))
     row_targets = [r for r in range(sliced) if _differentiable(elements[r])]
     targets = [j for j, t in enumerate(captured) if _differentiable(t)]
     reached = _by_index(call, output_grads, history=False)
@@ -711,7 +719,7 @@ def _loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: Any, sh
     if (single and isinstance(returned, (list, tuple)) and len(returned) == 1
             and not isinstance(returned[0], (list, tuple, dict))):
         loop_body.results = loop_body.results  # a one-element tuple for one loop variable is fine
-    elif not _same_structure(returned, expected) and len(loop_body.results) != len(initial):
+    elif not _same_structure(returned, expected):
         raise ValueError(located(
             f"while_loop: body (defined at {where_body}) returns {_describe_structure(returned)} but loop_vars is "
             f"{_describe_structure(expected)}", location))
@@ -765,8 +773,13 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Tensor, Any], Any], in
     anchor = next((v for v in flatten(init_val)[0] if isinstance(v, Tensor)), None)
     graph = anchor.graph if anchor is not None else get_default_graph()
     with graph.as_default():
-        start = convert_to_tensor(np.int32(lower)) if not isinstance(lower, Tensor) else lower
-        stop = convert_to_tensor(np.array(upper, dtype=start.dtype)) if not isinstance(upper, Tensor) else upper
+        # The counter's dtype: a tensor bound's (the wider of two, as JAX promotes), else int32.
+        given = [b.dtype for b in (lower, upper) if isinstance(b, Tensor)]
+        if any(not dtypes.is_integer(d) for d in given):
+            raise DTypeError(located(f"fori_loop: the bounds must be integers, got {', '.join(d.name for d in given)}"))
+        counter = np.result_type(*given) if given else np.dtype(np.int32)
+        start, stop = (cast(b, counter) if isinstance(b, Tensor) else convert_to_tensor(np.array(b, dtype=counter))
+                       for b in (lower, upper))
     _, result = while_loop(lambda i, val: less(i, stop), lambda i, val: (i + 1, body_fun(i, val)),
                            (start, init_val), maximum_iterations=limit, name=name or "fori_loop")
     return result

@@ -499,3 +499,35 @@ def test_the_gradient_of_a_construct_that_reads_a_variable_it_assigns_is_refused
         with pytest.raises(cc.NoGradientError, match="reads variable 'v', which that function also assigns") as error:
             cc.gradients(y, [x])
     assert f"test_control_flow.py:{_line_of('product = h * v')}" in str(error.value)
+
+
+def test_fori_loop_counts_in_the_dtype_of_a_tensor_bound() -> None:
+    with cc.Graph().as_default():
+        upper = cc.placeholder("int64", (), name="upper")
+        total = cc.fori_loop(0, upper, lambda i, acc: acc + cc.cast(i, "float64"), cc.constant(0.0, "float64"))
+        with Session() as sess:
+            assert sess.run(total, {upper: 5}) == 10.0
+        with pytest.raises(cc.DTypeError, match="fori_loop: the bounds must be integers"):
+            cc.fori_loop(0, cc.constant(2.5), lambda i, acc: acc, cc.constant(0.0))
+
+
+@pytest.mark.parametrize("loop_vars, body", [
+    ({"i": 0, "v": 1.0}, lambda d: {"i": d["i"] + 1, "vel": d["v"] * 0.5}),
+    ((0, (1.0,)), lambda a, b: ((a + 1,), b)),
+], ids=["dict-keys", "nesting"])
+def test_a_body_returning_another_structure_is_refused(loop_vars, body) -> None:
+    with cc.Graph().as_default():
+        condition = (lambda d: d["i"] < 3) if isinstance(loop_vars, dict) else (lambda a, b: True)
+        with pytest.raises(ValueError, match="while_loop: body .* returns .* but loop_vars is"):
+            cc.while_loop(condition, body, loop_vars)
+
+
+def test_the_gradient_of_a_loop_whose_variable_changes_shape_is_refused() -> None:
+    with cc.Graph().as_default():
+        x = cc.placeholder("float64", (2,), name="x")
+        _, grown = cc.while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, cc.concat([v, v[-1:] * 2.0], 0)), (0, x),
+                                 shape_invariants=((), (None,)))
+        with pytest.raises(cc.NoGradientError, match="lets loop variable 1 change shape"):
+            cc.gradients(cc.reduce_sum(grown), [x])
+        with Session(target="reference") as sess:     # the forward loop still runs there
+            np.testing.assert_allclose(sess.run(grown, {x: [1.0, 3.0]}), [1, 3, 6, 12, 24])
