@@ -19,7 +19,7 @@ from compiler.graph import Operation, Tensor
 from compiler.kernel_ir import FetchSpec, contiguous_strides, format_bytes, largest_buffers
 from compiler.pipeline import CompiledStep, render_html_report, render_report
 
-from .feeds import convert_feed
+from .feeds import check_is_mapping, convert_feed
 from .jit import NativeStep
 from .link import chained_kernels, kernel_work
 
@@ -38,11 +38,17 @@ def read_fetch(arrays: Sequence[np.ndarray], spec: FetchSpec) -> np.ndarray:
 def checked_feeds(program: Any, feeds: dict[Tensor, Any]) -> dict[Tensor, np.ndarray]:
     """``feeds`` converted to a compiled step's dtypes and checked against the shapes it was
     compiled for (its native code reads each fed array by address)."""
+    check_is_mapping(feeds)
+    named = {key: value for key, value in feeds.items() if isinstance(key, str)}
     checked = {}
     for tensor, index in program.feeds.items():
-        if tensor not in feeds:
+        if tensor in feeds:
+            given = feeds[tensor]
+        elif tensor.name in named or tensor.op.name in named:   # "x:0" or "x", as Session.run takes
+            given = named[tensor.name] if tensor.name in named else named[tensor.op.name]
+        else:
             raise FeedError(f"this step needs a value for {tensor.name!r}")
-        value = convert_feed(tensor, feeds[tensor])
+        value = convert_feed(tensor, given)
         compiled = tuple(program.buffers[index].shape)
         if value.shape != compiled:
             raise FeedError(f"{tensor.name!r} was compiled for shape {compiled}, got {value.shape}; "
@@ -420,6 +426,9 @@ class Executable:
         (a FeedError otherwise, as the native code reads it by address). With ``outputs`` (one
         array or None per fetch), results are written into those arrays — straight from the
         kernels when the result has its own buffer — and returned."""
+        if outputs is not None and len(outputs) != len(self.step.program.fetches):
+            raise ValueError(f"outputs has {len(outputs)} entries for {len(self.step.program.fetches)} fetches; give "
+                             f"one array (or None) per fetch")
         return self.run_checked(self.checked_feeds(feeds), outputs)
 
     def checked_feeds(self, feeds: dict[Tensor, Any]) -> dict[Tensor, np.ndarray]:

@@ -118,13 +118,24 @@ def _unfeedable(tensor: Tensor) -> str | None:
     op = tensor.op
     if op.type == "Variable":
         return "a variable: use Variable.load (or Session.load_variable) to set its value"
+    region = getattr(op, "region", None) or getattr(op, "traced_in", None)
+    if region is not None:
+        return (f"computed inside a cond branch or a loop body (the function defined at {region.location}), which "
+                f"may run many times or not at all: feed a value that the function reads from outside instead")
     if op.opdef.kind in ("state", "control", "group", "host"):
         return f"the result of {op.type} {op.name!r}: only placeholders and computed values are fed"
     return None
 
 
+def check_is_mapping(feed_dict: Any) -> None:
+    if feed_dict is not None and not isinstance(feed_dict, Mapping):
+        raise FeedError(f"feed_dict must be a dict from placeholders (or their names) to values, got a "
+                        f"{type(feed_dict).__name__}")
+
+
 def fed_intermediates(graph: Graph, feed_dict: Mapping[Any, Any] | None) -> frozenset[Tensor]:
     """The tensors of ``feed_dict`` (names resolved) that are computed values, not placeholders."""
+    check_is_mapping(feed_dict)
     fed = set()
     for key in feed_dict or ():
         if isinstance(key, str):
@@ -138,9 +149,7 @@ def check_feeds(graph: Graph, feed_dict: Mapping[Any, Any] | None, needed: list[
                 ) -> dict[Tensor, np.ndarray]:
     """Validate ``feed_dict`` against the placeholders the step needs."""
     feeds: dict[Tensor, np.ndarray] = {}
-    if feed_dict is not None and not isinstance(feed_dict, Mapping):
-        raise FeedError(f"feed_dict must be a dict from placeholders (or their names) to values, got a "
-                        f"{type(feed_dict).__name__}")
+    check_is_mapping(feed_dict)
     for key, value in (feed_dict or {}).items():
         if isinstance(key, str):
             key = graph.get_tensor_by_name(key if ":" in key else key + ":0")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import collections
 import os
 import re
 import threading
@@ -47,6 +48,9 @@ def _flatten(structure: Any, leaves: list[Any], graph: Graph) -> Callable[[list[
     if isinstance(structure, dict):
         builders = {key: _flatten(value, leaves, graph) for key, value in structure.items()}
         kind = type(structure)
+        if isinstance(structure, collections.defaultdict):   # its constructor takes the factory first
+            factory = structure.default_factory
+            return lambda values: kind(factory, ((key, build(values)) for key, build in builders.items()))
         return lambda values: kind((key, build(values)) for key, build in builders.items())
     if isinstance(structure, (list, tuple)):
         builders_list = [_flatten(item, leaves, graph) for item in structure]
@@ -205,6 +209,11 @@ class Session:
         outside is dropped and raises ``OutOfBoundsError`` after its kernel. Unset, each follows the
         environment: ``GRAPHGRAD_RACECHECK=1`` and ``GRAPHGRAD_MEMCHECK=1`` check every
         cuda-emulated session of the process (as running it under compute-sanitizer would)."""
+        if isinstance(graph, str):
+            raise TypeError(f"Session's first argument is the graph, got the string {graph!r}; give the target "
+                            f"by name: Session(target={graph!r})")
+        if graph is not None and not isinstance(graph, Graph):
+            raise TypeError(f"Session's first argument is the graph (a cc.Graph), got {type(graph).__name__}")
         if target not in TARGETS:
             raise ValueError(f"unknown target {target!r}; targets are {', '.join(TARGETS)}")
         if arch is not None:
@@ -512,4 +521,8 @@ class Session:
         if plan.split is not None:
             raise ValueError("compile(): these fetches hold a step that runs as several compiled steps with "
                              "host work between them (a DistributedOptimizer's training op); run it with run()")
+        if plan.initializes:
+            raise ValueError("compile(): these fetches hold an initializer, which run() applies on the host before "
+                             "the step and a compiled step would skip; run the initializer with sess.run(init) "
+                             "and compile the rest")
         return self._executable(leaves, feeds)

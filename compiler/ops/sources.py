@@ -7,7 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import dtypes
-from ..errors import ShapeError
+from ..errors import DTypeError, ShapeError
 from ..graph import GraphKeys, Tensor, get_default_graph, located, user_location
 from .array import identity
 from .base import OpDef, apply
@@ -34,6 +34,28 @@ def placeholder(dtype: Any, shape: Sequence[int | None] | None = None, name: str
     return apply(Placeholder, (), {"shape": shape, "dtype": dtypes.as_dtype(dtype)}, name or "Placeholder")
 
 
+def _initial_as(given: Any, value: np.ndarray, target: np.dtype, name: str | None) -> np.ndarray:
+    """A variable's initial value converted to ``target`` as ``constant`` converts: Python numbers
+    only when nothing is lost (TF1 raises), numpy arrays as numpy's ``astype`` (as TF1), but never an
+    integer wrapped into a narrower type."""
+    label = f"Variable {name!r}" if name else "Variable"
+    literal = not isinstance(given, (np.ndarray, np.generic))
+    if value.dtype.kind not in "biuf":
+        raise DTypeError(located(f"{label}: the initial value is not numbers (bool, int or float)"))
+    if literal:
+        fitted = dtypes.convert_losslessly(value, target, literal=True)
+        if fitted is None:
+            raise DTypeError(located(f"{label}: the initial value {np.array2string(value, threshold=6)} cannot be "
+                                     f"{target.name} without changing it; give numbers that fit, or a numpy array "
+                                     f"(converted as astype)"))
+        return fitted
+    if value.dtype.kind in "iub" and target.kind in "iu" and value.size and (
+            value.min() < np.iinfo(target).min or value.max() > np.iinfo(target).max):
+        raise DTypeError(located(f"{label}: the initial value holds integers outside {target.name}'s range "
+                                 f"(from {value.min()} to {value.max()}); they would wrap"))
+    return value.astype(target)
+
+
 class Variable(Tensor):
     """A tensor whose value persists across ``Session.run`` calls in runtime-owned memory.
 
@@ -57,7 +79,10 @@ class Variable(Tensor):
                 dtype = dtypes.float32
             elif value.dtype.kind in "iu" and dtypes.convert_losslessly(value, dtypes.int32, True) is not None:
                 dtype = dtypes.int32
-        value = np.array(value, dtype=dtypes.as_dtype(dtype or value.dtype), order="C")
+        target = dtypes.as_dtype(dtype or value.dtype)
+        if value.dtype != target:
+            value = _initial_as(initial_value, value, target, name)
+        value = np.array(value, dtype=target, order="C")
         value.setflags(write=False)
         graph = get_default_graph()
         op = graph.add_operation(VariableOp, (), {"shape": value.shape, "dtype": value.dtype},

@@ -678,3 +678,50 @@ def test_a_step_too_big_for_memory_names_its_largest_buffer_and_the_user_line(ta
         assert "out of host memory" in message and "128.0 TiB for Exp 'outer' float32[8388608, 4194304]" in message
     healthy.check()
     healthy.sess.close()
+
+
+def test_session_api_mistakes_get_clear_errors() -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (None,), name="x")
+        y = x * 2.0
+        v = cc.Variable(np.float32(0.0), name="v")
+        init = cc.global_variables_initializer()
+        inside = []
+        branch = cc.cond(cc.reduce_sum(x) > 0.0, lambda: inside.append(x * 3.0) or inside[0], lambda: x)
+    value = np.ones(3, "float32")
+    with Session(graph) as sess:
+        with pytest.raises(FeedError, match="feed_dict must be a dict .* got a ndarray"):
+            sess.run(y, value)                       # the dict forgotten
+        with pytest.raises(ValueError, match="hold an initializer"):
+            sess.compile([init, v])
+        with pytest.raises(FeedError, match="computed inside a cond branch or a loop body"):
+            sess.run(branch, {x: value, inside[0]: np.full(3, 100.0, "float32")})
+        exe = sess.compile([y, y + 1.0], {x: value})
+        with pytest.raises(ValueError, match="outputs has 1 entries for 2 fetches"):
+            exe.run({x: value}, [None])
+        np.testing.assert_array_equal(exe.run({"x:0": value})[1], value * 2.0 + 1.0)   # names, as Session.run
+    with pytest.raises(TypeError, match=r"give the target by name: Session\(target='cpu'\)"):
+        Session("cpu")
+
+
+@pytest.mark.parametrize("value, dtype, message", [
+    ([1.5, -2.7], "int32", "cannot be int32 without changing it"),
+    (3.9, "bool", "cannot be bool"),
+    (np.array([2 ** 40]), "int32", "outside int32's range"),
+])
+def test_a_variable_s_initial_value_is_not_changed_silently(value, dtype: str, message: str) -> None:
+    with cc.Graph().as_default(), pytest.raises(DTypeError, match=message):
+        cc.Variable(value, dtype=dtype)
+    with cc.Graph().as_default():   # a numpy array converts as astype, as TF1's
+        assert cc.Variable(np.array([1.5, -2.7]), dtype="int32").initial_value.tolist() == [1, -2]
+
+
+def test_fetches_in_a_defaultdict_come_back_in_one() -> None:
+    import collections
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.constant(2.0)
+    with Session(graph) as sess:
+        result = sess.run(collections.defaultdict(list, doubled=x * 2.0))
+    assert isinstance(result, collections.defaultdict) and result["doubled"] == 4.0 and result["missing"] == []
