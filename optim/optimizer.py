@@ -19,7 +19,9 @@ to the looked-up rows alone: the other rows and their slots keep their values, w
 formula with a zero gradient would still move them (Ftrl zeroes them). Here such a gradient is a
 dense scatter, and those optimizers (``_updates_only_gathered_rows``) restrict their assignments
 to the rows the lookups hit with ``_looked_up(value, otherwise)``. The others' dense update equals
-TF1's sparse one (Adam's sparse kernel also updates every row).
+TF1's sparse one (Adam's sparse kernel also updates every row). The gradient may be scaled by a
+scalar on the way (``clip_by_global_norm``); one accumulated in a variable or averaged across
+processes is dense.
 """
 from __future__ import annotations
 
@@ -386,6 +388,16 @@ def _gathered_indices(grad: Tensor) -> list[Tensor] | None:
     name = grad.op.opdef.name
     if name == "GatherGrad":
         return [grad.op.inputs[1]] if grad.op.attrs["axis"] == 0 else None
+    inputs = grad.op.inputs
+    if name in ("Identity", "Neg"):
+        return _gathered_indices(inputs[0])
+    # Scaled by a scalar (clip_by_global_norm's factor, a mean's 1/n): still zero off the rows.
+    if name in ("Mul", "Div") and len(inputs) == 2:
+        scalars = [all(d == 1 for d in t.shape) for t in inputs]
+        for position in ((0,) if name == "Div" else (0, 1)):
+            if scalars[1 - position] and inputs[position].shape == grad.shape:
+                return _gathered_indices(inputs[position])
+        return None
     if name in ("Add", "AddN") and grad.op.inputs and all(t.shape == grad.shape for t in grad.op.inputs):
         found: list[Tensor] = []
         for term in grad.op.inputs:

@@ -422,6 +422,28 @@ def test_a_gather_only_gradient_updates_only_the_looked_up_rows(name: str, targe
             np.testing.assert_allclose(sess.run(table_slot), np.stack(expected), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("clip", ["global-norm", "mean"])
+def test_a_gather_only_gradient_scaled_by_a_scalar_stays_row_sparse(clip: str) -> None:
+    """clip_by_global_norm (a scalar factor) keeps TF1's IndexedSlices sparse: rows not looked up
+    in the second step keep their values under Momentum."""
+    graph = cc.Graph()
+    with graph.as_default():
+        table = cc.Variable(np.arange(12.0).reshape(6, 2), name="table")
+        ids = cc.placeholder("int32", (None,), name="ids")
+        opt = optim.MomentumOptimizer(0.1, 0.9)
+        pairs = opt.compute_gradients(cc.reduce_sum(cc.square(cc.gather(table, ids))))
+        if clip == "global-norm":
+            clipped, _ = optim.clip_by_global_norm([g for g, _ in pairs], 1e6)   # far above the norm
+        else:
+            clipped = [g / 2.0 for g, _ in pairs]
+        train = opt.apply_gradients(list(zip(clipped, [v for _, v in pairs])))
+    with Session(graph) as sess:
+        sess.run(train, {ids: [0, 1]})
+        after_first = sess.run(table)
+        sess.run(train, {ids: [2, 3]})
+        np.testing.assert_array_equal(sess.run(table)[[0, 1, 4, 5]], after_first[[0, 1, 4, 5]])
+
+
 def test_a_gradient_with_a_dense_part_updates_every_row() -> None:
     """A table also used densely (an L2 penalty) has a dense gradient, as in TF1: every row moves."""
     graph = cc.Graph()
