@@ -58,6 +58,11 @@ class GradientAccumulator(Optimizer):
         if steps < 1:
             raise ValueError(located(f"GradientAccumulator: steps (the number of runs per applied update) "
                                      f"must be at least 1, got {steps}"))
+        if getattr(optimizer, "_collectives", None) is not None:   # a DistributedOptimizer
+            raise ValueError(located("GradientAccumulator: the wrapped optimizer is a DistributedOptimizer, whose "
+                                     "update runs in phases around the allreduce and cannot run in the accumulator's "
+                                     "every-k-steps branch; wrap the other way: "
+                                     "DistributedOptimizer(GradientAccumulator(optimizer, steps))"))
         super().__init__(optimizer._use_locking, name)
         self._optimizer = optimizer
         self._steps = int(steps)

@@ -69,7 +69,7 @@ import numpy as np
 import compiler as cc
 from compiler import dtypes
 from compiler.graph import Graph, Operation, Tensor, located, operations_reached
-from runtime.session import SPLIT_RUNNER
+from runtime.session import SPLIT_INPUT, SPLIT_RUNNER, running_phase
 
 from .optimizer import GradsAndVars, Optimizer
 
@@ -431,7 +431,8 @@ class _SplitStep:
             counts = np.full(collectives.size, count, dtype=np.float64)
             request = collectives.start_allgather(counts)
         outputs = [None if targets is None else targets[i] for i in plan.first_leaves] + plan.local_out
-        first_values = session.run(plan.first, feeds, out=outputs)
+        with running_phase():
+            first_values = session.run(plan.first, feeds, out=outputs)
         for view, value in zip(plan.local_out, first_values[len(plan.first_leaves):]):
             if value is not view:     # a target that does not honour out= (target="cuda" copies back)
                 np.copyto(view, value)
@@ -463,7 +464,8 @@ class _SplitStep:
         for dtype, placeholder in plan.scales.items():
             second_feeds[placeholder] = np.asarray(scale, dtype=dtype)
         second_outputs = [None if targets is None or i < 0 else targets[i] for i in plan.second_leaves]
-        second_values = session.run(plan.second, second_feeds, out=second_outputs)
+        with running_phase():
+            second_values = session.run(plan.second, second_feeds, out=second_outputs)
         done = time.perf_counter()
         timings = opt.timings
         timings.steps += 1
@@ -645,9 +647,11 @@ class DistributedOptimizer(Optimizer):
         graph = present[0].graph
         own = _dependent_ops(graph, {op for op in graph.get_operations() if _reduction_of(op) is not None})
         pairs = [(g if g is None or g.op in own else self._reduced(g, v), v) for g, v in pairs]
-        inner = self._optimizer.apply_gradients(pairs, global_step=global_step, name=name)
+        # The name given is the returned op's (sess.run("train") runs the whole step).
+        inner = self._optimizer.apply_gradients(pairs, global_step=global_step,
+                                                name=f"{name}_apply" if name else None)
         with graph.as_default():
-            outer = cc.group(inner, name=f"{name or self._name}_step")
+            outer = cc.group(inner, name=name or f"{self._name}_step")
         reductions = sorted((r for r in map(_reduction_of, operations_reached([inner])) if r is not None),
                             key=lambda r: r.summed.op.id)
         setattr(outer, SPLIT_RUNNER, _SplitStep(self, outer, inner, reductions).run)
@@ -685,6 +689,9 @@ class DistributedOptimizer(Optimizer):
                 summed = cc.placeholder(dtype, shape=var.shape, name=f"{self._name}/{var.op.name}/summed_grad")
             value = summed * scale if scale is not None else summed
         setattr(summed.op, _REDUCTION, _Reduction(grad, summed, var, scale))
+        for op in (summed.op, None if scale is None else scale.op):
+            if op is not None:
+                setattr(op, SPLIT_INPUT, f"DistributedOptimizer {self._name!r}")
         return value
 
 

@@ -33,6 +33,7 @@ TARGETS = ("cpu", "reference", "cuda", "cuda-emulated")
 # set holding it to ``op.split_runner(session, leaves, feed_dict, outputs)``, which returns the
 # leaves' values. (An attribute of the op, so that it lives and dies with the graph.)
 SPLIT_RUNNER = "split_runner"
+SPLIT_INPUT = "split_input"     # on a placeholder a split step feeds itself: the name of its owner
 
 
 def _flatten(structure: Any, leaves: list[Any], graph: Graph) -> Callable[[list[Any]], Any]:
@@ -85,12 +86,36 @@ def _outputs_like(fetches: Any, out: Any, count: int) -> list[Any]:
     return targets
 
 
-def _split_runner(leaves: list[Any]) -> Callable[..., list[Any]] | None:
-    """The runner of the one split step among ``leaves`` (``SPLIT_RUNNER``), or None."""
-    runners = {id(leaf): getattr(leaf, SPLIT_RUNNER) for leaf in leaves
-               if isinstance(leaf, Operation) and getattr(leaf, SPLIT_RUNNER, None) is not None}
+_PHASES = threading.local()   # how deep this thread is inside a split step's own runs
+
+
+@contextlib.contextmanager
+def running_phase() -> Iterator[None]:
+    """Around the runs a split step makes of its phases: the step they reach is not split again."""
+    depth = getattr(_PHASES, "depth", 0)
+    _PHASES.depth = depth + 1
+    try:
+        yield
+    finally:
+        _PHASES.depth = depth
+
+
+def _split_runner(needed: list[Operation]) -> Callable[..., list[Any]] | None:
+    """The runner of the one split step the fetches reach (``SPLIT_RUNNER``: fetched, or run
+    before a fetch by a control dependency), or None. A phase input (``SPLIT_INPUT``) reached
+    without its step is an error: nothing would feed it."""
+    if getattr(_PHASES, "depth", 0):
+        return None
+    runners = {id(op): getattr(op, SPLIT_RUNNER) for op in needed if getattr(op, SPLIT_RUNNER, None) is not None}
     if len(runners) > 1:
         raise ValueError("cannot run two distributed training ops in one run(); fetch one of them")
+    if not runners:
+        for op in needed:
+            owner = getattr(op, SPLIT_INPUT, None)
+            if owner is not None:
+                raise ValueError(f"these fetches read {op.name!r}, which {owner} fills in the run of its training "
+                                 "op (the op its minimize or apply_gradients returned) between the gradient and "
+                                 "the update phases; fetch them together with that op")
     return next(iter(runners.values()), None)
 
 
@@ -365,6 +390,8 @@ class Session:
                                          "another graph than this session's")
         fed = fed_intermediates(self.graph, feed_dict)
         key = (tuple(map(id, leaves)), tuple(sorted(map(id, fed)))) if fed else tuple(map(id, leaves))
+        if getattr(_PHASES, "depth", 0):
+            key = ("phase", key)     # a split step's own run of its phase: planned apart
         plan = self._plans.get(key)
         if plan is None:  # what these fetches need, worked out once per fetch set (and fed tensors)
             _check_fetchable(leaves)
@@ -376,7 +403,7 @@ class Session:
             plan = _Plan(needed, [op.outputs[0] for op in needed if op.type == "Placeholder"] + sorted(fed, key=id),
                          tuple(op for op in needed if op.type == "InitVariables"), compute, computes, leaves,
                          tuple(position for position, leaf in enumerate(leaves) if is_summary(leaf)),
-                         _split_runner(leaves))
+                         _split_runner(needed))
             self._plans[key] = plan
         if plan.split is not None:  # its runner feeds each phase
             if fed:

@@ -267,6 +267,26 @@ def test_a_distributed_step_cannot_be_compiled_whole_or_fetched_twice(graph: cc.
         np.testing.assert_allclose(sess.run(w), [0.8, 0.8])
 
 
+def test_a_step_reached_through_a_control_dependency_or_its_name_is_split(graph: cc.Graph) -> None:
+    w = cc.Variable(np.ones(2), name="w")
+    average = cc.Variable(np.zeros(2), name="average")
+    opt = optim.DistributedOptimizer(optim.GradientDescentOptimizer(0.1))
+    train = opt.minimize(cc.reduce_sum(w * w), name="train")
+    with cc.control_dependencies([train]):     # TF1's idiom: an average updated after each step
+        after = cc.group(average.assign(average * 0.5 + w * 0.5))
+    (averaged, _), = opt.compute_gradients(cc.reduce_sum(w * w), [w])
+    with Session() as sess:
+        assert train.name == "train"
+        sess.run(after)
+        np.testing.assert_allclose(sess.run([w, average]), [[0.8, 0.8], [0.4, 0.4]])
+        sess.run("train")
+        np.testing.assert_allclose(sess.run(w), [0.64, 0.64])
+        with pytest.raises(ValueError, match="fetch them together with that op"):
+            sess.run(averaged)
+    with pytest.raises(ValueError, match="wrap the other way"):
+        optim.GradientAccumulator(optim.DistributedOptimizer(optim.AdamOptimizer(0.1)), 2)
+
+
 def test_shard_splits_evenly_and_checks_its_arguments() -> None:
     data = np.arange(20).reshape(10, 2)
     for parts in (1, 2, 3, 4, 10, 12):
