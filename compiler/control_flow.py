@@ -158,7 +158,9 @@ def trace(graph: Graph, name: str, specs: Sequence[tuple[tuple, np.dtype]],
                                         "(its assignments run when the function does) and return a tensor, "
                                         "e.g. cc.constant(True)"))
             converted.append(convert_to_tensor(leaf))
-    built = [op for op in graph._operations[start:] if op.region is None]
+    # What the function built itself: not a region's copy, nor what a construct inside it traced
+    # (those ops run only through that construct's regions).
+    built = [op for op in graph._operations[start:] if op.region is None and getattr(op, "traced_in", None) is None]
     state = [op for op in built if op.opdef.kind == "state"]
     scratch_ops = {t.op for t in scratch}
 

@@ -167,7 +167,7 @@ def _cast_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> n
     # integer range its nearest end; numpy's own cast leaves those undefined.
     info, wide = np.iinfo(target), np.nan_to_num(x.astype(np.float64), nan=0.0, posinf=np.inf, neginf=-np.inf)
     above, below = wide >= float(info.max) + 1.0, wide < float(info.min)
-    result = np.trunc(np.where(above | below, 0.0, wide)).astype(target)
+    result = np.array(np.trunc(np.where(above | below, 0.0, wide)), dtype=target)   # an array, 0-d too
     result[above], result[below] = info.max, info.min
     return result
 

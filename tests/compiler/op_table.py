@@ -105,6 +105,7 @@ ROWS: list[Row] = [
         (Input((3, 4), dtype="float64"),), grad=()),
     Row("cast-int-to-float", lambda x, k: x * cc.cast(k, x.dtype), (Input((3, 4)), Input((3, 4), "labels:5", "int32"))),
     Row("cast-float-to-int", lambda x: cc.cast(cc.cast(x * 10.0, "int32"), x.dtype), (Input((3, 4)),), grad=()),
+    Row("cast-float-to-int-scalar", lambda x: cc.cast(cc.cast(x * 10.0, "int64"), x.dtype), (Input(()),), grad=()),
     # matmul, 2-D with transposes, batched, batch broadcast
     Row("matmul", lambda a, b: cc.matmul(a, b), (Input((3, 4)), Input((4, 5))), grad=(0, 1), second_order=True),
     Row("matmul-ta", lambda a, b: cc.matmul(a, b, transpose_a=True), (Input((4, 3)), Input((4, 5))), grad=(0, 1)),

@@ -531,3 +531,38 @@ def test_the_gradient_of_a_loop_whose_variable_changes_shape_is_refused() -> Non
             cc.gradients(cc.reduce_sum(grown), [x])
         with Session(target="reference") as sess:     # the forward loop still runs there
             np.testing.assert_allclose(sess.run(grown, {x: [1.0, 3.0]}), [1, 3, 6, 12, 24])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("nesting, expected", [("cond-in-while", 2.0), ("while-in-while", 6.0),
+                                               ("while-in-cond", 2.0), ("cond-in-cond", 1.0)])
+def test_an_assignment_in_a_nested_construct_runs_with_it(target: str, nesting: str, expected: float) -> None:
+    # The inner construct's traced ops belong to its regions, not to the outer function's
+    # assignments (they were refused as conflicting with themselves).
+    graph = cc.Graph()
+    with graph.as_default():
+        v = cc.Variable(np.float64(0.0), name="v")
+        zero = cc.constant(0.0, "float64")
+        if nesting == "cond-in-while":
+            def body(i):
+                bump = cc.cond(i >= 1, lambda: v.assign_add(1.0), lambda: zero)
+                return i + 1 + cc.cast(bump, "int32") * 0
+            result = cc.while_loop(lambda i: i < 3, body, cc.constant(0))
+        elif nesting == "while-in-while":
+            def inner(j):
+                with cc.control_dependencies([v.assign_add(1.0)]):
+                    return j + 1
+            result = cc.while_loop(lambda i: i < 3, lambda i: i + 1 + 0 * cc.while_loop(lambda j: j < 2, inner, 0), 0)
+        elif nesting == "while-in-cond":
+            def counted():
+                def inner(j):
+                    with cc.control_dependencies([v.assign_add(1.0)]):
+                        return j + 1
+                return cc.while_loop(lambda j: j < 2, inner, 0)
+            result = cc.cond(cc.constant(True), counted, lambda: cc.constant(0))
+        else:
+            result = cc.cond(cc.constant(True), lambda: cc.cond(cc.constant(True), lambda: v.assign_add(1.0),
+                                                                lambda: zero), lambda: zero)
+    with Session(graph, target=target) as sess:
+        sess.run(result)
+        assert sess.run(v) == expected
