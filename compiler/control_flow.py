@@ -249,10 +249,11 @@ def clone_operations(graph: Graph, operations: Sequence[Operation], mapping: dic
     records = graph.get_collection(CUSTOM_GRADIENT_CALLS)
     for record in records:   # a custom_gradient call whose boundary was copied gets its own record
         if isinstance(record, CustomGradientCall) and all(op in copies for op in record.boundary_ops):
+            closure = {**mapping, **{t: mapping.get(c, c) for t, c in (record.closure or {}).items()}}
             graph.add_to_collection(CUSTOM_GRADIENT_CALLS, dataclasses.replace(
                 record, inputs=tuple(mapping.get(t, t) for t in record.inputs),
                 variables=tuple(mapping.get(t, t) for t in record.variables),
-                outputs=tuple(mapping[t] for t in record.outputs)))
+                outputs=tuple(mapping[t] for t in record.outputs), closure=closure))
     calls = {id(call.op): call for call in records if isinstance(call, ControlFlowCall)}
     for op, copy in copies.items():
         call = calls.get(id(op))

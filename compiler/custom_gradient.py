@@ -173,6 +173,9 @@ class CustomGradientCall:
     outputs: tuple[Tensor, ...]       # the boundary Identity outputs, returned to the caller
     grad_fn: Callable[..., Any]
     location: SourceLocation          # where the decorated function was called
+    # For a call copied with a loop body or branch: the copies of the tensors grad_fn's closure
+    # may read (the function's traced originals), which the ops grad_fn builds must read instead.
+    closure: dict[Tensor, Tensor] | None = None
 
     @property
     def boundary_ops(self) -> tuple[Operation, ...]:
@@ -196,6 +199,8 @@ class CustomGradientCall:
             dys.append(grad)
         what = f"custom_gradient {self.function_name!r}: grad_fn"
         where = f"called at {self.location}"
+        graph = self.outputs[0].graph
+        first_op = len(graph.get_operations())
         if self.variables:
             result = self.grad_fn(*dys, variables=list(self.variables))
             if not isinstance(result, (list, tuple)) or len(result) != 2:
@@ -207,6 +212,8 @@ class CustomGradientCall:
         else:
             input_part, variable_grads = self.grad_fn(*dys), []
         input_grads = _as_gradient_list(input_part, len(self.inputs), what, where)
+        if self.closure:
+            input_grads, variable_grads = self._read_copies(graph, first_op, input_grads, variable_grads)
         checked: list[Tensor | None] = []
         for target, grad in zip(self.differentiable_inputs, input_grads + variable_grads):
             if not dtypes.is_differentiable(target.dtype):
@@ -214,6 +221,23 @@ class CustomGradientCall:
             else:
                 checked.append(check_gradient_like(grad, target, what, where))
         return checked
+
+
+    def _read_copies(self, graph: Graph, first_op: int, *grad_lists: list[Any]) -> list[list[Any]]:
+        """The gradients ``grad_fn`` built, rebuilt to read the copies (``closure``) of what its
+        closure read: the ops it built that depend on a traced original are built again."""
+        from .control_flow import clone_operations
+        closure = self.closure or {}
+        built = graph.get_operations()[first_op:]
+        reading: list[Operation] = []
+        touched: set[Tensor] = set(closure)
+        for op in built:
+            if any(t in touched for t in op.inputs):
+                reading.append(op)
+                touched.update(op.outputs)
+        mapping = dict(closure)
+        clone_operations(graph, reading, mapping)
+        return [[mapping.get(g, g) if isinstance(g, Tensor) else g for g in grads] for grads in grad_lists]
 
 
 def custom_calls(graph: Graph) -> dict[Operation, CustomGradientCall]:

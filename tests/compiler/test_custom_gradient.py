@@ -593,3 +593,35 @@ def test_example_script_runs() -> None:
     assert completed.returncode == 0, completed.stderr
     lines = completed.stdout.strip().splitlines()
     assert lines[-1] == "custom gradients used: OK", completed.stdout
+
+
+X3 = np.array([0.1, 0.5, -0.3])
+
+
+@pytest.mark.parametrize("target", ["cpu", "reference"])
+@pytest.mark.parametrize("construct", ["while_loop", "scan", "cond"])
+def test_a_custom_gradient_called_in_a_loop_body_or_branch_reads_that_call_s_values(target: str,
+                                                                                  construct: str) -> None:
+    # grad_fn's closure holds the traced tensors of the body; its ops read their copies instead
+    # (it failed with a KeyError of the traced parameter).
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float64", (3,), name="x")
+
+        @cc.custom_gradient
+        def square(v):
+            def grad(dy):
+                return dy * 2.0 * v
+            return v * v, grad
+        if construct == "while_loop":
+            _, y = cc.while_loop(lambda i, h: i < 2, lambda i, h: (i + 1, square(h)), (0, x))
+            expected = 4.0 * X3 ** 3                                  # y = x**4
+        elif construct == "scan":
+            y = cc.scan(lambda acc, e: square(acc + e), cc.stack([x, x]), initializer=cc.zeros_like(x))[-1]
+            expected = 2.0 * (X3 ** 2 + X3) * (2.0 * X3 + 1.0)        # y = (x**2 + x)**2
+        else:
+            y = cc.cond(cc.reduce_sum(x) < 100.0, lambda: square(x * 3.0), lambda: x)
+            expected = 18.0 * X3                                       # y = 9 x**2
+        (slope,) = cc.gradients(cc.reduce_sum(y), [x])
+    with Session(graph, target=target) as sess:
+        np.testing.assert_allclose(sess.run(slope, {x: X3}), expected, rtol=1e-12)
