@@ -1,7 +1,9 @@
-"""``cc.nn``: neural-network ops (activations, softmax, log_softmax, cross-entropies, convolution
-and pooling)."""
-from .ops.conv import avg_pool, conv2d, max_pool  # noqa: F401
-from .ops.nn import (batch_normalization, bias_add, dropout, elu, gelu, in_top_k, l2_loss,  # noqa: F401
-                     l2_normalize, leaky_relu, log_softmax, moments, relu, sigmoid,
-                     sigmoid_cross_entropy_with_logits, softmax, softmax_cross_entropy_with_logits,
-                     softplus, sparse_softmax_cross_entropy_with_logits, tanh)
+"""``cc.nn``: neural-network ops (activations, softmax, log_softmax, cross-entropies, embedding
+lookups, convolution and pooling)."""
+from .ops.conv import avg_pool, conv1d, conv2d, conv2d_transpose, max_pool  # noqa: F401
+from .ops.nn import (batch_normalization, bias_add, dropout, elu, embedding_lookup, gelu, in_top_k,  # noqa: F401
+                     l2_loss, l2_normalize, leaky_relu, log_sigmoid, log_softmax, moments, relu, relu6, selu,
+                     sigmoid, sigmoid_cross_entropy_with_logits, silu, softmax, softmax_cross_entropy_with_logits,
+                     softmax_cross_entropy_with_logits_v2, softplus, softsign,
+                     sparse_softmax_cross_entropy_with_logits, swish, tanh, weighted_cross_entropy_with_logits,
+                     xw_plus_b, zero_fraction)

@@ -25,11 +25,13 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .. import dtypes
+from ..errors import ShapeError
 from ..graph import Operation, Tensor, located
 from ..kernel_ir import IndexedInput, WindowMatmul
 from ..shapes import RuleError, format_shape
-from .array import transpose
-from .base import LoopNest, OpDef
+from .array import expand_dims, squeeze, transpose, zeros_like
+from .base import LoopNest, OpDef, composite_scope, convert_to_tensor, renamed_argument
+from .creation import zeros
 from .rules import clamp_index, first_dtype, floating_dtype, same_shape_as_second, same_shape_as_third
 
 I64 = dtypes.int64
@@ -643,3 +645,101 @@ def avg_pool(value: Any, ksize: Any, strides: Any, padding: str = "VALID", data_
              name: str | None = None) -> Tensor:
     """Mean over ``ksize`` windows of NHWC ``value``, counting only elements inside the image."""
     return _pool(AvgPool, "avg_pool", value, ksize, strides, padding, data_format, name)
+
+
+def conv1d(value: Any = None, filters: Any = None, stride: Any = 1, padding: str = "VALID",
+           data_format: str = "NWC", name: str | None = None, input: Any = None,  # noqa: A002
+           dilations: Any = 1) -> Tensor:
+    """1-D convolution of ``[batch, width, in_channels]`` with ``filters`` of shape ``[width,
+    in_channels, out_channels]``: a ``conv2d`` over an image of height 1 (TF1's ``conv1d``;
+    ``input`` is ``value``'s newer name).
+
+    >>> import numpy as np, compiler as cc
+    >>> x = cc.placeholder("float32", (None, 20, 3))
+    >>> cc.nn.conv1d(x, cc.constant(np.ones((5, 3, 8), "float32")), stride=2, padding="SAME").shape
+    (None, 10, 8)
+    """
+    value = renamed_argument("conv1d", "value", value, "input", input)
+    if data_format != "NWC":
+        raise ValueError(located(f"conv1d: only data_format='NWC' is supported, got {data_format!r}"))
+    with composite_scope(name or "conv1d", [value, filters]):
+        value, filters = convert_to_tensor(value), convert_to_tensor(filters)
+        if len(value.shape) != 3 or len(filters.shape) != 3:
+            raise ShapeError(located(f"conv1d: the input must be [batch, width, channels] and the filters [width, "
+                                     f"in_channels, out_channels], got {format_shape(value.shape)} and "
+                                     f"{format_shape(filters.shape)}"))
+        stride, dilation = (_single(v, what) for v, what in ((stride, "stride"), (dilations, "dilations")))
+        image = conv2d(expand_dims(value, 1), expand_dims(filters, 0), strides=(1, stride), padding=padding,
+                       dilations=(1, dilation))
+        return squeeze(image, [1])
+
+
+def _single(value: Any, what: str) -> int:
+    """An int, or TF's ``[1, n, 1]`` form, as one int."""
+    values = [int(v) for v in np.atleast_1d(value)]
+    if len(values) == 3 and values[0] == values[2] == 1:
+        values = values[1:2]
+    if len(values) != 1 or values[0] < 1:
+        raise ValueError(located(f"conv1d: {what} must be a positive int (or [1, n, 1]), got {value!r}"))
+    return values[0]
+
+
+def conv2d_transpose(value: Any = None, filter: Any = None, output_shape: Any = None,  # noqa: A002
+                     strides: Any = 1, padding: str = "SAME", data_format: str = "NHWC", name: str | None = None,
+                     input: Any = None, filters: Any = None, dilations: Any = 1) -> Tensor:  # noqa: A002
+    """The transpose of ``conv2d`` (the gradient of a convolution with respect to its input; a
+    "deconvolution" that upsamples): ``value`` ``[batch, height, width, in_channels]``, ``filter``
+    ``[height, width, output_channels, in_channels]``, and the result has ``output_shape``
+    ``[batch, out_height, out_width, output_channels]``, the shape whose ``conv2d`` with these
+    ``strides`` and ``padding`` has ``value``'s shape (TF1's ``conv2d_transpose``; ``input`` and
+    ``filters`` are the newer names). The batch entry may be None or -1: ``value``'s batch.
+
+    >>> import numpy as np, compiler as cc
+    >>> x = cc.placeholder("float32", (None, 7, 7, 16))
+    >>> w = cc.constant(np.ones((3, 3, 8, 16), "float32"))
+    >>> cc.nn.conv2d_transpose(x, w, [None, 14, 14, 8], strides=2).shape
+    (None, 14, 14, 8)
+    """
+    value = renamed_argument("conv2d_transpose", "value", value, "input", input)
+    filter = renamed_argument("conv2d_transpose", "filter", filter, "filters", filters)  # noqa: A001
+    if data_format != "NHWC":
+        raise ValueError(located(f"conv2d_transpose: only data_format='NHWC' is supported, got {data_format!r}"))
+    if isinstance(output_shape, Tensor) or output_shape is None or len(output_shape) != 4 or any(
+            isinstance(d, Tensor) for d in output_shape):
+        raise TypeError(located(f"conv2d_transpose: output_shape must be 4 Python ints [batch, height, width, "
+                                f"channels] (batch may be None), got {output_shape!r}"))
+    try:
+        attrs = dict(strides=_pair(strides, "strides"), dilations=_pair(dilations, "dilations"),
+                     padding=_padding(padding))
+    except ValueError as exc:
+        raise ValueError(located(f"conv2d_transpose: {exc}")) from None
+    with composite_scope(name or "conv2d_transpose", [value, filter]):
+        value, filter = convert_to_tensor(value), convert_to_tensor(filter)
+        if len(value.shape) != 4 or len(filter.shape) != 4:
+            raise ShapeError(located(f"conv2d_transpose: value must be 4-D NHWC and filter [height, width, "
+                                     f"output_channels, in_channels], got {format_shape(value.shape)} and "
+                                     f"{format_shape(filter.shape)}"))
+        batch, height, width, channels = (None if d is None or d == -1 else int(d) for d in output_shape)
+        if None in (height, width, channels):
+            raise ValueError(located(f"conv2d_transpose: only the batch of output_shape may be unknown, got "
+                                     f"{output_shape!r}"))
+        if filter.shape[2] is not None and filter.shape[2] != channels:
+            raise ShapeError(located(f"conv2d_transpose: output_shape has {channels} channels but the filter "
+                                     f"{format_shape(filter.shape)} makes {filter.shape[2]} (its third axis)"))
+        if value.shape[3] is not None and filter.shape[3] is not None and value.shape[3] != filter.shape[3]:
+            raise ShapeError(located(f"conv2d_transpose: value has {value.shape[3]} channels but the filter "
+                                     f"{format_shape(filter.shape)} takes {filter.shape[3]} (its last axis)"))
+        for axis, size in ((1, height), (2, width)):
+            window = Window.of(size, filter.shape[axis - 1], attrs["strides"][axis - 1],
+                               attrs["dilations"][axis - 1], attrs["padding"])
+            if value.shape[axis] is not None and window.out >= 0 and window.out != value.shape[axis]:
+                raise ShapeError(located(
+                    f"conv2d_transpose: output_shape {list(output_shape)} does not fit value "
+                    f"{format_shape(value.shape)}: a conv2d of {'height' if axis == 1 else 'width'} {size} with "
+                    f"this filter, strides and padding gives {window.out}, not {value.shape[axis]}"))
+        if batch is not None and value.shape[0] is not None and batch != value.shape[0]:
+            raise ShapeError(located(f"conv2d_transpose: output_shape's batch {batch} differs from value's "
+                                     f"{value.shape[0]}"))
+        # The result's shape, as a tensor whose values are never read (a shape-only input).
+        shape_of_result = zeros_like(value[:, :1, :1, :1]) + zeros((1, height, width, channels), value.dtype)
+        return Conv2DBackpropInput(value, _swap_channels(filter), shape_of_result, **attrs)

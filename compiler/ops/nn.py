@@ -14,12 +14,16 @@ from .. import dtypes
 from ..errors import DTypeError, ShapeError
 from ..graph import Tensor, located, user_location
 from ..shapes import format_shape, normalize_axes
-from .array import expand_dims, one_hot, squeeze, stop_gradient
+from .array import expand_dims, one_hot, reshape, squeeze, stop_gradient
 from .base import composite_scope, constant, convert_to_tensor, renamed_argument
 from .elementwise import relu, sigmoid, tanh  # noqa: F401  (re-exported as cc.nn.*)
 from .elementwise import abs as abs_
 from .elementwise import (cast, clip_by_value, equal, erf, exp, expm1, greater, greater_equal, less, less_equal,
-                          log, log1p, logical_and, maximum, minimum, negative, rsqrt, square, where)
+                          log, log1p, logical_and, maximum, minimum, negative, rsqrt, sqrt, square, where)
+from .gather import gather
+from .joining import concat, stack
+from .linalg import matmul
+from .padding import pad
 from .random import RandomUniform, random_tensor, static_shape
 from .random_seed import check_seed
 from .reduction import reduce_logsumexp, reduce_max, reduce_mean, reduce_sum
@@ -52,14 +56,21 @@ def softmax_cross_entropy_with_logits(labels: Any = None, logits: Any = None, ax
 
     As in TF1, the gradient flows only into ``logits`` (``labels`` are treated as constants).
     """
-    axis = renamed_argument("softmax_cross_entropy_with_logits", "axis", axis, "dim", dim, default=-1)
+    return _softmax_cross_entropy("softmax_cross_entropy_with_logits", labels, logits, axis, dim, name,
+                                  labels_differentiable=False)
+
+
+def _softmax_cross_entropy(function: str, labels: Any, logits: Any, axis: int | None, dim: int | None,
+                           name: str | None, labels_differentiable: bool) -> Tensor:
+    axis = renamed_argument(function, "axis", axis, "dim", dim, default=-1)
     with composite_scope(name or "softmax_cross_entropy_with_logits", [logits, labels]):
         logits = convert_to_tensor(logits)
         labels = convert_to_tensor(labels, logits.dtype)
         if labels.dtype != logits.dtype:
-            raise DTypeError(located(f"softmax_cross_entropy_with_logits: labels are {labels.dtype.name} but "
-                                     f"logits are {logits.dtype.name}"))
-        return -reduce_sum(stop_gradient(labels) * log_softmax(logits, axis=axis), axis=axis)
+            raise DTypeError(located(f"{function}: labels are {labels.dtype.name} but logits are "
+                                     f"{logits.dtype.name}"))
+        weights = labels if labels_differentiable else stop_gradient(labels)
+        return -reduce_sum(weights * log_softmax(logits, axis=axis), axis=axis)
 
 
 def sparse_softmax_cross_entropy_with_logits(labels: Any = None, logits: Any = None,
@@ -346,3 +357,144 @@ def _noise_shape(noise_shape: Any, x: Tensor, where_at: Any) -> tuple:
             raise ShapeError(located(f"dropout: noise_shape {format_shape(shape)} does not broadcast to x's "
                                      f"shape {format_shape(x.shape)}", where_at))
     return shape
+
+
+# -- more activations (compositions) -----------------------------------------------------------
+
+_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805
+
+
+def relu6(features: Any, name: str | None = None) -> Tensor:
+    """``min(max(x, 0), 6)`` (TF1's ``relu6``)."""
+    with composite_scope(name or "Relu6", [features]):
+        return minimum(relu(_float_features("relu6", features)), 6.0)
+
+
+def selu(features: Any, name: str | None = None) -> Tensor:
+    """Scaled exponential linear unit: ``scale * elu(x)`` with ELU's negative part times
+    ``alpha`` (the self-normalising constants alpha = 1.6733, scale = 1.0507, as TF1)."""
+    with composite_scope(name or "Selu", [features]):
+        x = _float_features("selu", features)
+        return where(less_equal(x, 0.0), expm1(minimum(x, 0.0)) * (_SELU_SCALE * _SELU_ALPHA), x * _SELU_SCALE)
+
+
+def swish(features: Any, name: str | None = None) -> Tensor:
+    """``x * sigmoid(x)`` (TF's ``swish``, also called SiLU: ``cc.nn.silu``)."""
+    with composite_scope(name or "Swish", [features]):
+        x = _float_features("swish", features)
+        return x * sigmoid(x)
+
+
+silu = swish
+
+
+def softsign(features: Any, name: str | None = None) -> Tensor:
+    """``x / (1 + |x|)``."""
+    with composite_scope(name or "Softsign", [features]):
+        x = _float_features("softsign", features)
+        return x / (abs_(x) + 1.0)
+
+
+def log_sigmoid(x: Any, name: str | None = None) -> Tensor:
+    """``log(sigmoid(x)) = -softplus(-x)``, without overflow for large ``|x|``."""
+    with composite_scope(name or "LogSigmoid", [x]):
+        return negative(softplus(negative(_float_features("log_sigmoid", x))))
+
+
+def softmax_cross_entropy_with_logits_v2(labels: Any = None, logits: Any = None, axis: int | None = None,
+                                         name: str | None = None, dim: int | None = None) -> Tensor:
+    """``softmax_cross_entropy_with_logits`` whose gradient reaches ``labels`` too (TF1's ``_v2``;
+    wrap the labels in ``stop_gradient`` for the first version's behaviour)."""
+    return _softmax_cross_entropy("softmax_cross_entropy_with_logits_v2", labels, logits, axis, dim, name,
+                                  labels_differentiable=True)
+
+
+def weighted_cross_entropy_with_logits(labels: Any = None, logits: Any = None, pos_weight: Any = 1.0,
+                                       name: str | None = None, targets: Any = None) -> Tensor:
+    """``sigmoid_cross_entropy_with_logits`` with the positive term weighted by ``pos_weight``:
+    ``-pos_weight * z * log(sigmoid(x)) - (1 - z) * log(1 - sigmoid(x))``, computed as TF1's
+    ``(1 - z) * x + (1 + (q - 1) * z) * (log1p(exp(-|x|)) + max(-x, 0))`` (TF1's older name for
+    ``labels``: ``targets``)."""
+    labels = renamed_argument("weighted_cross_entropy_with_logits", "labels", labels, "targets", targets)
+    with composite_scope(name or "logistic_loss", [logits, labels, pos_weight]):
+        logits = _float_features("weighted_cross_entropy_with_logits", logits)
+        labels = convert_to_tensor(labels, logits.dtype)
+        _check_same_shape("weighted_cross_entropy_with_logits", labels, logits)
+        log_weight = (pos_weight - 1.0) * labels + 1.0
+        positive = greater_equal(logits, 0.0)
+        softplus_of_negative = log1p(exp(where(positive, negative(logits), logits))) + where(positive, 0.0,
+                                                                                               negative(logits))
+        return (1.0 - labels) * logits + log_weight * softplus_of_negative
+
+
+def xw_plus_b(x: Any, weights: Any, biases: Any, name: str | None = None) -> Tensor:
+    """``matmul(x, weights) + biases`` (TF1's ``xw_plus_b``)."""
+    with composite_scope(name or "xw_plus_b", [x, weights, biases]):
+        return bias_add(matmul(x, weights), biases)
+
+
+def zero_fraction(value: Any, name: str | None = None) -> Tensor:
+    """The fraction of ``value``'s elements that are 0, as float32 (a sparsity summary)."""
+    with composite_scope(name or "zero_fraction", [value]):
+        value = convert_to_tensor(value)
+        return reduce_mean(cast(equal(value, 0), dtypes.float32))
+
+
+def embedding_lookup(params: Any, ids: Any, partition_strategy: str = "mod", name: str | None = None,
+                     validate_indices: bool = True, max_norm: float | None = None) -> Tensor:
+    """Rows of ``params`` for integer ``ids``: ``gather(params, ids)``, or, for a list of shards,
+    TF1's partitioning (``"mod"``: id ``i`` is row ``i // n`` of shard ``i % n``; ``"div"``: the
+    shards hold consecutive ranges of ids). An id out of range gives a row of zeros (as ``gather``).
+    With ``max_norm``, rows whose L2 norm exceeds it are scaled down to it.
+
+    A single table read this way gets a sparse update from the optimizers that have one (only the
+    looked-up rows and their slots change), as in TF1.
+
+    >>> import numpy as np, compiler as cc
+    >>> table = cc.Variable(np.zeros((100, 8), "float32"))
+    >>> cc.nn.embedding_lookup(table, cc.placeholder("int32", (None, 5))).shape
+    (None, 5, 8)
+    """
+    del validate_indices   # accepted for TF1's signature; out-of-range ids give zeros
+    with composite_scope(name or "embedding_lookup", [params, ids]):
+        shards = list(params) if isinstance(params, (list, tuple)) else [params]
+        if not shards:
+            raise ValueError(located("embedding_lookup: params is an empty list"))
+        shards = [convert_to_tensor(s) for s in shards]
+        ids = convert_to_tensor(ids)
+        if not dtypes.is_integer(ids.dtype):
+            raise DTypeError(located(f"embedding_lookup: ids must be int32 or int64, got {ids.dtype.name} "
+                                     f"{ids.name!r}"))
+        if len(shards) == 1:
+            table = shards[0]
+        else:
+            table = _joined_shards(shards, partition_strategy)
+        rows = gather(table, ids)
+        if max_norm is None:
+            return rows
+        norms = sqrt(reduce_sum(square(rows), axis=list(range(len(ids.shape), len(rows.shape))), keepdims=True))
+        return rows * where(greater(norms, max_norm), max_norm / maximum(norms, 1e-30), 1.0)
+
+
+def _joined_shards(shards: list[Tensor], partition_strategy: str) -> Tensor:
+    """One table of the partitioned ``shards``, row ``i`` holding id ``i``."""
+    sizes = [s.shape[0] for s in shards]
+    if any(size is None for size in sizes) or any(len(s.shape) < 1 for s in shards):
+        raise ShapeError(located("embedding_lookup: every shard must have a known number of rows"))
+    total, count = sum(sizes), len(shards)
+    # TF1's split of `total` ids over `count` shards: the first `total % count` get one more row.
+    expected = [total // count + (1 if k < total % count else 0) for k in range(count)]
+    if sizes != expected:
+        raise ShapeError(located(f"embedding_lookup: shards of {sizes} rows are not a partition of {total} ids "
+                                 f"over {count} shards (TF1's has {expected})"))
+    if partition_strategy == "div":
+        return concat(shards, axis=0)
+    if partition_strategy != "mod":
+        raise ValueError(located(f"embedding_lookup: partition_strategy must be 'mod' or 'div', got "
+                                 f"{partition_strategy!r}"))
+    # "mod": id i is row i // count of shard i % count. Padding the shorter shards to the longest
+    # and interleaving them puts id i at row i; the padding rows lie past the last id.
+    longest = expected[0]
+    padded = [s if s.shape[0] == longest else pad(s, [[0, 1]] + [[0, 0]] * (len(s.shape) - 1)) for s in shards]
+    interleaved = reshape(stack(padded, axis=1), (longest * count, *shards[0].shape[1:]))
+    return interleaved[:total]

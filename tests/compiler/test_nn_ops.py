@@ -388,3 +388,87 @@ def test_losses_sparse_cross_entropy_takes_a_column_of_labels_as_tf1() -> None:
     flat = cc.losses.sparse_softmax_cross_entropy(cc.constant(labels[:, 0]), cc.constant(logits), weights=2.0)
     got_column, got_flat = _run([column, flat])
     np.testing.assert_allclose(got_column, got_flat, rtol=1e-6)
+
+
+def test_more_activations_equal_their_formulas() -> None:
+    x = np.array([-30.0, -3.0, -0.5, 0.0, 0.5, 5.9, 6.5, 40.0])
+    alpha, scale = 1.6732632423543772, 1.0507009873554805
+    sigmoid = 1.0 / (1.0 + np.exp(-x))
+    got = _run([f(cc.constant(x)) for f in (cc.nn.relu6, cc.nn.selu, cc.nn.swish, cc.nn.silu, cc.nn.softsign,
+                                            cc.nn.log_sigmoid)])
+    expected = [np.clip(x, 0.0, 6.0), scale * np.where(x > 0, x, alpha * np.expm1(x)), x * sigmoid, x * sigmoid,
+                x / (1.0 + np.abs(x)), -np.logaddexp(0.0, -x)]
+    for value, want in zip(got, expected):
+        np.testing.assert_allclose(value, want, rtol=1e-14, atol=1e-300)
+
+
+def test_cross_entropy_variants_equal_their_formulas() -> None:
+    rng = np.random.default_rng(5)
+    logits, labels = rng.normal(size=(3, 4)) * 4.0, rng.random((3, 4))
+    z = (labels > 0.5).astype("float64")
+    distribution = labels / labels.sum(1, keepdims=True)
+    logits_t = cc.placeholder("float64", (3, 4))
+    labels_t = cc.placeholder("float64", (3, 4))
+    v2 = cc.nn.softmax_cross_entropy_with_logits_v2(labels=labels_t, logits=logits_t)
+    (to_labels,) = cc.gradients(cc.reduce_sum(v2), [labels_t])
+    weighted = cc.nn.weighted_cross_entropy_with_logits(labels=z, logits=logits_t, pos_weight=3.0)
+    with Session(logits_t.graph) as sess:
+        got_v2, got_to_labels, got_weighted = sess.run([v2, to_labels, weighted],
+                                                       {logits_t: logits, labels_t: distribution})
+    log_softmax = logits - np.log(np.exp(logits).sum(1, keepdims=True))
+    np.testing.assert_allclose(got_v2, -(distribution * log_softmax).sum(1), rtol=1e-12)
+    np.testing.assert_allclose(got_to_labels, -log_softmax, rtol=1e-12)     # v2: the labels get a gradient
+    sig = 1.0 / (1.0 + np.exp(-logits))
+    np.testing.assert_allclose(got_weighted, -3.0 * z * np.log(sig) - (1 - z) * np.log(1 - sig), rtol=1e-12)
+
+
+def test_embedding_lookup_partitions_and_max_norm_as_tf1() -> None:
+    rng = np.random.default_rng(6)
+    table, ids = rng.normal(size=(7, 3)), np.array([[0, 6, 3], [5, 1, 2]])
+    by_mod = [table[k::3] for k in range(3)]            # id i: row i // 3 of shard i % 3
+    by_div = [table[0:3], table[3:5], table[5:7]]       # the first 7 % 3 shards one row longer
+    with Session(cc.Graph()) as sess, sess.graph.as_default():
+        got = sess.run([cc.nn.embedding_lookup([cc.constant(t) for t in by_mod], ids),
+                        cc.nn.embedding_lookup([cc.constant(t) for t in by_div], ids, partition_strategy="div"),
+                        cc.nn.embedding_lookup(cc.constant(table), ids, max_norm=0.5)])
+    np.testing.assert_array_equal(got[0], table[ids])
+    np.testing.assert_array_equal(got[1], table[ids])
+    norms = np.linalg.norm(table[ids], axis=-1, keepdims=True)
+    np.testing.assert_allclose(got[2], table[ids] * np.where(norms > 0.5, 0.5 / norms, 1.0), rtol=1e-14)
+    with cc.Graph().as_default(), pytest.raises(cc.ShapeError, match="not a partition of 7 ids over 3 shards"):
+        cc.nn.embedding_lookup([cc.constant(table[:2]), cc.constant(table[2:4]), cc.constant(table[4:])], ids)
+
+
+def _transposed_conv_reference(value: np.ndarray, filters: np.ndarray, out_shape: tuple, stride: int,
+                               pad_top: int, pad_left: int) -> np.ndarray:
+    """Each input pixel scatters filter x value into the output window it came from."""
+    batch, height, width, _ = value.shape
+    kh, kw, out_channels, _ = filters.shape
+    full = np.zeros((batch, out_shape[1] + kh + stride * height, out_shape[2] + kw + stride * width, out_channels))
+    for i in range(height):
+        for j in range(width):
+            full[:, i * stride:i * stride + kh, j * stride:j * stride + kw, :] += np.einsum(
+                "nc,hwoc->nhwo", value[:, i, j, :], filters)
+    return full[:, pad_top:pad_top + out_shape[1], pad_left:pad_left + out_shape[2], :]
+
+
+@pytest.mark.parametrize("padding, out_size, pads", [("SAME", 8, (0, 0)), ("SAME", 7, (1, 1)), ("VALID", 9, (0, 0))])
+def test_conv2d_transpose_scatters_as_the_gradient_of_conv2d(padding: str, out_size: int, pads: tuple) -> None:
+    rng = np.random.default_rng(7)
+    value, filters = rng.normal(size=(2, 4, 4, 3)), rng.normal(size=(3, 3, 2, 3))
+    shape = (2, out_size, out_size, 2)
+    got = _run(cc.nn.conv2d_transpose(cc.constant(value), cc.constant(filters), list(shape), strides=2,
+                                      padding=padding))
+    np.testing.assert_allclose(got, _transposed_conv_reference(value, filters, shape, 2, *pads), rtol=1e-12)
+
+
+def test_conv1d_and_conv2d_transpose_check_their_shapes() -> None:
+    value = cc.constant(np.ones((1, 4, 4, 3)))
+    with pytest.raises(cc.ShapeError, match="does not fit value"):
+        cc.nn.conv2d_transpose(value, cc.constant(np.ones((3, 3, 2, 3))), [1, 12, 8, 2], strides=2)
+    with pytest.raises(cc.ShapeError, match="output_shape has 5 channels"):
+        cc.nn.conv2d_transpose(value, cc.constant(np.ones((3, 3, 2, 3))), [1, 8, 8, 5], strides=2)
+    with pytest.raises(TypeError, match="output_shape must be 4 Python ints"):
+        cc.nn.conv2d_transpose(value, cc.constant(np.ones((3, 3, 2, 3))), cc.constant([1, 8, 8, 2]), strides=2)
+    with pytest.raises(cc.ShapeError, match=r"conv1d: the input must be \[batch, width, channels\]"):
+        cc.nn.conv1d(value, cc.constant(np.ones((3, 3, 2))))
