@@ -36,6 +36,7 @@ from .ops.elementwise import cast, less
 from .ops.gather import gather
 from .ops.joining import concat
 from .ops.padding import pad
+from .ops.random import RANDOM_OP_TYPES
 from .ops.slicing import reverse
 from .ops.sources import VariableOp
 from .shapes import format_shape
@@ -113,6 +114,10 @@ class Region:
     operations: tuple[Operation, ...]     # every op of the region, in creation order
     location: str                         # where the traced function is defined
     structure: Any = field(default=None)  # how the results were nested
+    # A cond branch (it runs at most once per step): its random ops draw with the step's count,
+    # as the ops outside do. A loop's regions advance the count at every iteration instead, so
+    # that each iteration draws new numbers.
+    runs_once: bool = False
 
     def __repr__(self) -> str:
         return f"<Region {self.name!r} of {len(self.operations)} ops, {len(self.captures)} captures>"
@@ -159,8 +164,10 @@ def trace(graph: Graph, name: str, specs: Sequence[tuple[tuple, np.dtype]],
                                         "e.g. cc.constant(True)"))
             converted.append(convert_to_tensor(leaf))
     # What the function built itself: not a region's copy, nor what a construct inside it traced
-    # (those ops run only through that construct's regions).
-    built = [op for op in graph._operations[start:] if op.region is None and getattr(op, "traced_in", None) is None]
+    # (those ops run only through that construct's regions), nor the graph's own state it made on
+    # first use (in init_scope: the random ops' counter, an optimizer's slots).
+    built = [op for op in graph._operations[start:]
+             if op.region is None and op.traced_in is None and not op.graph_level]
     state = [op for op in built if op.opdef.kind == "state"]
     scratch_ops = {t.op for t in scratch}
 
@@ -169,7 +176,8 @@ def trace(graph: Graph, name: str, specs: Sequence[tuple[tuple, np.dtype]],
     stack = [t.op for t in converted] + state
     while stack:
         op = stack.pop()
-        if op in reached or op.id < start or op in scratch_ops or op.opdef is VariableOp or op.region is not None:
+        if (op in reached or op.id < start or op in scratch_ops or op.opdef is VariableOp or op.region is not None
+                or op.graph_level):
             continue
         reached.add(op)
         stack.extend(t.op for t in op.inputs)
@@ -182,7 +190,7 @@ def trace(graph: Graph, name: str, specs: Sequence[tuple[tuple, np.dtype]],
             return False
         if _is_variable(tensor):
             return tensor.op not in assigned
-        return tensor.op.id < start
+        return tensor.op.id < start or tensor.op.graph_level
 
     for op in sorted(reached, key=lambda o: o.id):
         for index, tensor in enumerate(op.inputs):
@@ -278,9 +286,13 @@ def inline(region: Region, arguments: Sequence[Tensor], capture_values: Sequence
     assigned = {state.inputs[0].op for state in region.state_ops}
     needed: set[Operation] = set()
     stack = [t.op for t in region.results]
+    drawn = {op for op in members if op.type in RANDOM_OP_TYPES and kept and op.outputs[0] in kept}
     while stack:
         op = stack.pop()
         if op in needed or op not in members or op.opdef is RegionParam:
+            continue
+        if op in drawn:     # the forward iteration's numbers, read from their stack
+            mapping[op.outputs[0]] = kept[op.outputs[0]]
             continue
         needed.add(op)
         if op.opdef.kind == "state":
@@ -427,8 +439,10 @@ def _saved(call: ControlFlowCall, tensor: Tensor) -> Tensor:
 def _kept_values(body: Region) -> list[Tensor]:
     """What the backward pass reads from the forward loop instead of computing it again: the
     body's matrix products (the costly part of an RNN cell; their gradients need only their
-    inputs, which are recomputed cheaply or are loop variables)."""
-    return [op.outputs[0] for op in body.operations if op.type == "MatMul" and _differentiable(op.outputs[0])]
+    inputs, which are recomputed cheaply or are loop variables) and its random numbers (drawn
+    again, they would differ: each iteration advances the count)."""
+    return [op.outputs[0] for op in body.operations
+            if (op.type == "MatMul" or op.type in RANDOM_OP_TYPES) and _differentiable(op.outputs[0])]
 
 
 def _while_gradients(call: ControlFlowCall, output_grads: list[Tensor | None]) -> list[Tensor | None]:
@@ -567,6 +581,7 @@ def cond(pred: Any, true_fn: Callable[[], Any], false_fn: Callable[[], Any], nam
         regions = [trace(graph, label, [], lambda params, fn=fn: fn(), function_location(fn))
                    for label, fn in (("false", false_fn), ("true", true_fn))]
     false_region, true_region = regions
+    false_region.runs_once = true_region.runs_once = True
     false_structure, true_structure = false_region.structure[0], true_region.structure[0]
     where_true, where_false = function_location(true_fn), function_location(false_fn)
     if not _same_structure(true_structure, false_structure):

@@ -85,6 +85,9 @@ class Operation:
         # The region traced from the function that built this op: the op is the function's
         # original, computed only through the region's copy (None for the rest of the graph).
         self.traced_in: Any = None
+        # Built inside ``graph.init_scope()``: it belongs to the graph as a whole, also when a cond
+        # or loop function was being traced then (a library's state made on first use).
+        self.graph_level = graph._init_depth > 0
 
     @property
     def type(self) -> str:
@@ -147,6 +150,7 @@ class Graph:
         self._collections: dict[str, list[Any]] = {}
         self._control_stack: list[list[Operation]] = []
         self._gradient_override_map: dict[str, str] = {}
+        self._init_depth = 0         # how many init_scope()s are open
         self._gradient_hooks: dict[Tensor, list[Any]] = {}
         self.seed: int | None = None
         self._version = 0
@@ -299,11 +303,13 @@ class Graph:
         """
         saved = (self._name_stack, self._control_stack, self._gradient_override_map)
         self._name_stack, self._control_stack, self._gradient_override_map = [], [], {}
+        self._init_depth += 1
         try:
             with self.as_default():
                 yield self
         finally:
             self._name_stack, self._control_stack, self._gradient_override_map = saved
+            self._init_depth -= 1
 
     @contextlib.contextmanager
     def gradient_override_map(self, op_type_map: dict[str, str]) -> Iterator[None]:
@@ -387,3 +393,5 @@ class GraphKeys:
     TRAINABLE_VARIABLES = "trainable_variables"
     GLOBAL_STEP = "global_step"
     SUMMARIES = "summaries"
+    REGULARIZATION_LOSSES = "regularization_losses"   # what get_variable's regularizers add
+    UPDATE_OPS = "update_ops"                         # what layers.batch_normalization's training adds

@@ -22,8 +22,8 @@ from compiler.passes.specialize import needed_operations
 
 
 def evaluate(fetches: Sequence[Tensor | Operation], feeds: dict[Tensor, np.ndarray],
-             variables: dict[Tensor, np.ndarray], check_numerics: bool = False
-             ) -> tuple[list[np.ndarray | None], dict[Tensor, np.ndarray]]:
+             variables: dict[Tensor, np.ndarray], check_numerics: bool = False,
+             advance_random_counter: bool = True) -> tuple[list[np.ndarray | None], dict[Tensor, np.ndarray]]:
     """Values of ``fetches`` and the variables' new values (only those assigned). A
     ``CheckNumerics`` op (with ``check_numerics``: every float value an op computes, assignments
     aside) that sees NaN or Inf raises ``NumericsError``. Branches and loops run their regions
@@ -34,7 +34,7 @@ def evaluate(fetches: Sequence[Tensor | Operation], feeds: dict[Tensor, np.ndarr
     updates: dict[Tensor, np.ndarray] = {}
     state = dict(variables)                 # each variable's value as the step goes on
     produced: dict[Operation, list[np.ndarray]] = {}   # a branch's or loop's values, by its op
-    operations = needed_operations(roots, feeds)
+    operations = needed_operations(roots, feeds, advance_random_counter)
     reads = control_reads(operations)
     with np.errstate(all="ignore"):
         for op in operations:
@@ -88,7 +88,7 @@ def _run_region(region: Any, arguments: Sequence[np.ndarray], state: dict[Tensor
     parameter values; its assignments update ``state``."""
     feeds = dict(zip(region.params, arguments))
     fetches = list(region.results) + list(extra) + list(region.state_ops)
-    results, updates = evaluate(fetches, feeds, state, check_numerics)
+    results, updates = evaluate(fetches, feeds, state, check_numerics, not region.runs_once)
     state.update(updates)
     return [r for r in results[:len(region.results) + len(extra)]]
 

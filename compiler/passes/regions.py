@@ -36,7 +36,8 @@ def _specialized(region: Any, shapes: Sequence[tuple[int, ...]], extra: Sequence
     tensors ``extra``)."""
     wanted = list(region.results) + list(extra)
     roots = [t.op for t in wanted] + list(region.state_ops)
-    nodes_by_op = specialize(needed_operations(roots), dict(zip(region.params, shapes)))
+    nodes_by_op = specialize(needed_operations(roots, advance_random_counter=not region.runs_once),
+                             dict(zip(region.params, shapes)))
     return ordered_nodes(nodes_by_op), [nodes_by_op[t.op] for t in wanted]
 
 

@@ -62,9 +62,12 @@ class Node:
         return str(self.origin.location) if self.origin is not None else "<compiler>"
 
 
-def needed_operations(roots: Iterable[Operation], fed: Collection[Tensor] = ()) -> list[Operation]:
+def needed_operations(roots: Iterable[Operation], fed: Collection[Tensor] = (),
+                      advance_random_counter: bool = True) -> list[Operation]:
     """Every operation the roots depend on (data and control), in creation (topological) order.
-    A ``fed`` tensor's value is given: what computes it is not needed."""
+    A ``fed`` tensor's value is given: what computes it is not needed. With
+    ``advance_random_counter``, a random op among them (or in a branch or loop among them) brings
+    its graph's counter update (a cond branch's ops draw with the step's count: not there)."""
     seen: set[Operation] = set()
     stack = list(roots)
     while stack:
@@ -80,7 +83,7 @@ def needed_operations(roots: Iterable[Operation], fed: Collection[Tensor] = ()) 
             stack.extend(region_variables(op))   # assigned inside a branch or loop: read there directly
     # A step that computes a random op also advances its graph's run counter (ops/random.py).
     from ..ops.random import counter_updates
-    updates = [op for op in counter_updates(seen) if op not in seen]
+    updates = [op for op in counter_updates(seen) if op not in seen] if advance_random_counter else []
     if updates:
         return needed_operations(list(seen) + updates, fed)
     return sorted(seen, key=lambda o: o.id)

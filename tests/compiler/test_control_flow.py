@@ -566,3 +566,29 @@ def test_an_assignment_in_a_nested_construct_runs_with_it(target: str, nesting: 
     with Session(graph, target=target) as sess:
         sess.run(result)
         assert sess.run(v) == expected
+
+
+@pytest.mark.parametrize("target", TARGETS + ["cuda-emulated"])
+def test_dropout_in_a_branch_or_a_loop_body_has_the_gradient_of_the_mask_it_drew(target: str) -> None:
+    # The backward pass used to draw the numbers again with an advanced count: another mask. A
+    # branch draws with the step's count; a loop keeps each iteration's numbers for its gradient.
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float64", (6,), name="x")
+        rows = cc.placeholder("float64", (4, 6), name="rows")
+        training = cc.placeholder("bool", (), name="training")
+        branch = cc.cond(training, lambda: cc.nn.dropout(x, rate=0.5, seed=3), lambda: x)
+        (branch_slope,) = cc.gradients(cc.reduce_sum(branch * branch), [x])
+        summed = cc.scan(lambda total, row: total + cc.nn.dropout(row, rate=0.5, seed=4), rows,
+                         initializer=cc.zeros((6,), "float64"))
+        (loop_slope,) = cc.gradients(cc.reduce_sum(summed[-1]), [rows])
+    feed = {x: np.arange(1.0, 7.0), rows: np.ones((4, 6)), training: True}
+    masks = []
+    with Session(graph, target=target) as sess:
+        for _ in range(3):
+            value, slope, partial_sums, row_slope = sess.run([branch, branch_slope, summed, loop_slope], feed)
+            np.testing.assert_allclose(slope, 2.0 * value * np.where(value != 0.0, 2.0, 0.0))
+            drawn = np.diff(np.vstack([np.zeros(6), partial_sums]), axis=0)      # each row's kept x 2
+            np.testing.assert_allclose(row_slope, drawn)
+            masks.append(value != 0.0)
+    assert any((m != masks[0]).any() for m in masks[1:])     # a new mask every step
