@@ -19,6 +19,13 @@ from .dtypes import bool_, float32, float64, int32, int64  # noqa: F401
 from .errors import (CompileError, DTypeError, FeedError, GraphgradError, GraphMismatchError,  # noqa: F401
                      NoGradientError, NumericsError, OutOfBoundsError, RaceError, ShapeError)
 from .hessians import hessian_vector_product, hessians  # noqa: F401
+from . import initializers  # noqa: F401
+from .initializers import (constant_initializer, glorot_normal_initializer, glorot_uniform_initializer,  # noqa: F401
+                           ones_initializer, orthogonal_initializer, random_normal_initializer,
+                           random_uniform_initializer, truncated_normal_initializer, variance_scaling_initializer,
+                           zeros_initializer)
+from .variable_scope import AUTO_REUSE, VariableScope, get_variable, get_variable_scope, variable_scope  # noqa: F401
+from . import layers  # noqa: F401,E402  (built on the ops above)
 from .graph import (Graph, GraphKeys, Operation, SourceLocation, Tensor, get_default_graph,  # noqa: F401
                     name_scope, reset_default_graph)
 from .ops.array import (element_count, expand_dims, identity, one_hot, ones_like, reshape,  # noqa: F401

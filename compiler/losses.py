@@ -220,3 +220,29 @@ def get_losses(scope: str | None = None, loss_collection: str = LOSSES, graph: A
     from .graph import get_default_graph
     found = (graph or get_default_graph()).get_collection(loss_collection)
     return [t for t in found if scope is None or t.name.startswith(scope)]
+
+
+def get_regularization_losses(scope: str | None = None, graph: Any = None) -> list[Tensor]:
+    """The losses ``get_variable``'s regularizers added (``GraphKeys.REGULARIZATION_LOSSES``)."""
+    from .graph import GraphKeys
+    return get_losses(scope, GraphKeys.REGULARIZATION_LOSSES, graph)
+
+
+def get_regularization_loss(scope: str | None = None, name: str = "total_regularization_loss",
+                            graph: Any = None) -> Tensor:
+    """The sum of the regularization losses (a float32 0 when there are none), as TF1's."""
+    from .ops.base import constant
+    from .ops.elementwise import add_n
+    found = get_regularization_losses(scope, graph)
+    return add_n(found, name=name) if found else constant(0.0, name=name)
+
+
+def get_total_loss(add_regularization_losses: bool = True, name: str = "total_loss", scope: str | None = None,
+                   graph: Any = None) -> Tensor:
+    """The sum of the losses in ``LOSSES`` (and the regularization losses), as TF1's."""
+    from .ops.elementwise import add_n
+    found = get_losses(scope, graph=graph) + (get_regularization_losses(scope, graph) if add_regularization_losses
+                                              else [])
+    if not found:
+        raise ValueError(located("get_total_loss: no losses in the LOSSES collection (or regularization losses)"))
+    return add_n(found, name=name)

@@ -1,0 +1,209 @@
+"""``cc.layers``: TF1's ``tf.layers`` functions, each a variable scope with ``get_variable`` and
+ops of ``cc`` and ``cc.nn`` (compositions, no rules of their own).
+
+A layer called twice makes two sets of variables (``dense``, ``dense_1``...); give it a ``name``
+and ``reuse=True`` (or open a reusing ``variable_scope``) to share them.
+
+>>> import numpy as np, compiler as cc
+>>> with cc.Graph().as_default():
+...     x = cc.placeholder("float32", (None, 784))
+...     hidden = cc.layers.dense(x, 128, activation=cc.nn.relu)
+...     logits = cc.layers.dense(hidden, 10)
+...     print(logits.shape, [v.op.name for v in cc.trainable_variables()])
+(None, 10) ['dense/kernel', 'dense/bias', 'dense_1/kernel', 'dense_1/bias']
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from . import dtypes, nn
+from .graph import GraphKeys, Tensor, get_default_graph, located
+from .initializers import ones_initializer, zeros_initializer
+from .control_flow import cond
+from .ops.array import reshape
+from .ops.base import convert_to_tensor
+from .ops.conv import avg_pool, conv2d as _conv2d, max_pool
+from .ops.elementwise import where
+from .ops.linalg import matmul
+from .ops.state import assign_sub, group
+from .variable_scope import get_variable, variable_scope
+from .shapes import format_shape
+
+
+def _pair(value: Any, what: str, layer: str) -> tuple[int, int]:
+    values = (value, value) if isinstance(value, int) else tuple(value)
+    if len(values) != 2 or not all(isinstance(v, int) and v >= 1 for v in values):
+        raise ValueError(located(f"{layer}: {what} must be a positive int or a pair of them, got {value!r}"))
+    return values  # type: ignore[return-value]
+
+
+def _padding(padding: str, layer: str) -> str:
+    if not isinstance(padding, str) or padding.lower() not in ("valid", "same"):
+        raise ValueError(located(f"{layer}: padding must be 'valid' or 'same', got {padding!r}"))
+    return padding.upper()
+
+
+def _channels_last(data_format: str, layer: str) -> None:
+    if data_format != "channels_last":
+        raise ValueError(located(f"{layer}: only data_format='channels_last' (NHWC) is supported, got "
+                                 f"{data_format!r}"))
+
+
+def _float_inputs(inputs: Any, layer: str) -> Tensor:
+    x = convert_to_tensor(inputs)
+    if not dtypes.is_floating(x.dtype):
+        raise TypeError(located(f"{layer}: the inputs must be float32 or float64, got {x.dtype.name} {x.name!r}"))
+    return x
+
+
+def dense(inputs: Any, units: int, activation: Callable[[Tensor], Tensor] | None = None, use_bias: bool = True,
+          kernel_initializer: Any = None, bias_initializer: Any = None, kernel_regularizer: Any = None,
+          bias_regularizer: Any = None, trainable: bool = True, name: str | None = None,
+          reuse: Any = None) -> Tensor:
+    """``activation(inputs @ kernel + bias)`` over the last axis of ``inputs`` (any rank), with
+    ``kernel`` ``[inputs.shape[-1], units]`` (Glorot uniform) and ``bias`` ``[units]`` (zeros)."""
+    x = _float_inputs(inputs, "dense")
+    if not isinstance(units, int) or units < 1:
+        raise ValueError(located(f"dense: units must be a positive int, got {units!r}"))
+    depth = x.shape[-1] if x.shape else None
+    if depth is None:
+        raise ValueError(located(f"dense: the last axis of {x.name!r} {format_shape(x.shape)} must be known"))
+    with variable_scope(name, default_name="dense", values=[x], reuse=reuse):
+        kernel = get_variable("kernel", [depth, units], x.dtype, kernel_initializer, kernel_regularizer, trainable)
+        y = matmul(x, kernel)
+        if use_bias:
+            bias = get_variable("bias", [units], x.dtype, bias_initializer or zeros_initializer(),
+                                bias_regularizer, trainable)
+            y = y + bias
+        return activation(y) if activation is not None else y
+
+
+def conv2d(inputs: Any, filters: int, kernel_size: Any, strides: Any = (1, 1), padding: str = "valid",
+           data_format: str = "channels_last", dilation_rate: Any = (1, 1),
+           activation: Callable[[Tensor], Tensor] | None = None, use_bias: bool = True,
+           kernel_initializer: Any = None, bias_initializer: Any = None, kernel_regularizer: Any = None,
+           bias_regularizer: Any = None, trainable: bool = True, name: str | None = None,
+           reuse: Any = None) -> Tensor:
+    """A 2-D convolution layer on NHWC ``inputs``: ``kernel`` ``[kh, kw, in_channels, filters]``
+    (Glorot uniform), ``bias`` ``[filters]`` (zeros), padding "valid" or "same"."""
+    x = _float_inputs(inputs, "conv2d")
+    _channels_last(data_format, "conv2d")
+    if len(x.shape) != 4 or x.shape[3] is None:
+        raise ValueError(located(f"conv2d: the inputs must be NHWC with known channels, got {format_shape(x.shape)}"))
+    kh, kw = _pair(kernel_size, "kernel_size", "conv2d")
+    with variable_scope(name, default_name="conv2d", values=[x], reuse=reuse):
+        kernel = get_variable("kernel", [kh, kw, x.shape[3], filters], x.dtype, kernel_initializer,
+                              kernel_regularizer, trainable)
+        y = _conv2d(x, kernel, strides=_pair(strides, "strides", "conv2d"), padding=_padding(padding, "conv2d"),
+                    dilations=_pair(dilation_rate, "dilation_rate", "conv2d"))
+        if use_bias:
+            y = y + get_variable("bias", [filters], x.dtype, bias_initializer or zeros_initializer(),
+                                 bias_regularizer, trainable)
+        return activation(y) if activation is not None else y
+
+
+def max_pooling2d(inputs: Any, pool_size: Any, strides: Any, padding: str = "valid",
+                  data_format: str = "channels_last", name: str | None = None) -> Tensor:
+    """Max pooling over windows of ``pool_size`` (NHWC)."""
+    _channels_last(data_format, "max_pooling2d")
+    return max_pool(inputs, ksize=_pair(pool_size, "pool_size", "max_pooling2d"),
+                    strides=_pair(strides, "strides", "max_pooling2d"), padding=_padding(padding, "max_pooling2d"),
+                    name=name)
+
+
+def average_pooling2d(inputs: Any, pool_size: Any, strides: Any, padding: str = "valid",
+                      data_format: str = "channels_last", name: str | None = None) -> Tensor:
+    """Average pooling over windows of ``pool_size`` (NHWC; "same" divides by the window's count
+    of input elements, as TF1)."""
+    _channels_last(data_format, "average_pooling2d")
+    return avg_pool(inputs, ksize=_pair(pool_size, "pool_size", "average_pooling2d"),
+                    strides=_pair(strides, "strides", "average_pooling2d"),
+                    padding=_padding(padding, "average_pooling2d"), name=name)
+
+
+def flatten(inputs: Any, name: str | None = None) -> Tensor:
+    """``[batch, ...]`` as ``[batch, everything else]``."""
+    x = convert_to_tensor(inputs)
+    if not x.shape:
+        raise ValueError(located(f"flatten: the inputs need a batch axis, got a scalar {x.name!r}"))
+    rest = x.shape[1:]
+    if None in rest:
+        raise ValueError(located(f"flatten: all axes but the first of {x.name!r} {format_shape(x.shape)} must be "
+                                 f"known"))
+    return reshape(x, (-1 if x.shape[0] is None or math.prod(rest) > 0 else x.shape[0], math.prod(rest)),
+                   name=name)
+
+
+def dropout(inputs: Any, rate: float = 0.5, noise_shape: Any = None, seed: int | None = None,
+            training: Any = False, name: str | None = None) -> Tensor:
+    """``nn.dropout(inputs, rate)`` when ``training`` (a Python bool or a bool scalar tensor),
+    ``inputs`` unchanged otherwise (TF1's default: not training)."""
+    x = _float_inputs(inputs, "dropout")
+    if isinstance(training, Tensor):
+        return cond(training, lambda: nn.dropout(x, rate=rate, noise_shape=noise_shape, seed=seed),
+                    lambda: x, name=name or "dropout")
+    if training:
+        return nn.dropout(x, rate=rate, noise_shape=noise_shape, seed=seed, name=name)
+    return x
+
+
+def batch_normalization(inputs: Any, axis: int = -1, momentum: float = 0.99, epsilon: float = 1e-3,
+                        center: bool = True, scale: bool = True, beta_initializer: Any = None,
+                        gamma_initializer: Any = None, moving_mean_initializer: Any = None,
+                        moving_variance_initializer: Any = None, beta_regularizer: Any = None,
+                        gamma_regularizer: Any = None, training: Any = False, trainable: bool = True,
+                        name: str | None = None, reuse: Any = None) -> Tensor:
+    """Batch normalization over every axis but ``axis`` (the channels), as TF1's layer: when
+    ``training`` (a Python bool or a bool scalar tensor) it normalizes with the batch's mean and
+    variance and adds to ``GraphKeys.UPDATE_OPS`` the updates ``moving -= (moving - batch) * (1 -
+    momentum)`` of ``moving_mean`` and ``moving_variance`` (run them with the training op, e.g.
+    ``with cc.control_dependencies(cc.get_default_graph().get_collection(cc.GraphKeys.UPDATE_OPS))``);
+    otherwise it normalizes with the moving statistics. The moving variance averages the batch
+    variance as ``nn.moments`` gives it (divided by n, as TF1's non-fused layer)."""
+    x = _float_inputs(inputs, "batch_normalization")
+    rank = len(x.shape)
+    if not -rank <= axis < rank:
+        raise ValueError(located(f"batch_normalization: axis {axis} is out of range for {format_shape(x.shape)}"))
+    channel_axis = axis % rank
+    channels = x.shape[channel_axis]
+    if channels is None:
+        raise ValueError(located(f"batch_normalization: axis {axis} of {format_shape(x.shape)} must be known"))
+    reduced = [a for a in range(rank) if a != channel_axis]
+    broadcast = [1 if a != channel_axis else channels for a in range(rank)]
+    with variable_scope(name, default_name="batch_normalization", values=[x], reuse=reuse):
+        beta = get_variable("beta", [channels], x.dtype, beta_initializer or zeros_initializer(), beta_regularizer,
+                            trainable) if center else None
+        gamma = get_variable("gamma", [channels], x.dtype, gamma_initializer or ones_initializer(),
+                             gamma_regularizer, trainable) if scale else None
+        moving_mean = get_variable("moving_mean", [channels], x.dtype, moving_mean_initializer or zeros_initializer(),
+                                   trainable=False)
+        moving_variance = get_variable("moving_variance", [channels], x.dtype,
+                                       moving_variance_initializer or ones_initializer(), trainable=False)
+
+        def shaped(t: Tensor | None) -> Tensor | None:
+            return None if t is None else reshape(t, broadcast)
+
+        def normalized(mean: Tensor, variance: Tensor) -> Tensor:
+            return nn.batch_normalization(x, shaped(mean), shaped(variance), shaped(beta), shaped(gamma), epsilon)
+        if training is False or training is None:
+            return normalized(moving_mean, moving_variance)
+        batch_mean, batch_variance = nn.moments(x, reduced)
+        if isinstance(training, Tensor):
+            # The updates run with every step; not training, their rate is 0 and they change nothing.
+            rate = where(training, convert_to_tensor(np.asarray(1.0 - momentum, x.dtype)), 0.0)
+            output = cond(training, lambda: normalized(batch_mean, batch_variance),
+                          lambda: normalized(moving_mean, moving_variance))
+        else:
+            rate = 1.0 - momentum
+            output = normalized(batch_mean, batch_variance)
+        updates = group(assign_sub(moving_mean, (moving_mean - batch_mean) * rate),
+                        assign_sub(moving_variance, (moving_variance - batch_variance) * rate))
+        get_default_graph().add_to_collection(GraphKeys.UPDATE_OPS, updates)
+        return output
+
+
+__all__: Sequence[str] = ("dense", "conv2d", "max_pooling2d", "average_pooling2d", "flatten", "dropout",
+                          "batch_normalization")

@@ -1,0 +1,241 @@
+"""``variable_scope`` and ``get_variable``: variables named by scope and shared by name, as TF1.
+
+``get_variable("w", shape)`` inside ``variable_scope("layer1")`` makes (or, with ``reuse``, finds)
+the variable ``layer1/w``. Each graph keeps its own store of them. A scope also opens a name scope
+for the ops built inside.
+
+>>> import compiler as cc
+>>> with cc.Graph().as_default():
+...     with cc.variable_scope("layer"):
+...         w = cc.get_variable("w", [3, 2])
+...     with cc.variable_scope("layer", reuse=True):
+...         again = cc.get_variable("w")
+...     print(w.op.name, again is w)
+layer/w True
+"""
+from __future__ import annotations
+
+import contextlib
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from . import dtypes
+from .graph import Graph, GraphKeys, Tensor, get_default_graph, located
+from .initializers import glorot_uniform_initializer, zeros_initializer
+from .ops.sources import Variable
+
+
+class _AutoReuse:
+    def __repr__(self) -> str:
+        return "AUTO_REUSE"
+
+
+AUTO_REUSE: Any = _AutoReuse()   # get_variable makes the variable if it is missing, else returns it
+
+
+@dataclass
+class VariableScope:
+    """A scope's settings: its full ``name``, ``reuse`` (False, True or AUTO_REUSE), and the
+    defaults ``initializer``, ``regularizer`` and ``dtype`` of the variables made in it."""
+
+    name: str
+    reuse: Any = False
+    initializer: Any = None
+    regularizer: Callable[[Tensor], Any] | None = None
+    dtype: Any = dtypes.float32
+
+    def reuse_variables(self) -> None:
+        """From now on, ``get_variable`` in this scope returns existing variables."""
+        self.reuse = True
+
+
+class _Store:
+    """One graph's variables by full name, its open scopes and the default names it gave."""
+
+    def __init__(self) -> None:
+        self.variables: dict[str, Variable] = {}
+        self.scopes: list[VariableScope] = [VariableScope("")]
+        self.default_names: dict[str, int] = {}
+
+
+_STORES: "weakref.WeakKeyDictionary[Graph, _Store]" = weakref.WeakKeyDictionary()
+
+
+def _store(graph: Graph) -> _Store:
+    if graph not in _STORES:
+        _STORES[graph] = _Store()
+    return _STORES[graph]
+
+
+def get_variable_scope() -> VariableScope:
+    """The innermost open variable scope of the default graph (the root scope, named "", outside
+    any)."""
+    return _store(get_default_graph()).scopes[-1]
+
+
+@contextlib.contextmanager
+def variable_scope(name_or_scope: str | VariableScope | None, default_name: str | None = None,
+                   values: Sequence[Any] | None = None, initializer: Any = None,
+                   regularizer: Callable[[Tensor], Any] | None = None, reuse: Any = None,
+                   dtype: Any = None, auxiliary_name_scope: bool = True) -> Iterator[VariableScope]:
+    """Open the variable scope ``name_or_scope`` (a name below the current scope, or a
+    ``VariableScope`` to enter again by its full name); with ``name_or_scope=None``,
+    ``default_name`` made unique (``dense``, ``dense_1``...). ``reuse``: True (and in every scope
+    inside) ``get_variable`` returns existing variables, AUTO_REUSE makes missing ones, None
+    inherits the enclosing scope's. The ops built inside are named under the scope too.
+
+    >>> import compiler as cc
+    >>> with cc.Graph().as_default():
+    ...     with cc.variable_scope(None, default_name="dense"):
+    ...         first = cc.get_variable("kernel", [2, 2])
+    ...     with cc.variable_scope(None, default_name="dense"):
+    ...         second = cc.get_variable("kernel", [2, 2])
+    ...     print(first.op.name, second.op.name)
+    dense/kernel dense_1/kernel
+    """
+    graph = next((v.graph for v in values or () if isinstance(v, Tensor)), None) or get_default_graph()
+    store = _store(graph)
+    parent = store.scopes[-1]
+    if isinstance(name_or_scope, VariableScope):
+        full = name_or_scope.name
+        inherited = name_or_scope
+    elif name_or_scope is None:
+        if not default_name:
+            raise ValueError(located("variable_scope: give name_or_scope, or default_name when it is None"))
+        base = f"{parent.name}/{default_name}" if parent.name else default_name
+        count = store.default_names.get(base, 0)
+        store.default_names[base] = count + 1
+        full = base if count == 0 else f"{base}_{count}"
+        inherited = parent
+    elif isinstance(name_or_scope, str) and name_or_scope and "/" not in name_or_scope.strip("/"):
+        full = f"{parent.name}/{name_or_scope}" if parent.name else name_or_scope
+        inherited = parent
+    else:
+        raise ValueError(located(f"variable_scope: name_or_scope must be a name without '/', a VariableScope or "
+                                 f"None, got {name_or_scope!r}"))
+    if reuse is not None and reuse is not True and reuse is not False and reuse is not AUTO_REUSE:
+        raise ValueError(located(f"variable_scope: reuse must be True, False, None or AUTO_REUSE, got {reuse!r}"))
+    # As TF1: reuse True or AUTO_REUSE holds in every scope inside; False or None inherits.
+    effective = reuse if reuse in (True, AUTO_REUSE) else (parent.reuse if parent.reuse else inherited.reuse)
+    scope = VariableScope(full, effective,
+                          initializer if initializer is not None else inherited.initializer,
+                          regularizer if regularizer is not None else inherited.regularizer,
+                          dtypes.as_dtype(dtype) if dtype is not None else inherited.dtype)
+    store.scopes.append(scope)
+    try:
+        with graph.as_default():
+            if auxiliary_name_scope:
+                with graph.name_scope(full.rpartition("/")[2]) if not isinstance(name_or_scope, VariableScope) \
+                        else graph.name_scope(full):
+                    yield scope
+            else:
+                yield scope
+    finally:
+        store.scopes.pop()
+
+
+def get_variable(name: str, shape: Sequence[int] | None = None, dtype: Any = None, initializer: Any = None,
+                 regularizer: Callable[[Tensor], Any] | None = None, trainable: bool = True,
+                 collections: Sequence[str] | None = None, **unused: Any) -> Variable:
+    """The variable ``scope/name``: made from ``initializer`` (an initializer, a number or an
+    array; the scope's, else Glorot uniform for floats and zeros for integers) when the scope does
+    not reuse, returned when it does; an error when it exists and the scope does not reuse, or is
+    missing and the scope reuses (but AUTO_REUSE makes it). ``regularizer(variable)`` adds a loss
+    to ``GraphKeys.REGULARIZATION_LOSSES`` (see ``cc.losses.get_regularization_loss``).
+
+    >>> import compiler as cc
+    >>> with cc.Graph().as_default():
+    ...     b = cc.get_variable("b", [4], initializer=cc.zeros_initializer())
+    ...     print(b.shape, b.dtype.name)
+    (4,) float32
+    """
+    unknown = sorted(k for k in unused if k not in ("caching_device", "partitioner", "validate_shape",
+                                                       "use_resource", "custom_getter", "constraint",
+                                                       "synchronization", "aggregation"))
+    if unknown:
+        raise TypeError(located(f"get_variable: unexpected argument(s) {', '.join(unknown)}"))
+    if not isinstance(name, str) or not name:
+        raise ValueError(located(f"get_variable: name must be a non-empty str, got {name!r}"))
+    graph = get_default_graph()
+    store = _store(graph)
+    scope = store.scopes[-1]
+    full = f"{scope.name}/{name}" if scope.name else name
+    existing = store.variables.get(full)
+    sizes = None if shape is None else tuple(int(d) for d in shape)
+    if existing is not None:
+        if scope.reuse is False:
+            raise ValueError(located(f"Variable {full} already exists, disallowed. Did you mean to set reuse=True "
+                                     f"or reuse=AUTO_REUSE in its variable_scope? (made at {existing.op.location})"))
+        if sizes is not None and sizes != existing.shape:
+            raise ValueError(located(f"get_variable: trying to share variable {full}, but its shape {sizes} differs "
+                                     f"from the existing {existing.shape}"))
+        if dtype is not None and dtypes.as_dtype(dtype) != existing.dtype:
+            raise ValueError(located(f"get_variable: trying to share variable {full}, but its dtype "
+                                     f"{dtypes.as_dtype(dtype).name} differs from the existing {existing.dtype.name}"))
+        return existing
+    if scope.reuse is True:
+        raise ValueError(located(f"Variable {full} does not exist, or was not created with get_variable(). Did you "
+                                 f"mean to set reuse=AUTO_REUSE in its variable_scope?"))
+    value = _initial_value(full, sizes, dtype, initializer if initializer is not None else scope.initializer,
+                           scope.dtype)
+    if full in graph._names:
+        raise ValueError(located(f"get_variable: the name {full!r} is already taken by an op made without "
+                                 f"get_variable; choose another name"))
+    with _absolute_name_scope(graph, scope.name):
+        variable = Variable(value, name=name, trainable=trainable, collections=collections)
+    store.variables[full] = variable
+    regularizer = regularizer if regularizer is not None else scope.regularizer
+    if regularizer is not None:
+        with graph.name_scope(f"{name}/Regularizer"):
+            loss = regularizer(variable)
+        if loss is not None:
+            graph.add_to_collection(GraphKeys.REGULARIZATION_LOSSES, loss)
+    return variable
+
+
+def _initial_value(full: str, sizes: tuple[int, ...] | None, dtype: Any, initializer: Any,
+                   scope_dtype: Any) -> np.ndarray:
+    if isinstance(initializer, Tensor):
+        raise TypeError(located(f"get_variable {full}: the initializer must be an initializer, a number or an "
+                                f"array (a variable's first value is concrete here), not the tensor "
+                                f"{initializer.name!r}"))
+    if initializer is not None and not callable(initializer):
+        value = np.asarray(initializer)
+        literal = not isinstance(initializer, (np.ndarray, np.generic))
+        if dtype is not None:
+            target = dtypes.as_dtype(dtype)
+        elif value.dtype.kind == "f":
+            target = dtypes.as_dtype(scope_dtype) if literal else value.dtype
+        else:
+            target = dtypes.int32 if literal and value.dtype.kind in "iu" else value.dtype
+        if sizes is not None and value.shape != sizes:
+            if value.size != 1:
+                raise ValueError(located(f"get_variable {full}: an initial value of shape {value.shape} for shape "
+                                         f"{sizes}"))
+            value = np.full(sizes, value.reshape(()))
+        return value.astype(target)
+    if sizes is None:
+        raise ValueError(located(f"get_variable {full}: the shape is needed to make a new variable (give shape=, "
+                                 f"or an initial value as initializer)"))
+    target = dtypes.as_dtype(dtype) if dtype is not None else dtypes.as_dtype(scope_dtype)
+    if initializer is None:
+        initializer = glorot_uniform_initializer() if dtypes.is_floating(target) else zeros_initializer()
+    value = np.asarray(initializer(sizes, dtype=target))
+    if value.shape != sizes:
+        raise ValueError(located(f"get_variable {full}: the initializer made shape {value.shape}, not {sizes}"))
+    return value.astype(target)
+
+
+@contextlib.contextmanager
+def _absolute_name_scope(graph: Graph, scope_name: str) -> Iterator[None]:
+    """Name ops as if the name scopes open were exactly the variable scope's (TF1 names
+    variables by the variable scope, whatever name scopes are open)."""
+    saved = graph._name_stack
+    graph._name_stack = [part for part in scope_name.split("/") if part]
+    try:
+        yield
+    finally:
+        graph._name_stack = saved

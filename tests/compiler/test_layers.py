@@ -1,0 +1,132 @@
+"""``cc.layers`` (TF1's ``tf.layers``): each layer equals the ops it is made of, its variables are
+named and shared as TF1's, and a model of them trains."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import compiler as cc
+import optim
+from runtime import Session
+
+TARGETS = ["cpu", "reference"]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_dense_and_conv2d_equal_their_ops_with_their_variables(target: str) -> None:
+    rng = np.random.default_rng(0)
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float64", (None, 3, 4))
+        image = cc.placeholder("float64", (None, 5, 5, 2))
+        hidden = cc.layers.dense(x, 6, activation=cc.tanh, bias_initializer=cc.constant_initializer(0.1))
+        conv = cc.layers.conv2d(image, 4, (3, 2), strides=2, padding="same", name="conv")
+        kernel, bias = cc.trainable_variables()[:2]
+        conv_kernel, conv_bias = cc.trainable_variables()[2:]
+        expected_hidden = cc.tanh(x @ kernel + bias)
+        expected_conv = cc.nn.conv2d(image, conv_kernel, strides=2, padding="SAME") + conv_bias
+    assert [v.op.name for v in cc.trainable_variables(graph)] == ["dense/kernel", "dense/bias", "conv/kernel",
+                                                                 "conv/bias"]
+    assert kernel.shape == (4, 6) and conv_kernel.shape == (3, 2, 2, 4)
+    feed = {x: rng.normal(size=(2, 3, 4)), image: rng.normal(size=(2, 5, 5, 2))}
+    with Session(graph, target=target) as sess:
+        got = sess.run([hidden, conv, expected_hidden, expected_conv], feed)
+    np.testing.assert_allclose(got[0], got[2], rtol=1e-12)
+    np.testing.assert_allclose(got[1], got[3], rtol=1e-12)
+    assert got[1].shape == (2, 3, 3, 4)
+
+
+def test_a_layer_shares_its_variables_when_reused() -> None:
+    with cc.Graph().as_default():
+        x = cc.placeholder("float32", (None, 3))
+        first = cc.layers.dense(x, 2, name="shared")
+        second = cc.layers.dense(x * 2.0, 2, name="shared", reuse=True)
+        other = cc.layers.dense(x, 2)
+        assert [v.op.name for v in cc.trainable_variables()] == ["shared/kernel", "shared/bias", "dense/kernel",
+                                                                 "dense/bias"]
+        with pytest.raises(ValueError, match="already exists"):
+            cc.layers.dense(x, 2, name="shared")
+        assert first.shape == second.shape == other.shape == (None, 2)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_pooling_flatten_and_dropout(target: str) -> None:
+    rng = np.random.default_rng(1)
+    graph = cc.Graph()
+    with graph.as_default():
+        image = cc.placeholder("float32", (None, 4, 6, 2))
+        training = cc.placeholder("bool", ())
+        pooled = cc.layers.max_pooling2d(image, 2, 2)
+        averaged = cc.layers.average_pooling2d(image, (2, 3), (2, 3), padding="same")
+        flat = cc.layers.flatten(pooled)
+        kept = cc.layers.dropout(flat, rate=0.5, training=training, seed=1)
+        not_training = cc.layers.dropout(flat, rate=0.5)
+    value = rng.normal(size=(3, 4, 6, 2)).astype("float32")
+    with Session(graph, target=target) as sess:
+        got_pooled, got_averaged, got_flat, dropped, passed, untouched = sess.run(
+            [pooled, averaged, flat, kept, cc.layers.dropout(flat, 0.5, training=False), not_training],
+            {image: value, training: True})
+        same = sess.run(kept, {image: value, training: False})
+    windows = value.reshape(3, 2, 2, 3, 2, 2)
+    np.testing.assert_array_equal(got_pooled, windows.max(axis=(2, 4)))
+    np.testing.assert_allclose(got_averaged, value.reshape(3, 2, 2, 2, 3, 2).mean(axis=(2, 4)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(got_flat, got_pooled.reshape(3, -1))
+    assert set(np.unique(np.round(dropped / np.where(got_flat == 0, 1, got_flat), 4))) <= {0.0, 2.0}
+    np.testing.assert_array_equal(passed, got_flat)
+    np.testing.assert_array_equal(untouched, got_flat)
+    np.testing.assert_array_equal(same, got_flat)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("tensor_flag", [False, True], ids=["python-bool", "tensor"])
+def test_batch_normalization_trains_on_batch_statistics_and_updates_the_moving_ones(target: str,
+                                                                                    tensor_flag: bool) -> None:
+    rng = np.random.default_rng(2)
+    value = rng.normal(3.0, 2.0, size=(8, 3, 3, 4))
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float64", (None, 3, 3, 4))
+        flag = cc.placeholder("bool", ()) if tensor_flag else True
+        y = cc.layers.batch_normalization(x, momentum=0.9, epsilon=1e-3, training=flag, name="bn")
+        inference = cc.layers.batch_normalization(x, momentum=0.9, epsilon=1e-3, training=False, name="bn",
+                                                  reuse=True)
+        updates = graph.get_collection(cc.GraphKeys.UPDATE_OPS)
+        moving_mean, moving_variance = [v for v in cc.global_variables() if "moving" in v.op.name]
+    feed = {x: value, **({flag: True} if tensor_flag else {})}
+    mean, variance = value.mean(axis=(0, 1, 2)), value.var(axis=(0, 1, 2))
+    with Session(graph, target=target) as sess:
+        got, _ = sess.run([y, updates], feed)
+        np.testing.assert_allclose(got, (value - mean) / np.sqrt(variance + 1e-3), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(sess.run(moving_mean), 0.1 * mean, rtol=1e-12)
+        np.testing.assert_allclose(sess.run(moving_variance), 0.9 + 0.1 * variance, rtol=1e-12)
+        np.testing.assert_allclose(sess.run(inference, {x: value}),
+                                   (value - 0.1 * mean) / np.sqrt(0.9 + 0.1 * variance + 1e-3), rtol=1e-10)
+        if tensor_flag:   # not training: the moving statistics, and the updates change nothing
+            before = sess.run([moving_mean, moving_variance])
+            got, _ = sess.run([y, updates], {x: value, flag: False})
+            np.testing.assert_allclose(got, sess.run(inference, {x: value}), rtol=1e-12)
+            np.testing.assert_allclose(sess.run([moving_mean, moving_variance]), before, rtol=1e-15)
+
+
+def test_a_model_of_layers_trains() -> None:
+    rng = np.random.default_rng(3)
+    images = rng.normal(size=(64, 6, 6, 1)).astype("float32")
+    labels = (images.mean(axis=(1, 2, 3)) > 0).astype("int32")
+    graph = cc.Graph()
+    with graph.as_default():
+        cc.set_random_seed(1)
+        x = cc.placeholder("float32", (None, 6, 6, 1))
+        y = cc.placeholder("int32", (None,))
+        training = cc.placeholder("bool", ())
+        hidden = cc.layers.conv2d(x, 8, 3, padding="same", activation=cc.nn.relu)
+        hidden = cc.layers.batch_normalization(hidden, momentum=0.5, training=training)
+        hidden = cc.layers.dropout(cc.layers.flatten(cc.layers.max_pooling2d(hidden, 2, 2)), 0.2, training=training)
+        logits = cc.layers.dense(hidden, 2)
+        loss = cc.losses.sparse_softmax_cross_entropy(y, logits)
+        with cc.control_dependencies(graph.get_collection(cc.GraphKeys.UPDATE_OPS)):
+            train = optim.AdamOptimizer(0.01).minimize(loss)
+    with Session(graph) as sess:
+        first = sess.run(loss, {x: images, y: labels, training: False})
+        for _ in range(60):
+            sess.run(train, {x: images, y: labels, training: True})
+        assert sess.run(loss, {x: images, y: labels, training: False}) < 0.5 * first

@@ -1,0 +1,115 @@
+"""``variable_scope``, ``get_variable`` and the initializers, against TF1's rules."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import compiler as cc
+from runtime import Session
+
+
+def test_names_nesting_and_default_names() -> None:
+    with cc.Graph().as_default():
+        with cc.variable_scope("model"):
+            with cc.variable_scope("layer"):
+                w = cc.get_variable("w", [2, 3])
+                product = w * 2.0
+            with cc.variable_scope(None, default_name="dense"):
+                first = cc.get_variable("kernel", [1])
+            with cc.variable_scope(None, default_name="dense"):
+                second = cc.get_variable("kernel", [1])
+        assert w.op.name == "model/layer/w" and product.op.name == "model/layer/Mul"
+        assert (first.op.name, second.op.name) == ("model/dense/kernel", "model/dense_1/kernel")
+        with cc.name_scope("outer"), cc.variable_scope("block"):
+            inside = cc.get_variable("v", [1])
+            op = inside + 1.0
+        assert inside.op.name == "block/v" and op.op.name == "outer/block/Add"   # variables by variable scope
+
+
+def test_reuse_rules_as_tf1() -> None:
+    with cc.Graph().as_default():
+        with cc.variable_scope("s"):
+            w = cc.get_variable("w", [2])
+        with pytest.raises(ValueError, match="Variable s/w already exists, disallowed"):
+            with cc.variable_scope("s"):
+                cc.get_variable("w", [2])
+        with cc.variable_scope("s", reuse=True):
+            assert cc.get_variable("w") is w
+            with cc.variable_scope("inner"):                         # reuse holds inside
+                with pytest.raises(ValueError, match="Variable s/inner/x does not exist"):
+                    cc.get_variable("x", [1])
+        with cc.variable_scope("s", reuse=cc.AUTO_REUSE):
+            assert cc.get_variable("w", [2]) is w
+            made = cc.get_variable("new", [3])
+            assert cc.get_variable("new") is made
+        with pytest.raises(ValueError, match=r"shape \(3,\) differs from the existing \(2,\)"):
+            with cc.variable_scope("s", reuse=True):
+                cc.get_variable("w", [3])
+        with cc.variable_scope("t") as scope:
+            v = cc.get_variable("v", [1])
+            scope.reuse_variables()
+            assert cc.get_variable("v") is v
+        with cc.variable_scope(scope, reuse=True):                  # entered again by its object
+            assert cc.get_variable("v") is v
+
+
+def test_initial_values_initializers_dtypes_and_collections() -> None:
+    with cc.Graph().as_default() as graph:
+        with cc.variable_scope("s", initializer=cc.constant_initializer(0.5)):
+            half = cc.get_variable("half", [2, 2])
+            counts = cc.get_variable("counts", [3], dtype="int32")     # the scope's float initializer is not used
+        given = cc.get_variable("given", initializer=np.arange(4.0))
+        number = cc.get_variable("number", [2], initializer=3)
+        frozen = cc.get_variable("frozen", [1], trainable=False)
+        regularized = cc.get_variable("regularized", initializer=np.array([3.0, 4.0], "float32"),
+                                      regularizer=lambda v: 0.5 * cc.reduce_sum(v * v))
+        assert half.dtype == np.float32 and counts.dtype == np.int32 and given.dtype == np.float64
+        np.testing.assert_array_equal(half.initial_value, np.full((2, 2), 0.5, "float32"))
+        np.testing.assert_array_equal(counts.initial_value, [0, 0, 0])
+        np.testing.assert_array_equal(number.initial_value, [3, 3])
+        assert frozen in graph.get_collection(cc.GraphKeys.GLOBAL_VARIABLES)
+        assert frozen not in cc.trainable_variables()
+        total = cc.losses.get_regularization_loss()
+        with Session(graph) as sess:
+            assert sess.run(total) == 12.5
+        with pytest.raises(ValueError, match="the shape is needed"):
+            cc.get_variable("shapeless")
+        with pytest.raises(TypeError, match="not the tensor"):
+            cc.get_variable("from_tensor", [1], initializer=cc.constant([1.0]))
+
+
+def test_glorot_and_variance_scaling_have_their_spread() -> None:
+    with cc.Graph().as_default():
+        cc.set_random_seed(3)
+        glorot = cc.glorot_uniform_initializer()((400, 600))
+        he = cc.initializers.he_normal()((3, 3, 64, 128))
+        truncated = cc.truncated_normal_initializer(stddev=0.1)((50000,))
+        uniform = cc.random_uniform_initializer(-2.0, 1.0)((50000,))
+    limit = np.sqrt(6.0 / (400 + 600))
+    assert glorot.dtype == np.float32 and np.abs(glorot).max() <= limit
+    np.testing.assert_allclose(glorot.std(), limit / np.sqrt(3.0), rtol=0.02)
+    np.testing.assert_allclose(he.std(), np.sqrt(2.0 / (3 * 3 * 64)), rtol=0.03)   # fan_in of a conv kernel
+    assert np.abs(truncated).max() <= 0.2 and -2.0 <= uniform.min() and uniform.max() < 1.0
+
+
+def test_initializers_repeat_with_their_seeds() -> None:
+    values = []
+    for _ in range(2):
+        with cc.Graph().as_default():
+            cc.set_random_seed(7)
+            values.append([cc.get_variable("w", [3, 3]).initial_value,
+                           cc.random_normal_initializer(seed=5)((4,)), cc.random_normal_initializer(seed=5)((4,))])
+    np.testing.assert_array_equal(values[0][0], values[1][0])     # one graph seed, one model
+    np.testing.assert_array_equal(values[0][1], values[0][2])     # one op seed, one draw
+
+
+def test_orthogonal_and_constant_initializers() -> None:
+    q = cc.orthogonal_initializer(seed=1)((6, 4))
+    np.testing.assert_allclose(q.T @ q, np.eye(4), atol=1e-6)
+    wide = cc.orthogonal_initializer(gain=2.0, seed=1)((3, 5))
+    np.testing.assert_allclose(wide @ wide.T, 4.0 * np.eye(3), atol=1e-5)
+    np.testing.assert_array_equal(cc.constant_initializer([1, 2, 3, 4])((2, 2)), [[1, 2], [3, 4]])
+    with pytest.raises(ValueError, match="3 values for a variable of shape"):
+        cc.constant_initializer([1, 2, 3])((2, 2))
+    with pytest.raises(ValueError, match="mode must be"):
+        cc.variance_scaling_initializer(mode="fan_sum")
