@@ -41,6 +41,8 @@ def can_convert_losslessly(source: np.dtype, target: np.dtype) -> bool:
     """Whether every value of ``source`` is represented exactly by ``target`` (for feeds)."""
     if source == target:
         return True
+    if source.kind in "iu" and target.kind == "f" and source.itemsize * 8 > np.finfo(target).nmant + 1:
+        return False   # numpy calls int64 -> float64 safe, but 2**53 + 1 has no float64
     return bool(np.can_cast(source, target, casting="safe"))
 
 
@@ -61,6 +63,10 @@ def convert_losslessly(array: np.ndarray, target: np.dtype, literal: bool) -> np
             return converted
     if array.dtype != target:
         lossless = can_convert_losslessly(array.dtype, target)
+        if not lossless and array.dtype.kind in "iu" and target.kind == "f" and np.can_cast(array.dtype, target):
+            # int64 into float64 (numpy's "safe"): fine when every value converts exactly.
+            lossless = array.size == 0 or bool((array.astype(target).astype(array.dtype) == array).all()
+                                               and np.isfinite(array.astype(target)).all())
         if not lossless and array.dtype.kind in "iub" and target.kind in "iu":
             # Narrowing integers is fine when every value fits (e.g. int64 labels into int32).
             info = np.iinfo(target)

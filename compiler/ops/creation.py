@@ -6,6 +6,7 @@ Sizes are Python ints, as every shape is fixed when a step is compiled.
 """
 from __future__ import annotations
 
+import builtins
 import numbers
 from typing import Any, Sequence
 
@@ -86,12 +87,19 @@ def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None,  # n
         raise TypeError(located(f"range: start, limit and delta must be numbers, got {bounds!r}"))
     if delta == 0:
         raise ValueError(located("range: delta must not be 0"))
-    if dtype is None:
-        dtype = dtypes.int32 if all(isinstance(b, numbers.Integral) for b in bounds) else dtypes.float32
+    integral = all(isinstance(b, numbers.Integral) for b in bounds)
+    if integral:   # counted exactly, in Python's integers
+        values = np.array(builtins.range(int(start), int(limit), int(delta)), dtype=object)
+        values = values.astype(np.int64) if all(-2 ** 63 <= v < 2 ** 63 for v in (start, limit)) else values
+    else:
+        count = max(0, int(np.ceil((limit - start) / delta)))
+        values = start + delta * np.arange(count, dtype=np.float64)
+    if dtype is None:   # as TF1: int32 for ints (int64 where they do not fit), float32 for floats
+        dtype = (dtypes.int32 if dtypes.convert_losslessly(np.asarray(values, np.int64), dtypes.int32, True)
+                 is not None else dtypes.int64) if integral else dtypes.float32
     dtype = dtypes.as_dtype(dtype)
-    count = max(0, int(np.ceil((limit - start) / delta)))
-    values = start + delta * np.arange(count, dtype=np.float64 if dtype.kind == "f" else np.int64)
-    return constant(values.astype(dtype), dtype, name=name or "Range")
+    # Python numbers are never changed silently (a float range as ints, ints that do not fit).
+    return constant(values.tolist() if values.size else np.zeros(0, dtype), dtype, name=name or "Range")
 
 
 def eye(num_rows: int, num_columns: int | None = None, batch_shape: Sequence[int] | None = None,

@@ -218,6 +218,7 @@ def unsorted_segment_sum(data: Any, segment_ids: Any, num_segments: int, name: s
     if isinstance(num_segments, Tensor):
         raise TypeError(located(f"unsorted_segment_sum: num_segments must be a Python int (shapes are fixed when the "
                                 f"graph is built), got the tensor {num_segments.name!r}"))
-    if int(num_segments) < 0:
-        raise ValueError(located(f"unsorted_segment_sum: num_segments must be >= 0, got {num_segments}"))
+    if isinstance(num_segments, (bool, np.bool_)) or not isinstance(num_segments, (int, np.integer)) \
+            or int(num_segments) < 0:
+        raise ValueError(located(f"unsorted_segment_sum: num_segments must be an int >= 0, got {num_segments!r}"))
     return UnsortedSegmentSum(data, segment_ids, num_segments=int(num_segments), name=name)

@@ -252,7 +252,7 @@ def in_top_k(predictions: Any, targets: Any, k: int, name: str | None = None) ->
     """Whether each row's target class is among its ``k`` largest predictions (bool, per row).
 
     As TF1: a target whose prediction ties the k-th largest counts as in the top k; a row with a
-    non-finite prediction at the target is False."""
+    non-finite prediction (anywhere in it) or a target out of range is False."""
     with composite_scope(name or "InTopK", [predictions, targets]):
         predictions = _float_features("in_top_k", predictions)
         targets = convert_to_tensor(targets)
@@ -272,9 +272,10 @@ def in_top_k(predictions: Any, targets: Any, k: int, name: str | None = None) ->
         chosen = one_hot(targets, classes, dtype=predictions.dtype)
         target_value = reduce_sum(where(greater(chosen, 0.0), predictions, 0.0), axis=1, keepdims=True)
         above = reduce_sum(cast(greater(predictions, target_value), k.dtype), axis=1)
-        finite = less(abs_(target_value), float("inf"))
-        in_range = logical_and(greater_equal(targets, 0), less(targets, classes))   # else False, as TF1
-        return logical_and(logical_and(less(above, k), squeeze(finite, [1])), in_range)
+        # As TF1: a row with any non-finite prediction (NaN or +-inf) is False, so is a target out of range.
+        finite = equal(reduce_sum(cast(less(abs_(predictions), float("inf")), dtypes.int32), axis=1), classes)
+        in_range = logical_and(greater_equal(targets, 0), less(targets, classes))
+        return logical_and(logical_and(less(above, k), finite), in_range)
 
 
 def _axes_list(axes: Any, rank: int) -> list[int]:

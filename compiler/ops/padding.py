@@ -199,7 +199,14 @@ def pad(x: Any, paddings: Sequence[Sequence[int]], mode: str = "CONSTANT", const
     mode = str(mode).upper()
     if mode not in ("CONSTANT", "REFLECT", "SYMMETRIC"):
         raise ValueError(located(f"pad: mode must be 'CONSTANT', 'REFLECT' or 'SYMMETRIC', got {mode!r}"))
-    rows = tuple((int(a), int(b)) for a, b in np.asarray(paddings, dtype=np.int64).reshape(-1, 2))
+    if isinstance(paddings, Tensor):
+        raise TypeError(located("pad: paddings must be Python ints (shapes are fixed when a step is compiled), "
+                                f"not the tensor {paddings.name!r}"))
+    table = np.asarray(paddings)
+    if table.ndim != 2 or table.shape[1] != 2 or table.dtype.kind not in "iu":
+        raise ShapeError(located(f"pad: paddings must be integers of shape [rank, 2] (before and after, per "
+                                 f"dimension), got {paddings!r}"))
+    rows = tuple((int(a), int(b)) for a, b in table)
     if mode == "CONSTANT":
         if isinstance(x, Tensor):
             constant_values = fit_literal(constant_values, x.dtype, "Pad").item()

@@ -421,6 +421,9 @@ def _arg(kind: str, x: Any, axis: int | None, output_type: Any, name: str | None
     if not -len(x.shape) <= axis < max(len(x.shape), 1):
         raise ShapeError(located(f"{kind}: axis {axis} is out of range for {x.name!r} of shape "
                                   f"{format_shape(x.shape)}"))
+    index_type = dtypes.as_dtype(output_type)
+    if index_type not in (dtypes.int32, dtypes.int64):
+        raise DTypeError(located(f"{kind}: output_type must be int32 or int64, got {index_type.name}"))
     extreme = (reduce_max if kind == "argmax" else reduce_min)(x, axis, keepdims=True)
     with x.graph.as_default():
         return ArgReduce(x, stop_gradient(extreme), axis=axis, kind=kind,

@@ -117,17 +117,58 @@ SliceGrad = OpDef(
     indexed_inputs=(0,), shape_only_inputs=(1,))
 
 
-def strided_slice(x: Any, spec: Sequence[slice | tuple], name: str | None = None) -> Tensor:
-    """``x[s0, s1, …]`` for one Python slice (or ``(start, stop, step)``) per dimension.
+def strided_slice(x: Any, begin: Any, end: Any = None, strides: Any = None, begin_mask: int = 0,
+                  end_mask: int = 0, ellipsis_mask: int = 0, new_axis_mask: int = 0, shrink_axis_mask: int = 0,
+                  name: str | None = None) -> Tensor:
+    """TF1's ``strided_slice(x, begin, end, strides, *masks)``: ``x[begin[i]:end[i]:strides[i], ...]``,
+    where bit ``i`` of ``begin_mask``/``end_mask`` leaves that bound open, of ``ellipsis_mask`` makes
+    entry ``i`` an ``...``, of ``new_axis_mask`` a new axis of size 1 and of ``shrink_axis_mask`` the
+    single index ``begin[i]`` (the axis dropped). Also ``strided_slice(x, spec)`` with one Python
+    slice (or ``(start, stop, step)``) per dimension.
 
     >>> import compiler as cc
+    >>> x = cc.constant(np.arange(24.0).reshape(2, 3, 4))
+    >>> cc.strided_slice(x, [0, 1], [2, 3], [1, 2], end_mask=1).shape
+    (2, 1, 4)
     >>> cc.strided_slice(cc.constant(np.arange(10.0)), [slice(1, None, 3)]).shape
     (3,)
     """
-    triples = tuple((s.start, s.stop, s.step if s.step is not None else 1) if isinstance(s, slice)
-                    else (s[0], s[1], s[2] if len(s) > 2 and s[2] is not None else 1) for s in spec)
-    triples = tuple(tuple(None if v is None else int(v) for v in t) for t in triples)
-    return StridedSlice(x, spec=triples, name=name)
+    if end is None and strides is None and not any((begin_mask, end_mask, ellipsis_mask, new_axis_mask,
+                                                    shrink_axis_mask)):
+        spec = begin
+        if all(isinstance(s, (slice, tuple, list)) for s in spec):
+            triples = tuple((s.start, s.stop, s.step if s.step is not None else 1) if isinstance(s, slice)
+                            else (s[0], s[1], s[2] if len(s) > 2 and s[2] is not None else 1) for s in spec)
+            triples = tuple(tuple(None if v is None else int(v) for v in t) for t in triples)
+            return StridedSlice(x, spec=triples, name=name)
+        raise TypeError(located("strided_slice: give begin and end (TF1's form) or one slice per dimension"))
+    bounds = []
+    for what, values in (("begin", begin), ("end", end), ("strides", strides)):
+        if isinstance(values, Tensor) or (values is not None and any(isinstance(v, Tensor) for v in values)):
+            raise TypeError(located(f"strided_slice: {what} must be Python ints (slices are fixed when the step is "
+                                    f"compiled)"))
+        bounds.append(None if values is None else [int(v) for v in values])
+    begin, end, strides = bounds
+    end = end if end is not None else [0] * len(begin)
+    strides = strides if strides is not None else [1] * len(begin)
+    if not len(begin) == len(end) == len(strides):
+        raise ValueError(located(f"strided_slice: begin, end and strides have {len(begin)}, {len(end)} and "
+                                 f"{len(strides)} entries; they must have one each per index"))
+    index: list[Any] = []
+    for i, (start, stop, step) in enumerate(zip(begin, end, strides)):
+        bit = 1 << i
+        if ellipsis_mask & bit:
+            index.append(Ellipsis)
+        elif new_axis_mask & bit:
+            index.append(None)
+        elif shrink_axis_mask & bit:
+            index.append(start)
+        else:
+            if step == 0:
+                raise ValueError(located(f"strided_slice: strides[{i}] is 0"))
+            index.append(slice(None if begin_mask & bit else start, None if end_mask & bit else stop, step))
+    result = getitem(convert_to_tensor(x), tuple(index))
+    return identity(result, name=name) if name else result
 
 
 def reverse(x: Any, axis: int | Sequence[int], name: str | None = None) -> Tensor:

@@ -168,3 +168,31 @@ def test_creation_errors_name_the_problem(make, error: type, message: str) -> No
     with cc.Graph().as_default(), pytest.raises(error, match=message) as caught:
         make()
     assert "test_derived_ops.py:" in str(caught.value)
+
+
+def test_range_counts_python_ints_exactly_and_changes_no_number() -> None:
+    with Session(cc.Graph()) as sess, sess.graph.as_default():
+        wide, huge_step = sess.run([cc.range(2 ** 31 - 2, 2 ** 31 + 2), cc.range(0, 10 ** 17 + 1, 10 ** 17)])
+    assert wide.dtype == np.int64 and wide.tolist() == [2 ** 31 - 2, 2 ** 31 - 1, 2 ** 31, 2 ** 31 + 1]
+    assert huge_step.tolist() == [0, 10 ** 17]
+    with cc.Graph().as_default(), pytest.raises(DTypeError, match="cannot be int32 without changing"):
+        cc.range(0.5, 3, dtype="int32")
+
+
+def test_strided_slice_takes_tf1_s_begin_end_strides_and_masks() -> None:
+    a = np.arange(24.0).reshape(2, 3, 4)
+    cases = [
+        (dict(begin=[0, 1], end=[2, 3], strides=[1, 2], end_mask=1), a[:, 1:3:2]),
+        (dict(begin=[0, 1], end=[2, 3]), a[0:2, 1:3]),
+        (dict(begin=[1, 0], end=[0, 0], strides=[1, 1], shrink_axis_mask=1, end_mask=2), a[1, :]),
+        (dict(begin=[0, 0, 0], end=[0, 0, 0], strides=[1, 1, -1], ellipsis_mask=1, new_axis_mask=2, begin_mask=4,
+              end_mask=4), a[..., None, ::-1]),
+        (dict(begin=[-1], end=[0], strides=[-1], end_mask=1), a[-1::-1]),
+    ]
+    with Session(cc.Graph()) as sess, sess.graph.as_default():
+        got = sess.run([cc.strided_slice(cc.constant(a), **kwargs) for kwargs, _ in cases])
+        with pytest.raises(ValueError, match="one each per index"):
+            cc.strided_slice(cc.constant(a), [0, 1], [2])
+    for value, (_, expected) in zip(got, cases):
+        assert value.shape == expected.shape
+        np.testing.assert_array_equal(value, expected)

@@ -472,3 +472,10 @@ def test_conv1d_and_conv2d_transpose_check_their_shapes() -> None:
         cc.nn.conv2d_transpose(value, cc.constant(np.ones((3, 3, 2, 3))), cc.constant([1, 8, 8, 2]), strides=2)
     with pytest.raises(cc.ShapeError, match=r"conv1d: the input must be \[batch, width, channels\]"):
         cc.nn.conv1d(value, cc.constant(np.ones((3, 3, 2))))
+
+
+def test_in_top_k_is_false_for_a_row_with_any_non_finite_prediction() -> None:
+    predictions = cc.constant(np.array([[.9, np.nan, .1], [.9, np.inf, .1], [.9, -np.inf, .1], [.9, .5, .1]], "float32"))
+    got = _run([cc.nn.in_top_k(predictions, cc.constant([0, 0, 0, 0]), k) for k in (1, 2)])
+    for value in got:
+        np.testing.assert_array_equal(value, [False, False, False, True])   # TF1's kernel

@@ -725,3 +725,22 @@ def test_fetches_in_a_defaultdict_come_back_in_one() -> None:
     with Session(graph) as sess:
         result = sess.run(collections.defaultdict(list, doubled=x * 2.0))
     assert isinstance(result, collections.defaultdict) and result["doubled"] == 4.0 and result["missing"] == []
+
+
+@pytest.mark.parametrize("make, error, message", [
+    (lambda: cc.pad(cc.constant(np.ones((2, 2, 2))), [[0, 1, 1], [0, 0, 0]]), ShapeError, r"shape \[rank, 2\]"),
+    (lambda: cc.pad(cc.constant(np.ones((2, 2))), [1, 1, 0, 0]), ShapeError, r"shape \[rank, 2\]"),
+    (lambda: cc.argmax(cc.constant([1.0, 2.0]), output_type="bool"), DTypeError, "int32 or int64"),
+    (lambda: cc.unsorted_segment_sum(cc.constant([1.0]), cc.constant([0]), 2.7), ValueError, "an int >= 0"),
+], ids=["pad-rows-of-three", "pad-flat", "argmax-output-type", "segments-float"])
+def test_malformed_arguments_are_refused(make, error: type, message: str) -> None:
+    with cc.Graph().as_default(), pytest.raises(error, match=message):
+        make()
+
+
+def test_a_wide_integer_feed_that_a_float64_cannot_hold_is_refused() -> None:
+    x = cc.placeholder("float64", (2,), name="x")
+    with Session(x.graph) as sess:
+        with pytest.raises(FeedError, match="without losing"):
+            sess.run(x * 1.0, {x: np.array([2 ** 53 + 1, 5], "int64")})
+        np.testing.assert_array_equal(sess.run(x * 1.0, {x: np.array([3, 5], "int64")}), [3.0, 5.0])
