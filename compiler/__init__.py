@@ -28,8 +28,8 @@ from .variable_scope import AUTO_REUSE, VariableScope, get_variable, get_variabl
 from . import layers  # noqa: F401,E402  (built on the ops above)
 from .graph import (Graph, GraphKeys, Operation, SourceLocation, Tensor, get_default_graph,  # noqa: F401
                     name_scope, reset_default_graph)
-from .ops.array import (element_count, expand_dims, identity, one_hot, ones_like, reshape,  # noqa: F401
-                        reshape_like, squeeze, stop_gradient, transpose, zeros_like)
+from .ops.array import (element_count, expand_dims, identity, one_hot, ones_like, rank, reshape,  # noqa: F401
+                        reshape_like, shape, size, squeeze, stop_gradient, transpose, zeros_like)
 from .ops.base import constant, convert_to_tensor  # noqa: F401
 from .ops.broadcast import broadcast_like, broadcast_to, sum_to  # noqa: F401
 from .ops.creation import eye, fill, linspace, ones, sequence_mask, zeros  # noqa: F401

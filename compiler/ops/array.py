@@ -15,7 +15,7 @@ import numpy as np
 from .. import dtypes
 from ..graph import Operation, Tensor, located
 from ..shapes import RuleError, format_shape, normalize_axes, normalize_axis
-from .base import OpDef, fit_literal, renamed_argument
+from .base import OpDef, convert_to_tensor, fit_literal, renamed_argument
 from .rules import dtype_from_attrs, first_dtype, pass_through, same_shape_as_first
 
 
@@ -272,3 +272,44 @@ def element_count(x: Tensor, axis: int | Sequence[int] | None = None, dtype: Any
                   name: str | None = None) -> Tensor:
     """The number of elements of ``x`` along ``axis`` (all axes when None), known at compile time."""
     return ElementCount(x, axis=axis, dtype=dtypes.as_dtype(dtype or x.dtype), name=name)
+
+
+def _shape_of_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    return np.array(np.shape(values[0]), dtype=attrs["dtype"])
+
+
+ShapeOf = OpDef("Shape", "shape", lambda shapes, attrs: (len(shapes[0]),), dtype_from_attrs,
+                reference=_shape_of_reference, grad_rule=lambda op, g: [None], shape_only_inputs=(0,))
+
+
+def _index_dtype(function: str, out_type: Any) -> np.dtype:
+    dtype = dtypes.as_dtype(out_type)
+    if dtype not in (dtypes.int32, dtypes.int64):
+        raise TypeError(located(f"{function}: out_type must be int32 or int64, got {dtype.name}"))
+    return dtype
+
+
+def shape(input: Any, name: str | None = None, out_type: Any = dtypes.int32) -> Tensor:  # noqa: A002
+    """The shape of ``input`` as a 1-D integer tensor (TF1's ``tf.shape``), known when the step is
+    compiled (so ``shape(x)[0]`` is the fed batch size). ``x.shape`` gives it at build time, with
+    None where it is not known yet.
+
+    >>> import compiler as cc
+    >>> cc.shape(cc.placeholder("float32", (None, 3))).shape
+    (2,)
+    """
+    x = convert_to_tensor(input)
+    return ShapeOf(x, dtype=_index_dtype("shape", out_type), name=name)
+
+
+def size(input: Any, name: str | None = None, out_type: Any = dtypes.int32) -> Tensor:  # noqa: A002
+    """The number of elements of ``input`` as an integer scalar (TF1's ``tf.size``)."""
+    x = convert_to_tensor(input)
+    return ElementCount(x, axis=None, dtype=_index_dtype("size", out_type), name=name)
+
+
+def rank(input: Any, name: str | None = None) -> Tensor:  # noqa: A002
+    """The number of dimensions of ``input`` as an int32 scalar (TF1's ``tf.rank``)."""
+    from .base import constant
+    x = convert_to_tensor(input)
+    return constant(np.int32(len(x.shape)), dtypes.int32, name=name or "Rank")

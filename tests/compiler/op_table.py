@@ -359,6 +359,8 @@ ROWS: list[Row] = [
         + cc.fill([3, 1], cc.reduce_sum(v)), (Input((3, 4)), Input((2,))), grad=(0, 1)),
     Row("eye-range", lambda x: x @ cc.eye(4, 5, dtype=x.dtype) * cc.range(5, dtype=x.dtype), (Input((3, 4)),)),
     Row("eye-batch-size0", lambda x: cc.matmul(x, cc.eye(0, 2, batch_shape=[2], dtype=x.dtype)), (Input((2, 3, 0)),)),
+    Row("shape-size-rank", lambda x: x * cc.cast(cc.shape(x)[1] + cc.size(x) + cc.rank(x), x.dtype), (Input((3, 4)),)),
+    Row("shape-size0", lambda x: x + cc.cast(cc.shape(x, out_type="int64")[1], x.dtype), (Input((0, 3)),)),
     Row("sequence_mask", lambda k, x: cc.where(cc.sequence_mask(k, 4), x, 0.0),
         (Input((3,), "labels:5", "int32"), Input((3, 4))), grad=(1,)),
     Row("einsum-attention", lambda q, k: cc.einsum("bhqd,bhkd->bhqk", q, k), (Input((2, 3, 4, 5)), Input((2, 3, 6, 5))),
