@@ -182,12 +182,98 @@ ReshapeLike = OpDef("ReshapeLike", "layout",
                     shape_only_inputs=(1,))
 
 
-def reshape(x: Any, shape: Sequence[int | None], name: str | None = None) -> Tensor:
-    """Same elements in a new shape; one dimension may be -1 (inferred)."""
-    if isinstance(shape, Tensor) or any(isinstance(d, Tensor) for d in np.atleast_1d(np.asarray(shape, object))):
-        raise TypeError(located("reshape: the shape must be Python ints (or None / -1 for one inferred dimension), "
-                                "not a tensor: shapes are fixed when the graph is built"))
-    return Reshape(x, shape=tuple(-1 if d is None else int(d) for d in shape), name=name)
+def _reshape_to_shape(shapes: Sequence[tuple], attrs: Mapping[str, Any]) -> tuple:
+    """``Reshape``'s rule, with the entries ``attrs["dims"]`` names, ``(position, input, axis)``,
+    taken from the shapes of the other (shape-only) inputs: known once the step is compiled."""
+    target = list(attrs["shape"])
+    for position, source, axis in attrs["dims"]:
+        target[position] = shapes[source][axis]
+    return _reshape_shape(shapes[:1], {"shape": tuple(target)})
+
+
+_MAX_SHAPE_SOURCES = 8
+ReshapeTo = OpDef("ReshapeTo", "layout", _reshape_to_shape, first_dtype,
+                  reference=lambda values, attrs: np.reshape(values[0], _reshape_to_shape(
+                      [np.shape(v) for v in values], attrs)).copy(),
+                  grad_rule=lambda op, g: [reshape_like(g, op.inputs[0])] + [None] * (len(op.inputs) - 1),
+                  shape_only_inputs=tuple(range(1, _MAX_SHAPE_SOURCES + 1)))
+
+
+def _size_of_axis(d: Tensor) -> tuple[Tensor, int] | None:
+    """``(t, axis)`` when ``d`` is ``shape(t)[axis]`` (possibly cast), else None."""
+    op = d.op
+    while op.type in ("Cast", "Identity") and op.inputs:
+        op = op.inputs[0].op
+    if op.type != "Squeeze" or op.inputs[0].op.type != "StridedSlice":
+        return None
+    sliced = op.inputs[0].op
+    (start, stop, step), = sliced.attrs["spec"] if len(sliced.attrs["spec"]) == 1 else ((None, None, None),)
+    shape_op = sliced.inputs[0].op
+    if shape_op.type != "Shape" or step != 1 or start is None or stop is None or stop - start != 1:
+        return None
+    source = shape_op.inputs[0]
+    axis = start % len(source.shape) if source.shape else None
+    return None if axis is None else (source, axis)
+
+
+def reshape(x: Any, shape: Sequence[Any], name: str | None = None) -> Tensor:
+    """Same elements in a new shape; one dimension may be -1 (inferred). An entry may also be a
+    scalar integer tensor computed from shapes (TF1's ``reshape(x, [shape(x)[0], -1])``): its value
+    when the sizes it reads are known now, else the one inferred dimension."""
+    if isinstance(shape, Tensor):
+        raise TypeError(located("reshape: the shape must be a list of Python ints or shape tensors (None / -1 for "
+                                "one inferred dimension), not a tensor: shapes are fixed when the graph is built"))
+    sizes: list[int] = []
+    sources: list[Tensor] = []
+    dims: list[tuple[int, int, int]] = []
+    for position, d in enumerate(shape):
+        if isinstance(d, Tensor):
+            if d.shape != () or not dtypes.is_integer(d.dtype):
+                raise TypeError(located(f"reshape: {d.name!r} {d.dtype.name} {d.shape} is not a scalar integer "
+                                        f"size"))
+            value = static_value(d)
+            axis_of = _size_of_axis(d) if value is None else None
+            if axis_of is not None and len(sources) < _MAX_SHAPE_SOURCES:
+                if axis_of[0] not in sources:
+                    sources.append(axis_of[0])
+                dims.append((position, 1 + sources.index(axis_of[0]), axis_of[1]))
+                d = 0    # taken from that input's shape when the step is compiled
+            else:
+                d = -1 if value is None else int(value)
+        sizes.append(-1 if d is None else int(d))
+    if sizes.count(-1) > 1:
+        raise ValueError(located(f"reshape: more than one dimension to infer in {list(shape)!r} (a size computed "
+                                 f"from a shape not known yet, other than shape(t)[i], counts as one)"))
+    if dims:
+        return ReshapeTo(x, *sources, shape=tuple(sizes), dims=tuple(dims), name=name)
+    return Reshape(x, shape=tuple(sizes), name=name)
+
+
+def static_value(tensor: Tensor) -> np.ndarray | None:
+    """``tensor``'s value if it is known now, when the graph is built: computed from constants and
+    from shapes that are known (``shape(x)`` with every size of ``x`` known); None otherwise."""
+    known: dict[Tensor, np.ndarray | None] = {}
+
+    def value(t: Tensor) -> np.ndarray | None:
+        if t in known:
+            return known[t]
+        op = t.op
+        result = None
+        if op.type == "Const":
+            result = op.attrs["value"]
+        elif op.opdef.kind == "shape":
+            if all(None not in i.shape for i in op.inputs):
+                result = op.opdef.reference([np.broadcast_to(np.zeros((), i.dtype), i.shape) for i in op.inputs],
+                                            op.attrs)
+        elif op.opdef.kind in ("elementwise", "layout", "reduce") and op.opdef.reference is not None \
+                and op.inputs and len(op.outputs) == 1:
+            inputs = [value(i) for i in op.inputs]
+            if all(v is not None for v in inputs):
+                with np.errstate(all="ignore"):
+                    result = np.asarray(op.opdef.reference(inputs, op.attrs), dtype=t.dtype)
+        known[t] = result
+        return result
+    return value(tensor)
 
 
 def reshape_like(x: Any, like: Tensor, name: str | None = None) -> Tensor:

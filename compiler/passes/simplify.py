@@ -13,7 +13,7 @@ from .specialize import Node
 # Constants up to this many elements are folded at compile time; larger ones stay computed.
 FOLD_LIMIT = 4096
 _NOOP_WHEN_SAME_SHAPE = ("Identity", "StopGradient", "SumTo", "BroadcastLike", "BroadcastTo",
-                         "ReshapeLike", "Reshape")
+                         "ReshapeLike", "Reshape", "ReshapeTo")
 
 
 def _rewrite(nodes: Sequence[Node], replace: Callable[[Node], Node | None]) -> list[Node]:

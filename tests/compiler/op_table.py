@@ -360,6 +360,8 @@ ROWS: list[Row] = [
     Row("eye-range", lambda x: x @ cc.eye(4, 5, dtype=x.dtype) * cc.range(5, dtype=x.dtype), (Input((3, 4)),)),
     Row("eye-batch-size0", lambda x: cc.matmul(x, cc.eye(0, 2, batch_shape=[2], dtype=x.dtype)), (Input((2, 3, 0)),)),
     Row("shape-size-rank", lambda x: x * cc.cast(cc.shape(x)[1] + cc.size(x) + cc.rank(x), x.dtype), (Input((3, 4)),)),
+    Row("reshape-from-shape-sizes", lambda x: cc.reshape(x * x, [cc.shape(x)[0], -1, cc.shape(x)[-1]]),
+        (Input((3, 2, 2)),), second_order=True),
     Row("shape-size0", lambda x: x + cc.cast(cc.shape(x, out_type="int64")[1], x.dtype), (Input((0, 3)),)),
     Row("sequence_mask", lambda k, x: cc.where(cc.sequence_mask(k, 4), x, 0.0),
         (Input((3,), "labels:5", "int32"), Input((3, 4))), grad=(1,)),

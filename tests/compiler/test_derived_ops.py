@@ -196,3 +196,24 @@ def test_strided_slice_takes_tf1_s_begin_end_strides_and_masks() -> None:
     for value, (_, expected) in zip(got, cases):
         assert value.shape == expected.shape
         np.testing.assert_array_equal(value, expected)
+
+
+def test_reshape_takes_tf1_s_sizes_from_shape() -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (None, 3, 4), name="x")
+        flat = cc.reshape(x, [cc.shape(x)[0], -1])
+        product = cc.reshape(x, [cc.shape(x)[0], cc.shape(x)[1] * cc.shape(x)[2]])   # 12, known now
+        split = cc.reshape(x, [cc.shape(x)[0], 2, -1])
+        with pytest.raises(ValueError, match="more than one dimension to infer"):
+            cc.reshape(x, [cc.shape(x)[0] * 2, -1])
+        (slope,) = cc.gradients(cc.reduce_sum(split * split * cc.constant(np.arange(12.0, dtype="float32")
+                                                                            .reshape(2, 6))), [x])
+    assert split.op.type == "ReshapeTo"
+    value = np.arange(60, dtype="float32").reshape(5, 3, 4)
+    with Session(graph) as sess:
+        got = sess.run([flat, product, split, slope], {x: value})
+    for array, shape in zip(got, [(5, 12), (5, 12), (5, 2, 6)]):
+        np.testing.assert_array_equal(array, value.reshape(shape))
+    np.testing.assert_array_equal(got[3], (2.0 * value.reshape(5, 2, 6) * np.arange(12.0).reshape(2, 6))
+                                  .reshape(5, 3, 4))
