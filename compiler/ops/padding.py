@@ -203,6 +203,8 @@ def pad(x: Any, paddings: Sequence[Sequence[int]], mode: str = "CONSTANT", const
         raise TypeError(located("pad: paddings must be Python ints (shapes are fixed when a step is compiled), "
                                 f"not the tensor {paddings.name!r}"))
     table = np.asarray(paddings)
+    if table.size == 0:
+        table = np.zeros((0, 2), np.int64)    # a scalar's paddings
     if table.ndim != 2 or table.shape[1] != 2 or table.dtype.kind not in "iu":
         raise ShapeError(located(f"pad: paddings must be integers of shape [rank, 2] (before and after, per "
                                  f"dimension), got {paddings!r}"))
