@@ -23,8 +23,9 @@ from .elementwise import cast, less
 
 def _sizes(function: str, shape: Any) -> tuple[int, ...]:
     if isinstance(shape, Tensor) or (isinstance(shape, (list, tuple)) and any(isinstance(s, Tensor) for s in shape)):
-        raise TypeError(located(f"{function}: the shape must be Python ints (shapes are fixed when a step is "
-                                f"compiled); for the shape of a tensor x use {function}_like(x) or x.shape"))
+        like = f"; for the shape of a tensor x use {function}_like(x)" if function in ("zeros", "ones") else ""
+        raise TypeError(located(f"{function}: the shape must be Python ints (a constant's shape is fixed when the "
+                                f"graph is built){like}"))
     sizes = (shape,) if isinstance(shape, numbers.Integral) else tuple(shape)
     if not all(isinstance(s, numbers.Integral) and not isinstance(s, bool) and s >= 0 for s in sizes):
         raise ShapeError(located(f"{function}: the shape must be non-negative ints, got {shape!r}"))
@@ -68,6 +69,9 @@ def ones(shape: Sequence[int], dtype: Any = dtypes.float32, name: str | None = N
         return broadcast_to(constant(np.ones((), dtype), dtype), sizes)
 
 
+_MAX_RANGE = 1 << 28     # numbers in one range: a constant of 2 GiB at int64
+
+
 def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None,  # noqa: A001 (TF's name)
           name: str | None = None) -> Tensor:
     """``start, start + delta, ...`` up to but not including ``limit`` (``range(n)``: 0 to n - 1),
@@ -89,10 +93,16 @@ def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None,  # n
         raise ValueError(located("range: delta must not be 0"))
     integral = all(isinstance(b, numbers.Integral) for b in bounds)
     if integral:   # counted exactly, in Python's integers
+        count = len(builtins.range(int(start), int(limit), int(delta)))
+    else:
+        count = max(0, int(np.ceil((limit - start) / delta)))
+    if count > _MAX_RANGE:
+        raise ValueError(located(f"range: {count} numbers is more than a constant may hold here ({_MAX_RANGE}); "
+                                 f"compute the values in the step instead"))
+    if integral:
         values = np.array(builtins.range(int(start), int(limit), int(delta)), dtype=object)
         values = values.astype(np.int64) if all(-2 ** 63 <= v < 2 ** 63 for v in (start, limit)) else values
     else:
-        count = max(0, int(np.ceil((limit - start) / delta)))
         values = start + delta * np.arange(count, dtype=np.float64)
     if dtype is None:   # as TF1: int32 for ints (int64 where they do not fit), float32 for floats
         dtype = (dtypes.int32 if dtypes.convert_losslessly(np.asarray(values, np.int64), dtypes.int32, True)
@@ -113,7 +123,7 @@ def eye(num_rows: int, num_columns: int | None = None, batch_shape: Sequence[int
     """
     rows, = _sizes("eye", [num_rows])
     columns, = _sizes("eye", [rows if num_columns is None else num_columns])
-    batch = _sizes("eye", batch_shape or ())
+    batch = _sizes("eye", () if batch_shape is None else batch_shape)
     with composite_scope(name or "Eye", []):
         identity = constant(np.eye(rows, columns), dtypes.as_dtype(dtype))
         return broadcast_to(identity, (*batch, rows, columns)) if batch else identity

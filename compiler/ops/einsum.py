@@ -209,6 +209,11 @@ def tensordot(a: Any, b: Any, axes: Any, name: str | None = None) -> Tensor:
     with composite_scope(name or "Tensordot", [a, b]):
         a, b = convert_to_tensor(a), convert_to_tensor(b)
         rank_a, rank_b = len(a.shape), len(b.shape)
+        if isinstance(axes, Tensor) or (isinstance(axes, (list, tuple)) and any(
+                isinstance(a, Tensor) or (isinstance(a, (list, tuple)) and any(isinstance(i, Tensor) for i in a))
+                for a in axes)):
+            raise TypeError(located("tensordot: axes must be Python ints (an int, or two lists of axes), not "
+                                    "tensors"))
         if isinstance(axes, int) or (hasattr(axes, "ndim") and getattr(axes, "ndim") == 0):
             count = int(axes)
             if not 0 <= count <= min(rank_a, rank_b):
@@ -228,6 +233,13 @@ def tensordot(a: Any, b: Any, axes: Any, name: str | None = None) -> Tensor:
                 if not -rank <= axis < rank:
                     raise ValueError(located(f"tensordot: axis {axis} is out of range for {which}, of rank {rank}"))
             pairs = ([i % rank_a for i in first], [i % rank_b for i in second])
+            for which, listed in (("a", pairs[0]), ("b", pairs[1])):
+                if len(set(listed)) != len(listed):
+                    raise ValueError(located(f"tensordot: axes {listed} of {which} repeat an axis"))
+        for i, j in zip(*pairs):     # summed together: the sizes must be equal (no broadcasting)
+            if a.shape[i] is not None and b.shape[j] is not None and a.shape[i] != b.shape[j]:
+                raise ValueError(located(f"tensordot: axis {i} of a ({a.shape[i]}) and axis {j} of b "
+                                         f"({b.shape[j]}) are summed together but differ in size"))
         letters = iter(string.ascii_letters)
         a_labels = [next(letters) for _ in range(rank_a)]
         b_labels = [next(letters) for _ in range(rank_b)]

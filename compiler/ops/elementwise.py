@@ -489,7 +489,9 @@ def _division_operands(function: str, x: Any, y: Any) -> tuple[Tensor, Tensor]:
 
 
 def floordiv(x: Any, y: Any, name: str | None = None) -> Tensor:
-    """``x / y`` rounded toward -inf, as Python's ``//`` (TF1's ``floordiv``; also ``x // y``).
+    """``floor(x / y)`` (TF1's ``floordiv``; also ``x // y``): for floats the quotient rounded,
+    then floored, as TF1 (Python's ``//`` can differ by one where ``x / y`` rounds up to an
+    integer: ``1.0 // 0.1`` is 9.0 there, 10.0 here).
 
     Floats, or int32: the quotient of two int32 is computed in float64, where it is exact. An int32
     division by zero does not raise: it gives 0, as numpy's does.
@@ -507,9 +509,11 @@ def floordiv(x: Any, y: Any, name: str | None = None) -> Tensor:
 
 
 def floormod(x: Any, y: Any, name: str | None = None) -> Tensor:
-    """``x - floordiv(x, y) * y``: the remainder with the sign of ``y``, as Python's ``%`` (TF1's
-    ``floormod`` and ``mod``; also ``x % y``). Floats, or int32 (exactly, through float64; ``x % 0``
-    is 0, as numpy's).
+    """The remainder of ``x / y`` with the sign of ``y``, as Python's ``%`` (TF1's ``floormod``
+    and ``mod``; also ``x % y``). Floats: ``x - floor(x / y) * y`` in float64, reduced once more
+    into ``[0, y)`` (exact for float32 while the quotient is below 2**29); ``x % inf`` is ``x``
+    where ``x`` has the sign of ``inf``, else ``inf``, as Python's. int32: exact, through float64;
+    ``x % 0`` is 0, as numpy's.
 
     >>> import compiler as cc
     >>> (cc.constant([7.0, -7.0]) % 3.0).shape
@@ -517,9 +521,13 @@ def floormod(x: Any, y: Any, name: str | None = None) -> Tensor:
     """
     with composite_scope(name or "FloorMod", [x, y]):
         x, y = _division_operands("floormod", x, y)
-        if dtypes.is_floating(x.dtype):
-            return subtract(x, multiply(floor(divide(x, y)), y))
         wide_x, wide_y = cast(x, dtypes.float64), cast(y, dtypes.float64)
+        if dtypes.is_floating(x.dtype):
+            first = subtract(wide_x, multiply(floor(divide(wide_x, wide_y)), wide_y))
+            # A huge quotient rounds: its remainder may fall outside [0, y); reduce it once more.
+            second = cast(subtract(first, multiply(floor(divide(first, wide_y)), wide_y)), x.dtype)
+            same_sign = logical_or(equal(x, 0.0), equal(less(x, 0.0), less(y, 0.0)))
+            return where(equal(abs(y), float("inf")), where(same_sign, x, y), second)
         remainder = cast(subtract(wide_x, multiply(floor(divide(wide_x, wide_y)), wide_y)), x.dtype)
         return where(equal(y, 0), 0, remainder)
 

@@ -77,8 +77,10 @@ def test_tensordot_equals_numpy() -> None:
     (lambda x, y: cc.einsum("i1,jk->ik", x, y), "indices are letters"),
     (lambda x, y: cc.tensordot(x, y, 3), "axes=3"),
     (lambda x, y: cc.tensordot(x, y, [[0], [0, 1]]), "differ in length"),
+    (lambda x, y: cc.tensordot(y, y, [[0, 1], [0, 0]]), r"axes \[0, 0\] of b repeat an axis"),
+    (lambda x, y: cc.tensordot(x[:1], y, [[0], [0]]), "summed together but differ in size"),
 ], ids=["diagonal", "operand-count", "rank", "unknown-output", "sizes", "not-a-letter", "tensordot-count",
-        "tensordot-lists"])
+        "tensordot-lists", "tensordot-repeated-axis", "tensordot-no-broadcasting"])
 def test_einsum_and_tensordot_errors_name_the_problem_and_the_line(make, message: str) -> None:
     x = cc.placeholder("float32", (2, 3), name="x")
     y = cc.placeholder("float32", (4, 4), name="y")
@@ -162,8 +164,12 @@ def test_fill_passes_the_summed_gradient_to_its_value() -> None:
     (lambda: cc.range(0, 5, 0), ValueError, "delta must not be 0"),
     (lambda: cc.sequence_mask(cc.constant([1, 2])), ValueError, "sequence_mask needs maxlen"),
     (lambda: cc.sequence_mask(cc.constant([1.0]), 3), TypeError, "lengths must be integers"),
+    (lambda: cc.eye(3, batch_shape=cc.constant([2])), TypeError, "eye: the shape must be Python ints"),
+    (lambda: cc.range(0, 10 ** 12), ValueError, "more than a constant may hold"),
+    (lambda: cc.tensordot(cc.constant([1.0]), cc.constant([1.0]), cc.constant(1)), TypeError, "not tensors"),
 ], ids=["zeros-tensor-shape", "ones-negative", "fill-vector", "range-tensor", "range-zero-delta",
-        "sequence_mask-no-maxlen", "sequence_mask-floats"])
+        "sequence_mask-no-maxlen", "sequence_mask-floats", "eye-tensor-batch", "range-too-long",
+        "tensordot-tensor-axes"])
 def test_creation_errors_name_the_problem(make, error: type, message: str) -> None:
     with cc.Graph().as_default(), pytest.raises(error, match=message) as caught:
         make()
@@ -217,3 +223,18 @@ def test_reshape_takes_tf1_s_sizes_from_shape() -> None:
         np.testing.assert_array_equal(array, value.reshape(shape))
     np.testing.assert_array_equal(got[3], (2.0 * value.reshape(5, 2, 6) * np.arange(12.0).reshape(2, 6))
                                   .reshape(5, 3, 4))
+
+
+def test_float_floormod_stays_within_the_divisor_and_takes_an_infinite_one() -> None:
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal(2000) * 10.0 ** rng.integers(-3, 8, 2000)).astype("float32")
+    y = (rng.standard_normal(2000) * 10.0 ** rng.integers(-4, 2, 2000)).astype("float32")
+    special_x = np.array([3.0, -3.0, 0.0, 3.0, -3.0], "float32")
+    special_y = np.array([np.inf, np.inf, np.inf, -np.inf, -np.inf], "float32")
+    with Session(cc.Graph()) as sess, sess.graph.as_default():
+        remainder, special = sess.run([cc.constant(x) % cc.constant(y),
+                                       cc.constant(special_x) % cc.constant(special_y)])
+    assert ((np.abs(remainder) < np.abs(y)) & ((remainder == 0) | (np.sign(remainder) == np.sign(y)))).all()
+    np.testing.assert_allclose(remainder, np.remainder(x.astype("float64"), y.astype("float64")),
+                               atol=1e-6 * np.abs(x).max())
+    np.testing.assert_array_equal(special, [3.0, np.inf, 0.0, -np.inf, -3.0])   # Python's and numpy's
