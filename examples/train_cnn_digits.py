@@ -11,6 +11,8 @@ Run it with::
     python examples/train_cnn_digits.py --epochs 20 --seed 3
     python examples/train_cnn_digits.py --target reference   # the numpy oracle instead of LLVM
     python examples/train_cnn_digits.py --target cuda-emulated   # the GPU kernels, run on the CPU
+    python examples/train_cnn_digits.py --layers   # the same model as TF1 code writes it: cc.layers,
+                                                   # with batch normalization and dropout
 
 The last line printed is ``test accuracy: 0.XXX``.
 """
@@ -37,6 +39,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=32, help="examples per training step")
     parser.add_argument("--learning-rate", type=float, default=3e-3, help="Adam's learning rate")
     parser.add_argument("--seed", type=int, default=0, help="seed for the split, the weights and shuffling")
+    parser.add_argument("--layers", action="store_true",
+                        help="build the model with cc.layers (TF1's tf.layers), adding batch normalization "
+                             "after each convolution and dropout before the last layer")
     parser.add_argument("--target", choices=("cpu", "reference", "cuda", "cuda-emulated"), default="cpu",
                         help="cpu: compiled with LLVM (default); reference: the numpy evaluator; cuda: an "
                              "NVIDIA GPU; cuda-emulated: the GPU's kernels run block by block on the CPU")
@@ -74,6 +79,20 @@ def build_model(images: cc.Tensor, rng: np.random.Generator) -> cc.Tensor:
     return flat @ weights + bias
 
 
+def build_model_with_layers(images: cc.Tensor, training: cc.Tensor) -> cc.Tensor:
+    """The same network in TF1's ``tf.layers`` style: variables made by ``get_variable`` (Glorot
+    uniform kernels) in scopes ``conv2d``, ``conv2d_1``...; batch normalization after each
+    convolution (batch statistics while ``training``, the moving ones otherwise) and dropout before
+    the last layer."""
+    hidden = images
+    for channels in (16, 32):
+        hidden = cc.layers.conv2d(hidden, channels, 3, padding="same", use_bias=False)
+        hidden = cc.nn.relu(cc.layers.batch_normalization(hidden, momentum=0.9, training=training))
+        hidden = cc.layers.max_pooling2d(hidden, 2, 2, padding="same")
+    hidden = cc.layers.dropout(cc.layers.flatten(hidden), rate=0.2, training=training)
+    return cc.layers.dense(hidden, NUM_CLASSES, name="logits")
+
+
 def main() -> None:
     args = parse_args()
     rng = np.random.default_rng(args.seed)
@@ -81,11 +100,20 @@ def main() -> None:
 
     images = cc.placeholder("float32", shape=(None, 8, 8, 1), name="images")
     labels = cc.placeholder("int32", shape=(None,), name="labels")
-    logits = build_model(images, rng)
+    training = cc.placeholder("bool", shape=(), name="training")
+    if args.layers:
+        cc.set_random_seed(args.seed)
+        logits = build_model_with_layers(images, training)
+    else:
+        logits = build_model(images, rng)
     loss = cc.reduce_mean(cc.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
     predictions = cc.argmax(logits, axis=1)
     global_step = optim.get_or_create_global_step()
-    train = optim.AdamOptimizer(args.learning_rate).minimize(loss, global_step=global_step)
+    # The moving averages of batch normalization update with each training step (as in TF1).
+    with cc.control_dependencies(cc.get_default_graph().get_collection(cc.GraphKeys.UPDATE_OPS)):
+        train = optim.AdamOptimizer(args.learning_rate).minimize(loss, global_step=global_step)
+    mode = {training: True} if args.layers else {}
+    evaluation = {training: False} if args.layers else {}
 
     batch_size = args.batch_size
     batches_per_epoch = len(x_train) // batch_size  # full batches only: one compiled shape
@@ -97,10 +125,11 @@ def main() -> None:
             losses = []
             for batch in range(batches_per_epoch):
                 chosen = order[batch * batch_size:(batch + 1) * batch_size]
-                _, batch_loss = sess.run([train, loss], feed_dict={images: x_train[chosen], labels: y_train[chosen]})
+                _, batch_loss = sess.run([train, loss], feed_dict={images: x_train[chosen], labels: y_train[chosen],
+                                                                   **mode})
                 losses.append(float(batch_loss))
             progress.set_postfix(loss=f"{np.mean(losses):.4f}")
-        predicted = sess.run(predictions, feed_dict={images: x_test})
+        predicted = sess.run(predictions, feed_dict={images: x_test, **evaluation})
         steps = int(sess.run(global_step))
     elapsed = time.perf_counter() - start
 

@@ -109,6 +109,17 @@ def test_train_cnn_digits_reaches_97_percent() -> None:
     assert float(match.group(1)) >= 0.97, output
 
 
+def test_train_cnn_digits_with_tf1_layers_reaches_97_percent() -> None:
+    """The same network written with cc.layers: get_variable's Glorot kernels, batch normalization
+    (its moving statistics used for the test set) and dropout switched by a bool placeholder."""
+    pytest.importorskip("sklearn")
+    pytest.importorskip("tqdm")
+    output = run_example("train_cnn_digits.py", "--layers", timeout=120.0)
+    match = re.search(r"^test accuracy: (\d\.\d{3})$", output, re.MULTILINE)
+    assert match, output
+    assert float(match.group(1)) >= 0.97, output
+
+
 def test_train_rnn_digits_reaches_90_percent_and_the_reference_agrees() -> None:
     """The GRU (``cc.scan``) over the digits' rows: the full run on the cpu target, then one epoch
     interpreted by the numpy reference, which learns as far as one cpu epoch does."""
