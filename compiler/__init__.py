@@ -58,6 +58,16 @@ from .ops.state import (assign, assign_add, assign_sub, global_variables_initial
                         local_variables_initializer, no_op, variables_initializer)
 from .ops.state import tuple_ as tuple  # noqa: F401,A001
 
+def get_collection(key: str, scope: str | None = None) -> list[Any]:
+    """The default graph's collection ``key`` (names matching ``scope`` only, when given), as TF1's."""
+    return get_default_graph().get_collection(key, scope)
+
+
+def add_to_collection(name: str, value: Any) -> None:
+    """Add ``value`` to the default graph's collection ``name``, as TF1's."""
+    get_default_graph().add_to_collection(name, value)
+
+
 def control_dependencies(control_inputs: Any) -> Any:
     """``with cc.control_dependencies([op]):`` new nodes run after ``op`` (and what it depends on);
     a variable they read that ``op`` assigned is read with its assigned value."""

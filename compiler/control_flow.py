@@ -578,9 +578,9 @@ def cond(pred: Any, true_fn: Callable[[], Any], false_fn: Callable[[], Any], nam
     graph = pred.graph
     scope = name or "cond"
     with graph.as_default(), graph.name_scope(scope):
-        regions = [trace(graph, label, [], lambda params, fn=fn: fn(), function_location(fn))
-                   for label, fn in (("false", false_fn), ("true", true_fn))]
-    false_region, true_region = regions
+        # true_fn first, as TF1 builds them: a layer made in it can be reused in false_fn.
+        true_region, false_region = [trace(graph, label, [], lambda params, fn=fn: fn(), function_location(fn))
+                                     for label, fn in (("true", true_fn), ("false", false_fn))]
     false_region.runs_once = true_region.runs_once = True
     false_structure, true_structure = false_region.structure[0], true_region.structure[0]
     where_true, where_false = function_location(true_fn), function_location(false_fn)
@@ -602,7 +602,8 @@ def cond(pred: Any, true_fn: Callable[[], Any], false_fn: Callable[[], Any], nam
                 f"but {format_shape(f.shape)} in false_fn (defined at {where_false})", location))
         shapes.append(merged)
     operands: list[Tensor] = []
-    operands_of = tuple(tuple(_operand_index(operands, t) for t in region.captures) for region in regions)
+    operands_of = tuple(tuple(_operand_index(operands, t) for t in region.captures)
+                        for region in (false_region, true_region))
     with graph.as_default():
         token = apply(Cond, [pred] + operands, {"branches": (false_region, true_region), "operands_of": operands_of},
                       scope)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import re
 import sys
 import threading
 from dataclasses import dataclass
@@ -229,8 +230,14 @@ class Graph:
     def add_to_collection(self, key: str, value: Any) -> None:
         self._collections.setdefault(key, []).append(value)
 
-    def get_collection(self, key: str) -> list[Any]:
-        return list(self._collections.get(key, []))
+    def get_collection(self, key: str, scope: str | None = None) -> list[Any]:
+        """The values added under ``key``; with ``scope``, those whose ``name`` matches it from its
+        start (a regular expression, as TF1's)."""
+        values = list(self._collections.get(key, []))
+        if scope is None:
+            return values
+        pattern = re.compile(scope)
+        return [v for v in values if isinstance(getattr(v, "name", None), str) and pattern.match(v.name)]
 
     # -- gradient hooks (``compiler.autodiff.register_gradient_hook``) ------------------------------
     def add_gradient_hook(self, tensor: Tensor, hook: Any) -> None:

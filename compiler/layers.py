@@ -33,11 +33,37 @@ from .variable_scope import get_variable, variable_scope
 from .shapes import format_shape
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _positive(value: Any, what: str, layer: str) -> int:
+    if not _is_int(value) or value < 1:
+        raise ValueError(located(f"{layer}: {what} must be a positive int, got {value!r}"))
+    return int(value)
+
+
 def _pair(value: Any, what: str, layer: str) -> tuple[int, int]:
-    values = (value, value) if isinstance(value, int) else tuple(value)
-    if len(values) != 2 or not all(isinstance(v, int) and v >= 1 for v in values):
+    values = (value, value) if _is_int(value) else tuple(value) if isinstance(value, (list, tuple)) else ()
+    if len(values) != 2 or not all(_is_int(v) and v >= 1 for v in values):
         raise ValueError(located(f"{layer}: {what} must be a positive int or a pair of them, got {value!r}"))
-    return values  # type: ignore[return-value]
+    return int(values[0]), int(values[1])
+
+
+def _layer_scope(name: str | None, base: str, values: list[Tensor], reuse: Any) -> Any:
+    """The layer's variable scope, as TF1's layers choose it: with ``reuse``, ``name`` (or the
+    layer's base name) itself, so a second call shares the first's variables; otherwise ``name``,
+    or the base name made unique (``dense``, ``dense_1``...)."""
+    if reuse:
+        return variable_scope(name or base, values=values, reuse=reuse)
+    return variable_scope(name, default_name=base, values=values, reuse=reuse)
+
+
+def _unsupported(layer: str, **given: Any) -> None:
+    """TF1 arguments accepted for their default value only."""
+    for argument, (value, default) in given.items():
+        if value != default:
+            raise ValueError(located(f"{layer}: {argument}={value!r} is not supported (only {default!r})"))
 
 
 def _padding(padding: str, layer: str) -> str:
@@ -61,40 +87,53 @@ def _float_inputs(inputs: Any, layer: str) -> Tensor:
 
 def dense(inputs: Any, units: int, activation: Callable[[Tensor], Tensor] | None = None, use_bias: bool = True,
           kernel_initializer: Any = None, bias_initializer: Any = None, kernel_regularizer: Any = None,
-          bias_regularizer: Any = None, trainable: bool = True, name: str | None = None,
+          bias_regularizer: Any = None, activity_regularizer: Any = None, kernel_constraint: Any = None,
+          bias_constraint: Any = None, trainable: bool = True, name: str | None = None,
           reuse: Any = None) -> Tensor:
     """``activation(inputs @ kernel + bias)`` over the last axis of ``inputs`` (any rank), with
-    ``kernel`` ``[inputs.shape[-1], units]`` (Glorot uniform) and ``bias`` ``[units]`` (zeros)."""
+    ``kernel`` ``[inputs.shape[-1], units]`` (Glorot uniform) and ``bias`` ``[units]`` (zeros);
+    ``activity_regularizer(output)`` joins the regularization losses."""
     x = _float_inputs(inputs, "dense")
-    if not isinstance(units, int) or units < 1:
-        raise ValueError(located(f"dense: units must be a positive int, got {units!r}"))
+    units = _positive(units, "units", "dense")
+    _unsupported("dense", kernel_constraint=(kernel_constraint, None), bias_constraint=(bias_constraint, None))
     depth = x.shape[-1] if x.shape else None
     if depth is None:
         raise ValueError(located(f"dense: the last axis of {x.name!r} {format_shape(x.shape)} must be known"))
-    with variable_scope(name, default_name="dense", values=[x], reuse=reuse):
+    with _layer_scope(name, "dense", [x], reuse):
         kernel = get_variable("kernel", [depth, units], x.dtype, kernel_initializer, kernel_regularizer, trainable)
         y = matmul(x, kernel)
         if use_bias:
             bias = get_variable("bias", [units], x.dtype, bias_initializer or zeros_initializer(),
                                 bias_regularizer, trainable)
             y = y + bias
-        return activation(y) if activation is not None else y
+        return _activity(activation(y) if activation is not None else y, activity_regularizer)
+
+
+def _activity(output: Tensor, regularizer: Any) -> Tensor:
+    if regularizer is not None:
+        loss = regularizer(output)
+        if loss is not None:
+            get_default_graph().add_to_collection(GraphKeys.REGULARIZATION_LOSSES, loss)
+    return output
 
 
 def conv2d(inputs: Any, filters: int, kernel_size: Any, strides: Any = (1, 1), padding: str = "valid",
            data_format: str = "channels_last", dilation_rate: Any = (1, 1),
            activation: Callable[[Tensor], Tensor] | None = None, use_bias: bool = True,
            kernel_initializer: Any = None, bias_initializer: Any = None, kernel_regularizer: Any = None,
-           bias_regularizer: Any = None, trainable: bool = True, name: str | None = None,
+           bias_regularizer: Any = None, activity_regularizer: Any = None, kernel_constraint: Any = None,
+           bias_constraint: Any = None, trainable: bool = True, name: str | None = None,
            reuse: Any = None) -> Tensor:
     """A 2-D convolution layer on NHWC ``inputs``: ``kernel`` ``[kh, kw, in_channels, filters]``
     (Glorot uniform), ``bias`` ``[filters]`` (zeros), padding "valid" or "same"."""
     x = _float_inputs(inputs, "conv2d")
     _channels_last(data_format, "conv2d")
+    filters = _positive(filters, "filters", "conv2d")
+    _unsupported("conv2d", kernel_constraint=(kernel_constraint, None), bias_constraint=(bias_constraint, None))
     if len(x.shape) != 4 or x.shape[3] is None:
         raise ValueError(located(f"conv2d: the inputs must be NHWC with known channels, got {format_shape(x.shape)}"))
     kh, kw = _pair(kernel_size, "kernel_size", "conv2d")
-    with variable_scope(name, default_name="conv2d", values=[x], reuse=reuse):
+    with _layer_scope(name, "conv2d", [x], reuse):
         kernel = get_variable("kernel", [kh, kw, x.shape[3], filters], x.dtype, kernel_initializer,
                               kernel_regularizer, trainable)
         y = _conv2d(x, kernel, strides=_pair(strides, "strides", "conv2d"), padding=_padding(padding, "conv2d"),
@@ -102,7 +141,7 @@ def conv2d(inputs: Any, filters: int, kernel_size: Any, strides: Any = (1, 1), p
         if use_bias:
             y = y + get_variable("bias", [filters], x.dtype, bias_initializer or zeros_initializer(),
                                  bias_regularizer, trainable)
-        return activation(y) if activation is not None else y
+        return _activity(activation(y) if activation is not None else y, activity_regularizer)
 
 
 def max_pooling2d(inputs: Any, pool_size: Any, strides: Any, padding: str = "valid",
@@ -124,8 +163,9 @@ def average_pooling2d(inputs: Any, pool_size: Any, strides: Any, padding: str = 
                     padding=_padding(padding, "average_pooling2d"), name=name)
 
 
-def flatten(inputs: Any, name: str | None = None) -> Tensor:
+def flatten(inputs: Any, name: str | None = None, data_format: str = "channels_last") -> Tensor:
     """``[batch, ...]`` as ``[batch, everything else]``."""
+    _channels_last(data_format, "flatten")
     x = convert_to_tensor(inputs)
     if not x.shape:
         raise ValueError(located(f"flatten: the inputs need a batch axis, got a scalar {x.name!r}"))
@@ -155,7 +195,8 @@ def batch_normalization(inputs: Any, axis: int = -1, momentum: float = 0.99, eps
                         gamma_initializer: Any = None, moving_mean_initializer: Any = None,
                         moving_variance_initializer: Any = None, beta_regularizer: Any = None,
                         gamma_regularizer: Any = None, training: Any = False, trainable: bool = True,
-                        name: str | None = None, reuse: Any = None) -> Tensor:
+                        name: str | None = None, reuse: Any = None, renorm: bool = False, fused: Any = None,
+                        virtual_batch_size: Any = None, adjustment: Any = None) -> Tensor:
     """Batch normalization over every axis but ``axis`` (the channels), as TF1's layer: when
     ``training`` (a Python bool or a bool scalar tensor) it normalizes with the batch's mean and
     variance and adds to ``GraphKeys.UPDATE_OPS`` the updates ``moving -= (moving - batch) * (1 -
@@ -164,6 +205,8 @@ def batch_normalization(inputs: Any, axis: int = -1, momentum: float = 0.99, eps
     otherwise it normalizes with the moving statistics. The moving variance averages the batch
     variance as ``nn.moments`` gives it (divided by n, as TF1's non-fused layer)."""
     x = _float_inputs(inputs, "batch_normalization")
+    _unsupported("batch_normalization", renorm=(renorm, False), virtual_batch_size=(virtual_batch_size, None),
+                 adjustment=(adjustment, None))   # fused: either way, the same numbers here
     rank = len(x.shape)
     if not -rank <= axis < rank:
         raise ValueError(located(f"batch_normalization: axis {axis} is out of range for {format_shape(x.shape)}"))
@@ -173,7 +216,7 @@ def batch_normalization(inputs: Any, axis: int = -1, momentum: float = 0.99, eps
         raise ValueError(located(f"batch_normalization: axis {axis} of {format_shape(x.shape)} must be known"))
     reduced = [a for a in range(rank) if a != channel_axis]
     broadcast = [1 if a != channel_axis else channels for a in range(rank)]
-    with variable_scope(name, default_name="batch_normalization", values=[x], reuse=reuse):
+    with _layer_scope(name, "batch_normalization", [x], reuse):
         beta = get_variable("beta", [channels], x.dtype, beta_initializer or zeros_initializer(), beta_regularizer,
                             trainable) if center else None
         gamma = get_variable("gamma", [channels], x.dtype, gamma_initializer or ones_initializer(),
@@ -188,16 +231,18 @@ def batch_normalization(inputs: Any, axis: int = -1, momentum: float = 0.99, eps
 
         def normalized(mean: Tensor, variance: Tensor) -> Tensor:
             return nn.batch_normalization(x, shaped(mean), shaped(variance), shaped(beta), shaped(gamma), epsilon)
-        if training is False or training is None:
+        if not isinstance(training, Tensor) and not training:
             return normalized(moving_mean, moving_variance)
         batch_mean, batch_variance = nn.moments(x, reduced)
+        rate = 1.0 - momentum
         if isinstance(training, Tensor):
-            # The updates run with every step; not training, their rate is 0 and they change nothing.
-            rate = where(training, convert_to_tensor(np.asarray(1.0 - momentum, x.dtype)), 0.0)
+            # The updates run with every step; not training, they move the statistics toward
+            # themselves (as TF1): no change, whatever the batch holds (an empty one's NaN too).
+            batch_mean = where(training, batch_mean, moving_mean)
+            batch_variance = where(training, batch_variance, moving_variance)
             output = cond(training, lambda: normalized(batch_mean, batch_variance),
                           lambda: normalized(moving_mean, moving_variance))
         else:
-            rate = 1.0 - momentum
             output = normalized(batch_mean, batch_variance)
         updates = group(assign_sub(moving_mean, (moving_mean - batch_mean) * rate),
                         assign_sub(moving_variance, (moving_variance - batch_variance) * rate))

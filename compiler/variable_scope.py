@@ -58,7 +58,10 @@ class _Store:
     def __init__(self) -> None:
         self.variables: dict[str, Variable] = {}
         self.scopes: list[VariableScope] = [VariableScope("")]
-        self.default_names: dict[str, int] = {}
+        # How many times each scope (by full name) was opened, as TF1 counts them for unique
+        # default names; a named scope's sub-scopes count from 0 again once it closes (so a model
+        # function called twice in one scope names its layers the same both times).
+        self.opened: dict[str, int] = {}
 
 
 _STORES: "weakref.WeakKeyDictionary[Graph, _Store]" = weakref.WeakKeyDictionary()
@@ -106,9 +109,9 @@ def variable_scope(name_or_scope: str | VariableScope | None, default_name: str 
         if not default_name:
             raise ValueError(located("variable_scope: give name_or_scope, or default_name when it is None"))
         base = f"{parent.name}/{default_name}" if parent.name else default_name
-        count = store.default_names.get(base, 0)
-        store.default_names[base] = count + 1
-        full = base if count == 0 else f"{base}_{count}"
+        full, index = base, 1
+        while store.opened.get(full, 0):
+            full, index = f"{base}_{index}", index + 1
         inherited = parent
     elif isinstance(name_or_scope, str) and name_or_scope and "/" not in name_or_scope.strip("/"):
         full = f"{parent.name}/{name_or_scope}" if parent.name else name_or_scope
@@ -125,6 +128,8 @@ def variable_scope(name_or_scope: str | VariableScope | None, default_name: str 
                           regularizer if regularizer is not None else inherited.regularizer,
                           dtypes.as_dtype(dtype) if dtype is not None else inherited.dtype)
     store.scopes.append(scope)
+    store.opened[full] = store.opened.get(full, 0) + 1
+    counts_before = dict(store.opened)
     try:
         with graph.as_default():
             if auxiliary_name_scope:
@@ -135,6 +140,10 @@ def variable_scope(name_or_scope: str | VariableScope | None, default_name: str 
                 yield scope
     finally:
         store.scopes.pop()
+        if isinstance(name_or_scope, VariableScope):
+            store.opened = counts_before
+        else:
+            store.opened = {name: count for name, count in store.opened.items() if not name.startswith(full + "/")}
 
 
 def get_variable(name: str, shape: Sequence[int] | None = None, dtype: Any = None, initializer: Any = None,
@@ -184,12 +193,14 @@ def get_variable(name: str, shape: Sequence[int] | None = None, dtype: Any = Non
     if full in graph._names:
         raise ValueError(located(f"get_variable: the name {full!r} is already taken by an op made without "
                                  f"get_variable; choose another name"))
-    with _absolute_name_scope(graph, scope.name):
+    # As TF1: made for the graph as a whole (no control dependencies, outside any cond or loop
+    # being traced), named by the variable scope whatever name scopes are open.
+    with graph.init_scope(), _absolute_name_scope(graph, scope.name):
         variable = Variable(value, name=name, trainable=trainable, collections=collections)
     store.variables[full] = variable
     regularizer = regularizer if regularizer is not None else scope.regularizer
     if regularizer is not None:
-        with graph.name_scope(f"{name}/Regularizer"):
+        with graph.init_scope(), _absolute_name_scope(graph, f"{full}/Regularizer"):
             loss = regularizer(variable)
         if loss is not None:
             graph.add_to_collection(GraphKeys.REGULARIZATION_LOSSES, loss)
@@ -198,6 +209,8 @@ def get_variable(name: str, shape: Sequence[int] | None = None, dtype: Any = Non
 
 def _initial_value(full: str, sizes: tuple[int, ...] | None, dtype: Any, initializer: Any,
                    scope_dtype: Any) -> np.ndarray:
+    if isinstance(initializer, type):    # TF1 takes the class too: cc.zeros_initializer
+        initializer = initializer()
     if isinstance(initializer, Tensor):
         raise TypeError(located(f"get_variable {full}: the initializer must be an initializer, a number or an "
                                 f"array (a variable's first value is concrete here), not the tensor "

@@ -241,7 +241,8 @@ def reshape(x: Any, shape: Sequence[Any], name: str | None = None) -> Tensor:
             else:
                 d = -1 if value is None else int(value)
         sizes.append(-1 if d is None else int(d))
-    if sizes.count(-1) > 1:
+    inferred_tensors = sum(1 for d, size in zip(shape, sizes) if isinstance(d, Tensor) and size == -1)
+    if inferred_tensors and sizes.count(-1) > 1:   # (two -1 given as numbers: Reshape's own error)
         raise ValueError(located(f"reshape: more than one dimension to infer in {list(shape)!r} (a size computed "
                                  f"from a shape not known yet, other than shape(t)[i], counts as one)"))
     if dims:

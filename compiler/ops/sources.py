@@ -85,8 +85,14 @@ class Variable(Tensor):
         value = np.array(value, dtype=target, order="C")
         value.setflags(write=False)
         graph = get_default_graph()
-        op = graph.add_operation(VariableOp, (), {"shape": value.shape, "dtype": value.dtype},
-                                 [(value.shape, value.dtype)], name or "Variable", user_location())
+        # No control dependencies (TF1 makes variables in init_scope): reading the variable must
+        # not run the assignments around where it was made.
+        saved, graph._control_stack = graph._control_stack, []
+        try:
+            op = graph.add_operation(VariableOp, (), {"shape": value.shape, "dtype": value.dtype},
+                                     [(value.shape, value.dtype)], name or "Variable", user_location())
+        finally:
+            graph._control_stack = saved
         Tensor.__init__(self, op, 0, value.shape, value.dtype)
         op.outputs = (self,)
         self.initial_value = value
@@ -119,13 +125,26 @@ class Variable(Tensor):
         session.load_variable(self, value)
 
 
-def global_variables(graph: Any = None) -> list[Variable]:
-    return (graph or get_default_graph()).get_collection(GraphKeys.GLOBAL_VARIABLES)
+def _collected(key: str, scope: Any, graph: Any) -> list[Variable]:
+    """The collection ``key`` of ``graph`` (the default graph), filtered by ``scope`` as TF1's
+    ``get_collection``: the names that match it from their start (a regular expression). A graph
+    given first, in ``scope``'s place, is taken as the graph."""
+    if scope is not None and not isinstance(scope, str):
+        scope, graph = None, scope
+    return (graph or get_default_graph()).get_collection(key, scope)
 
 
-def local_variables(graph: Any = None) -> list[Variable]:
-    return (graph or get_default_graph()).get_collection(GraphKeys.LOCAL_VARIABLES)
+def global_variables(scope: str | None = None, graph: Any = None) -> list[Variable]:
+    """The global variables (``scope``: only those whose names match it, e.g. "generator")."""
+    return _collected(GraphKeys.GLOBAL_VARIABLES, scope, graph)
 
 
-def trainable_variables(graph: Any = None) -> list[Variable]:
-    return (graph or get_default_graph()).get_collection(GraphKeys.TRAINABLE_VARIABLES)
+def local_variables(scope: str | None = None, graph: Any = None) -> list[Variable]:
+    """The local variables (``scope``: only those whose names match it)."""
+    return _collected(GraphKeys.LOCAL_VARIABLES, scope, graph)
+
+
+def trainable_variables(scope: str | None = None, graph: Any = None) -> list[Variable]:
+    """The trainable variables (``scope``: only those whose names match it, as TF1's
+    ``trainable_variables("generator")`` for a GAN's two optimizers)."""
+    return _collected(GraphKeys.TRAINABLE_VARIABLES, scope, graph)

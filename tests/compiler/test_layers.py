@@ -130,3 +130,38 @@ def test_a_model_of_layers_trains() -> None:
         for _ in range(60):
             sess.run(train, {x: images, y: labels, training: True})
         assert sess.run(loss, {x: images, y: labels, training: False}) < 0.5 * first
+
+
+@pytest.mark.parametrize("training", [False, 0, np.False_])
+def test_batch_normalization_not_training_uses_the_moving_statistics(training) -> None:
+    with cc.Graph().as_default() as graph:
+        x = cc.constant(np.array([[1.0], [3.0]], "float32"))
+        y = cc.layers.batch_normalization(x, training=training)
+        assert graph.get_collection(cc.GraphKeys.UPDATE_OPS) == []
+        with Session(graph) as sess:
+            np.testing.assert_allclose(sess.run(y), [[1.0 / np.sqrt(1.001)], [3.0 / np.sqrt(1.001)]], rtol=1e-6)
+
+
+def test_batch_normalization_updates_change_nothing_when_not_training_even_on_an_empty_batch() -> None:
+    with cc.Graph().as_default() as graph:
+        x = cc.placeholder("float32", (None, 2))
+        training = cc.placeholder("bool", ())
+        cc.layers.batch_normalization(x, training=training)
+        updates = graph.get_collection(cc.GraphKeys.UPDATE_OPS)
+        moving = [v for v in cc.global_variables() if "moving" in v.op.name]
+        with Session(graph) as sess:
+            sess.run(updates, {x: np.zeros((0, 2), "float32"), training: False})
+            np.testing.assert_array_equal(sess.run(moving), [[0.0, 0.0], [1.0, 1.0]])
+
+
+def test_a_layer_made_in_true_fn_can_be_reused_in_false_fn() -> None:
+    with cc.Graph().as_default():
+        x = cc.placeholder("float32", (None, 3))
+        flag = cc.placeholder("bool", ())
+        y = cc.cond(flag, lambda: cc.layers.dense(x, 2, name="fc"),
+                    lambda: cc.layers.dense(x * 2.0, 2, name="fc", reuse=True))
+        assert [v.op.name for v in cc.trainable_variables()] == ["fc/kernel", "fc/bias"]
+        with Session() as sess:
+            value = np.ones((1, 3), "float32")
+            np.testing.assert_allclose(sess.run(y, {x: value, flag: False}), 2.0 * sess.run(y, {x: value, flag: True})
+                                       - sess.run(cc.trainable_variables()[1]), rtol=1e-6)

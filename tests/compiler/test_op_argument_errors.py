@@ -97,7 +97,7 @@ BUILD_ERRORS = [
      lambda: cc.unsorted_segment_sum(_placeholder((4, 2)), _placeholder((4,), "int32", "i"), cc.constant(3)),
      TypeError, r"num_segments must be a Python int"),
     ("reshape-tensor-shape", lambda: cc.reshape(_placeholder((4, 2)), cc.constant([8])), TypeError,
-     r"reshape: the shape must be Python ints"),
+     r"reshape: the shape must be a list of Python ints or shape tensors"),
     ("where-float-with-int", lambda: cc.where(_placeholder((2,), "bool"), 2.5, _placeholder((2,), "int32", "y")),
      cc.DTypeError, r"Where: cannot use the float 2.5 with an int32 tensor"),
 ]

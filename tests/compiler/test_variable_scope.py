@@ -113,3 +113,60 @@ def test_orthogonal_and_constant_initializers() -> None:
         cc.constant_initializer([1, 2, 3])((2, 2))
     with pytest.raises(ValueError, match="mode must be"):
         cc.variance_scaling_initializer(mode="fan_sum")
+
+
+def test_a_model_function_called_twice_under_auto_reuse_shares_its_layers() -> None:
+    # TF1's idiom: the sub-scope counts start again each time "model" opens, so the layers of the
+    # second call are named (and so shared) as the first's.
+    with cc.Graph().as_default():
+        def model(x):
+            with cc.variable_scope("model", reuse=cc.AUTO_REUSE):
+                return cc.layers.dense(cc.layers.dense(x, 4), 2)
+        x = cc.placeholder("float32", (None, 3))
+        first, second = model(x), model(x * 1.0)
+        assert [v.op.name for v in cc.trainable_variables()] == [
+            "model/dense/kernel", "model/dense/bias", "model/dense_1/kernel", "model/dense_1/bias"]
+        with Session() as sess:
+            value = np.ones((2, 3), "float32")
+            np.testing.assert_array_equal(*sess.run([first, second], {x: value}))
+    with cc.Graph().as_default():
+        x = cc.placeholder("float32", (None, 3))
+        unnamed = cc.layers.dense(x, 5)
+        shared = cc.layers.dense(x * 2.0, 5, reuse=True)      # TF1: the base name itself, reused
+        assert [v.op.name for v in cc.trainable_variables()] == ["dense/kernel", "dense/bias"]
+        assert unnamed.shape == shared.shape == (None, 5)
+        with cc.variable_scope("explicit"):
+            cc.get_variable("kernel", [1])
+        with cc.variable_scope(None, default_name="explicit"):
+            assert cc.get_variable("kernel", [1]).op.name == "explicit_1/kernel"
+
+
+def test_variables_and_their_regularizers_belong_to_the_graph_as_a_whole() -> None:
+    with cc.Graph().as_default() as graph:
+        counter = cc.Variable(0.0, name="counter")
+        with cc.control_dependencies([counter.assign_add(1.0)]), cc.name_scope("tower_0"):
+            with cc.variable_scope("model"):
+                w = cc.get_variable("w", initializer=np.array([1.0, 1.0], "float32"),
+                                    regularizer=lambda v: 0.5 * cc.reduce_sum(v * v))
+        in_branch = cc.cond(cc.constant(True), lambda: cc.layers.dense(
+            cc.ones((1, 2)), 1, kernel_initializer=cc.ones_initializer(),
+            kernel_regularizer=lambda k: cc.reduce_sum(k), name="fc"), lambda: cc.zeros((1, 1)))
+        assert w.op.control_inputs == () and w.op.name == "model/w"
+        assert [t.name for t in cc.losses.get_regularization_losses("model")] == ["model/w/Regularizer/Mul_1:0"]
+        with Session(graph) as sess:
+            sess.run(w)
+            assert sess.run(counter) == 0.0                          # reading w ran no assignment
+            assert sess.run(cc.losses.get_regularization_loss()) == 3.0   # 1 + 2, the branch's too
+            assert sess.run(in_branch).tolist() == [[2.0]]
+
+
+def test_tf1_argument_forms_are_taken() -> None:
+    with cc.Graph().as_default():
+        assert cc.get_variable("z", [2], initializer=cc.zeros_initializer).initial_value.tolist() == [0, 0]
+        x = cc.placeholder("float32", (None, 6, 6, 3))
+        assert cc.layers.conv2d(x, np.int64(4), np.int64(3)).shape == (None, 4, 4, 4)
+        assert cc.layers.dense(cc.layers.flatten(x, data_format="channels_last"), np.int64(2)).shape == (None, 2)
+        with pytest.raises(ValueError, match="filters must be a positive int"):
+            cc.layers.conv2d(x, 2.5, 3)
+        with pytest.raises(ValueError, match="renorm=True is not supported"):
+            cc.layers.batch_normalization(x, renorm=True)
