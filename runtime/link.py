@@ -89,7 +89,9 @@ def _read(text: str) -> tuple[str, list[_Chunk]] | None:
         position += 1
         if not line.strip() or line.startswith(";"):
             continue
-        if line.startswith(_HEADER_PREFIXES):
+        if line.startswith(_HEADER_PREFIXES) or re.match(r"![0-9A-Za-z_.]+ = ", line):
+            # Named metadata (branch weights the math library's branches carry): every part
+            # module gets all of it, unused metadata being harmless.
             header.append(line)
             continue
         if line.startswith("define "):

@@ -200,7 +200,7 @@ def test_a_checked_product_counts_its_output() -> None:
 
 def test_text_the_reader_does_not_know_is_compiled_whole() -> None:
     text = ('define void @"graphgrad_step"(ptr %t) {\n  ret void\n}\n'
-            '!0 = !{i32 1}\n')
+            'module asm "nop"\n')
     assert link.split_module(text, STEP_SYMBOL) is None
     assert link.split_module('define void @"other"() {\n  ret void\n}\n', STEP_SYMBOL) is None
 
@@ -213,3 +213,19 @@ def test_the_library_splits_into_one_module_per_routine() -> None:
         _parses(text)
         exported = [line for line in text.splitlines() if line.startswith("define ") and "internal" not in line]
         assert len(exported) == 1 and f'@"{name}"' in exported[0]
+
+
+@pytest.mark.parametrize("op", [cc.sin, cc.cos, lambda t: cc.random_normal((64, 128), seed=1) * t])
+def test_a_step_whose_kernels_carry_branch_weights_is_split(op) -> None:
+    # The math library's branches carry !prof metadata: a module the reader refused was compiled
+    # whole at full optimisation, 20x slower, and cached as one piece.
+    def build():
+        x = cc.placeholder("float32", (64, 128), name="x")
+        return [cc.reduce_sum(op(x), axis=1)], {x: (64, 128)}
+    text, _ = _step_text(build)
+    assert "!prof" in text
+    split = link.split_module(text, STEP_SYMBOL)
+    assert split is not None and split.units
+    for unit in split.units:
+        _parses(unit.text)
+    _parses(split.entry)
