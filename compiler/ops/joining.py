@@ -126,11 +126,16 @@ def concat(values: Sequence[Any], axis: int, name: str | None = None) -> Tensor:
     values = list(values)
     if not values:
         raise ValueError(located("concat needs at least one tensor"))
-    if len(values) > 64:
-        raise ValueError(located(f"concat of {len(values)} tensors: at most 64 at once (concatenate in groups)"))
     if len(values) == 1:
         return identity(values[0], name=name)
+    if len(values) > _CONCAT_INPUTS:   # one op takes 64 tensors: join groups of them, then the groups
+        groups = [values[i:i + _CONCAT_INPUTS] for i in range(0, len(values), _CONCAT_INPUTS)]
+        values = [Concat(*group, axis=int(axis)) if len(group) > 1 else group[0] for group in groups]
+        return concat(values, axis, name=name)
     return Concat(*values, axis=int(axis), name=name)
+
+
+_CONCAT_INPUTS = 64
 
 
 def split(value: Tensor, num_or_size_splits: int | Sequence[int], axis: int = 0,

@@ -238,3 +238,19 @@ def test_float_floormod_stays_within_the_divisor_and_takes_an_infinite_one() -> 
     np.testing.assert_allclose(remainder, np.remainder(x.astype("float64"), y.astype("float64")),
                                atol=1e-6 * np.abs(x).max())
     np.testing.assert_array_equal(special, [3.0, np.inf, 0.0, -np.inf, -3.0])   # Python's and numpy's
+
+
+def test_concat_and_stack_take_any_number_of_tensors() -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        pieces = [cc.placeholder("float32", (2,), name=f"p{i}") for i in range(150)]
+        stacked = cc.stack(pieces)
+        joined = cc.concat(pieces, axis=0)
+        slopes = cc.gradients(cc.reduce_sum(stacked * stacked) + cc.reduce_sum(joined), [pieces[0], pieces[-1]])
+    feeds = {p: np.full(2, i, "float32") for i, p in enumerate(pieces)}
+    with Session(graph) as sess:
+        got_stacked, got_joined, first, last = sess.run([stacked, joined] + slopes, feeds)
+    np.testing.assert_array_equal(got_stacked, np.repeat(np.arange(150.0), 2).reshape(150, 2))
+    np.testing.assert_array_equal(got_joined, np.repeat(np.arange(150.0), 2))
+    np.testing.assert_array_equal(first, [1.0, 1.0])
+    np.testing.assert_array_equal(last, [299.0, 299.0])
