@@ -64,6 +64,9 @@ def _reads_before_assigning_constructs(nodes: Sequence[Node]) -> set[int]:
     return readers
 
 
+MAX_FUSED_DEPTH = 64   # ops in one fused expression, deepest path (see _bound_fused_depth)
+
+
 class _KernelBuilder:
     def __init__(self, nodes: Sequence[Node], fetches: Sequence[Node | None], forced: set[int],
                  check_numerics: bool = False) -> None:
@@ -100,6 +103,21 @@ class _KernelBuilder:
             if found is not None:
                 self.update_matmuls[id(node)] = found
                 self.absorbed.update(id(n) for n in (found[0], node.inputs[1]))
+        self._bound_fused_depth()
+
+    def _bound_fused_depth(self) -> None:
+        """Materialise a value whose fused expression would be ``MAX_FUSED_DEPTH`` ops deep: a
+        chain of thousands of elementwise ops (an unrolled loop, a gradient summing hundreds of
+        contributions) becomes kernels of bounded expressions, which the compiler's recursive
+        walks (and LLVM) handle, instead of one expression too deep for them."""
+        depth: dict[int, int] = {}
+        for node in self.nodes:   # in topological order: inputs first
+            fused = [depth.get(id(i), 0) for index, i in enumerate(node.inputs)
+                     if index not in node.opdef.shape_only_inputs and self._fusable(i)]
+            depth[id(node)] = 1 + max(fused, default=0)
+            if depth[id(node)] >= MAX_FUSED_DEPTH and node.kind == "elementwise":
+                self.forced.add(id(node))
+                depth[id(node)] = 0
 
     # -- decisions ---------------------------------------------------------------------------
     def _fusable(self, node: Node) -> bool:

@@ -8,6 +8,7 @@ import pytest
 
 import compiler as cc
 import optim
+from compiler.passes import fuse
 from compiler.pipeline import compile_step
 from runtime import Session
 
@@ -159,3 +160,27 @@ def test_matmul_updates_equal_the_reference(name: str, dtype: str) -> None:
         with Session(graph) as sess:
             (kernel,) = sess.compile(update, feeds).program.kernels
         assert kernel.matmul is not None and not kernel.accumulate
+
+
+@pytest.mark.parametrize("length", [200, 3000])
+def test_a_chain_of_thousands_of_elementwise_ops_compiles_in_bounded_kernels(length: int) -> None:
+    # One fused expression of thousands of ops overflowed the compiler's recursive walks.
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float64", (3,), name="x")
+        y = x
+        for _ in range(length):
+            y = y * 1.0001 + 0.001
+        total = cc.add_n([x * float(k) for k in range(300)])
+        (slope,) = cc.gradients(cc.reduce_sum(y) + cc.reduce_sum(total), [x])
+    value = np.array([0.5, -1.0, 2.0])
+    expected = value.copy()
+    for _ in range(length):
+        expected = expected * 1.0001 + 0.001
+    with Session(graph) as sess:
+        got, got_total, got_slope = sess.run([y, total, slope], {x: value})
+        program = sess.compile([y, total, slope], {x: value}).program
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+    np.testing.assert_allclose(got_total, value * sum(range(300)), rtol=1e-12)
+    np.testing.assert_allclose(got_slope, 1.0001 ** length + sum(range(300)), rtol=1e-9)
+    assert len(program.kernels) >= 2 * length // fuse.MAX_FUSED_DEPTH    # the chain cut into pieces
