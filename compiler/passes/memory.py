@@ -98,18 +98,31 @@ def hoist_assignments(program: Program) -> Program:
     then die early instead of living to the end of the step."""
     kernels = list(program.kernels)
     assignments = kernels[program.first_assignment:]
-    order = kernels[:program.first_assignment]
-    for assignment in assignments:
+    # Each kernel's place as a sort key: the others keep (i,); an assignment goes right after the
+    # last kernel it must follow, (that kernel's key..., -n) for the n-th one placed, so that one
+    # placed later after the same kernel comes first. The last writer and reader of each buffer
+    # are kept by key, so placing every assignment is one pass (a scan per assignment made a step
+    # with thousands of variables take tens of seconds).
+    keyed: list[tuple[tuple, Kernel]] = [((i,), kernel) for i, kernel in enumerate(kernels[:program.first_assignment])]
+    last_write: dict[int, tuple] = {}
+    last_read: dict[int, tuple] = {}
+
+    def note(key: tuple, kernel: Kernel) -> None:
+        last_write[kernel.out.buffer] = max(last_write.get(kernel.out.buffer, key), key)
+        for access in kernel.operands:
+            last_read[access.buffer] = max(last_read.get(access.buffer, key), key)
+    for key, kernel in keyed:
+        note(key, kernel)
+    for number, assignment in enumerate(assignments, start=1):
         target = assignment.out.buffer
         inputs = {a.buffer for a in assignment.operands} - {target}
-        earliest = 0
-        for position, kernel in enumerate(order):
-            if kernel.out.buffer in inputs or any(a.buffer == target for a in kernel.operands) \
-                    or kernel.out.buffer == target:
-                earliest = position + 1
-        order.insert(earliest, assignment)
-    program.kernels = order
-    program.first_assignment = len(order)  # no separate phase any more
+        after = [last_write[b] for b in inputs if b in last_write]
+        after += [k for k in (last_read.get(target), last_write.get(target)) if k is not None]
+        key = (*max(after), -number) if after else (-1, -number)
+        keyed.append((key, assignment))
+        note(key, assignment)
+    program.kernels = [kernel for _, kernel in sorted(keyed, key=lambda item: item[0])]
+    program.first_assignment = len(program.kernels)  # no separate phase any more
     return program
 
 

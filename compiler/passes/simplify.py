@@ -20,17 +20,20 @@ def _rewrite(nodes: Sequence[Node], replace: Callable[[Node], Node | None]) -> l
     """Apply ``replace`` to each node in order (inputs already rewritten); None keeps the node."""
     mapping: dict[int, Node] = {}
     result: list[Node] = []
+    kept: set[int] = set()      # ids of the nodes in result (a list scan made this quadratic)
     for node in nodes:
         node.inputs = [mapping.get(id(i), i) for i in node.inputs]
         node.control = [mapping.get(id(c), c) for c in node.control]
         new = replace(node)
         if new is None or new is node:
             result.append(node)
+            kept.add(id(node))
         else:
             mapping[id(node)] = new
             node.forward = new
-            if not any(new is r for r in result):
+            if id(new) not in kept:
                 result.append(new)
+                kept.add(id(new))
     return result
 
 
