@@ -26,7 +26,7 @@ from .linalg import matmul
 from .padding import pad
 from .random import RandomUniform, random_tensor, static_shape
 from .random_seed import check_seed
-from .reduction import reduce_logsumexp, reduce_max, reduce_mean, reduce_sum
+from .reduction import reduce_max, reduce_mean, reduce_sum
 
 
 def log_softmax(logits: Any, axis: int | None = None, name: str | None = None, dim: int | None = None) -> Tensor:
