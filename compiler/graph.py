@@ -293,6 +293,29 @@ class Graph:
             self._control_stack.pop()
 
     @contextlib.contextmanager
+    def absolute_name_scope(self, name: str) -> Iterator[None]:
+        """Name the nodes built inside as if the name scopes open were exactly ``name``
+        (``"a/b"``; ``""`` for none), whatever is open around (TF1 names a variable by its
+        variable scope, not by the name scopes)."""
+        saved = self._name_stack
+        self._name_stack = [part for part in name.split("/") if part]
+        try:
+            yield
+        finally:
+            self._name_stack = saved
+
+    @contextlib.contextmanager
+    def no_control_dependencies(self) -> Iterator[None]:
+        """Nodes built inside get no control dependencies from the ``control_dependencies``
+        blocks around (a variable: reading it must not run what they list)."""
+        saved = self._control_stack
+        self._control_stack = []
+        try:
+            yield
+        finally:
+            self._control_stack = saved
+
+    @contextlib.contextmanager
     def init_scope(self) -> Iterator["Graph"]:
         """Build nodes that belong to the graph as a whole, not to the code around them (TF1's
         ``tf.init_scope``): inside, this graph is the default and new nodes have no control

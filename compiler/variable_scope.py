@@ -195,12 +195,12 @@ def get_variable(name: str, shape: Sequence[int] | None = None, dtype: Any = Non
                                  f"get_variable; choose another name"))
     # As TF1: made for the graph as a whole (no control dependencies, outside any cond or loop
     # being traced), named by the variable scope whatever name scopes are open.
-    with graph.init_scope(), _absolute_name_scope(graph, scope.name):
+    with graph.init_scope(), graph.absolute_name_scope(scope.name):
         variable = Variable(value, name=name, trainable=trainable, collections=collections)
     store.variables[full] = variable
     regularizer = regularizer if regularizer is not None else scope.regularizer
     if regularizer is not None:
-        with graph.init_scope(), _absolute_name_scope(graph, f"{full}/Regularizer"):
+        with graph.init_scope(), graph.absolute_name_scope(f"{full}/Regularizer"):
             loss = regularizer(variable)
         if loss is not None:
             graph.add_to_collection(GraphKeys.REGULARIZATION_LOSSES, loss)
@@ -240,15 +240,3 @@ def _initial_value(full: str, sizes: tuple[int, ...] | None, dtype: Any, initial
     if value.shape != sizes:
         raise ValueError(located(f"get_variable {full}: the initializer made shape {value.shape}, not {sizes}"))
     return value.astype(target)
-
-
-@contextlib.contextmanager
-def _absolute_name_scope(graph: Graph, scope_name: str) -> Iterator[None]:
-    """Name ops as if the name scopes open were exactly the variable scope's (TF1 names
-    variables by the variable scope, whatever name scopes are open)."""
-    saved = graph._name_stack
-    graph._name_stack = [part for part in scope_name.split("/") if part]
-    try:
-        yield
-    finally:
-        graph._name_stack = saved

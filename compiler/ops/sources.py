@@ -87,12 +87,9 @@ class Variable(Tensor):
         graph = get_default_graph()
         # No control dependencies (TF1 makes variables in init_scope): reading the variable must
         # not run the assignments around where it was made.
-        saved, graph._control_stack = graph._control_stack, []
-        try:
+        with graph.no_control_dependencies():
             op = graph.add_operation(VariableOp, (), {"shape": value.shape, "dtype": value.dtype},
                                      [(value.shape, value.dtype)], name or "Variable", user_location())
-        finally:
-            graph._control_stack = saved
         Tensor.__init__(self, op, 0, value.shape, value.dtype)
         op.outputs = (self,)
         self.initial_value = value
