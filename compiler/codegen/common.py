@@ -122,6 +122,41 @@ def emit_loop(builder: ir.IRBuilder, count: ir.Value | int, body: Callable[[ir.I
     emit_carried_loop(builder, count, body_carrying_nothing, (), name)
 
 
+def sums_in_blocks(combiner: str, dtype: np.dtype, trips: int, block: int) -> bool:
+    """Whether a register fold of ``trips`` adds is summed in blocks of ``block`` (see
+    ``emit_sum_in_blocks``): float32 sums longer than one block."""
+    return combiner == "sum" and dtype == dtypes.float32 and trips > block > 0
+
+
+def emit_sum_in_blocks(builder: ir.IRBuilder, count: ir.Value | int, block: int,
+                       add_term: Callable[[ir.IRBuilder, ir.Value, ir.Value], ir.Value],
+                       total: ir.Value, name: str = "r") -> ir.Value:
+    """``total`` plus a float32 sum over ``count`` trips, where ``add_term(b, index, partial)``
+    returns ``partial`` plus trip ``index``'s term: each ``block`` trips are summed in float32 from
+    zero, and the blocks' sums are added in float64, rounded to float32 once at the end.
+
+    A running float32 sum's rounding error grows with its length (10^7 adds of 0.1 are 0.15% off,
+    as every add rounds the same way); summed in blocks it grows with the block instead, for the
+    cost of one float64 add per block. The block's own loop stays a plain register fold, which
+    the CPU vectorises."""
+    count = ir.Constant(I64, count) if isinstance(count, int) else count
+    wide = ir.DoubleType()
+    zero = ir.Constant(total.type, 0.0)
+    blocks = builder.udiv(builder.add(count, ir.Constant(I64, block - 1)), ir.Constant(I64, block))
+
+    def one_block(b: ir.IRBuilder, index: ir.Value, carried: list[ir.Value]) -> list[ir.Value]:
+        first = b.mul(index, ir.Constant(I64, block))
+        left = b.sub(count, first)
+        trips = b.select(b.icmp_signed("<", left, ir.Constant(I64, block)), left, ir.Constant(I64, block))
+
+        def trip(b: ir.IRBuilder, offset: ir.Value, partial: list[ir.Value]) -> list[ir.Value]:
+            return [add_term(b, b.add(first, offset), partial[0])]
+        partial = emit_carried_loop(b, trips, trip, [zero], name=f"{name}.block")[0]
+        return [b.fadd(carried[0], b.fpext(partial, wide))]
+    summed = emit_carried_loop(builder, blocks, one_block, [builder.fpext(total, wide)], name=f"{name}.blocks")[0]
+    return builder.fptrunc(summed, total.type)
+
+
 def emit_carried_loop(builder: ir.IRBuilder, count: ir.Value | int,
                       body: Callable[[ir.IRBuilder, ir.Value, list[ir.Value]], list[ir.Value]],
                       carried: Sequence[ir.Value], name: str = "i") -> list[ir.Value]:

@@ -18,8 +18,8 @@ from llvmlite import ir
 
 from .. import dtypes
 from ..kernel_ir import Kernel
-from .common import (I64, ExprLowering, LoopAxis, combine, element_pointer, emit_carried_loop, identity_of,
-                     load_element, store_element)
+from .common import (I64, ExprLowering, LoopAxis, combine, element_pointer, emit_carried_loop, emit_sum_in_blocks,
+                     identity_of, load_element, store_element, sums_in_blocks)
 
 
 def kernel_buffers(kernel: Kernel) -> list[int]:
@@ -43,6 +43,9 @@ class BodyRules:
     reassociate: bool
     # Scatter adds are atomic (GPU threads may add into the same element at once).
     atomic_scatter: bool
+    # A float32 register sum over more trips than this adds blocks of this many in float32 and
+    # the blocks in float64 (``common.emit_sum_in_blocks``).
+    sum_block: int
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,14 @@ class KernelBody:
                 store_element(b, total, self.out_pointer, kernel.out_dtype, lowering.out_index())
             return total
         loop = loops[0]
+        if (len(loops) == 1 and not kernel.scan
+                and sums_in_blocks(kernel.combiner, kernel.out_dtype, self.axes[loop.axis].size, self.rules.sum_block)):
+            def add_term(b: ir.IRBuilder, index: ir.Value, partial: ir.Value) -> ir.Value:
+                self.values[loop.axis] = index if loop.first is None else b.add(loop.first, index)
+                lowering = self.lowering(b)
+                return combine(lowering, "sum", kernel.out_dtype, partial, self.term(b, lowering),
+                               reassociate=self.rules.reassociate)
+            return emit_sum_in_blocks(b, loop.count, self.rules.sum_block, add_term, total, name=f"r{loop.axis}")
 
         def trip(b: ir.IRBuilder, index: ir.Value, carried: list[ir.Value]) -> list[ir.Value]:
             self.values[loop.axis] = index if loop.first is None else b.add(loop.first, index)

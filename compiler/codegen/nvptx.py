@@ -44,8 +44,8 @@ from llvmlite import ir
 from .. import dtypes
 from ..kernel_ir import (Access, Branch, Buffer, Kernel, Load, Loop, Prim, Program, Step, WindowMatmul,
                          contiguous_strides)
-from .common import (LLVM_LOCK, I32, I64, LoopAxis, combine, emit_carried_loop, emit_loop, identity_of, load_element,
-                     loop_axes, register_type, store_element)
+from .common import (LLVM_LOCK, I32, I64, LoopAxis, combine, emit_carried_loop, emit_loop, emit_sum_in_blocks,
+                     identity_of, load_element, loop_axes, register_type, store_element, sums_in_blocks)
 from .gpu_kernel import (AsyncCopy, AsyncWait, Barrier, Launch, Phase, Register, Repeat, ScheduledKernel, SharedArray,
                          Statement, ThreadState, WarpShuffleDown, emit_ptx_kernel, warp_width)
 from .kernel_body import BodyRules, KernelBody, ReducedLoop, kernel_buffers
@@ -55,7 +55,9 @@ DEFAULT_ARCH = "sm_80"
 BLOCK_SIZE = 256
 # A thread runs every reduced axis of its output element itself, in order and in a register, and
 # reads the output only to add to it; threads may scatter into the same element, so adds are atomic.
-GPU_RULES = BodyRules(output_holds_partial=False, reassociate=False, atomic_scatter=True)
+# A thread's float32 sum is not spread over lanes, so its blocks are short: one float64 add per 64
+# elements costs little even where float64 runs at 1/64 of float32's rate.
+GPU_RULES = BodyRules(output_holds_partial=False, reassociate=False, atomic_scatter=True, sum_block=64)
 
 
 @functools.lru_cache(maxsize=8)
@@ -267,11 +269,16 @@ def _block_reduction(kernel: Kernel, limits: GpuLimits) -> ScheduledKernel:
     def fold(state: ThreadState) -> None:
         b, body = point(state)
 
-        def trip(b: ir.IRBuilder, index: ir.Value, carried: list[ir.Value]) -> list[ir.Value]:
+        def add_term(b: ir.IRBuilder, index: ir.Value, partial: ir.Value) -> ir.Value:
             _decompose(b, b.add(state.thread, b.mul(index, ir.Constant(I64, block))), axes, reduced_axes, body.values)
             lowering = body.lowering(b)
-            return [combine(lowering, kernel.combiner, dtype, carried[0], body.term(b, lowering))]
-        total = emit_carried_loop(b, _strided_trips(b, state.thread, reduced, block), trip, [identity], name="fold")[0]
+            return combine(lowering, kernel.combiner, dtype, partial, body.term(b, lowering))
+        trips = _strided_trips(b, state.thread, reduced, block)
+        if sums_in_blocks(kernel.combiner, dtype, -(-reduced // block), GPU_RULES.sum_block):
+            total = emit_sum_in_blocks(b, trips, GPU_RULES.sum_block, add_term, identity, name="fold")
+        else:
+            total = emit_carried_loop(b, trips, lambda b, index, carried: [add_term(b, index, carried[0])],
+                                      [identity], name="fold")[0]
         b.store(total, state.register("partial"))
 
     def add_partner(state: ThreadState) -> None:
