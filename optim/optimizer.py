@@ -389,7 +389,7 @@ def _gathered_indices(grad: Tensor) -> list[Tensor] | None:
     if name == "GatherGrad":
         return [grad.op.inputs[1]] if grad.op.attrs["axis"] == 0 else None
     inputs = grad.op.inputs
-    if name in ("Identity", "Neg"):
+    if name in ("Identity", "Neg", "Cast"):   # a table cast before its lookup: TF1 casts the slices
         return _gathered_indices(inputs[0])
     # Scaled by a scalar (clip_by_global_norm's factor, a mean's 1/n): still zero off the rows.
     if name in ("Mul", "Div") and len(inputs) == 2:

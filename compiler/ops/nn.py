@@ -18,12 +18,11 @@ from .array import expand_dims, one_hot, reshape, squeeze, stop_gradient
 from .base import composite_scope, constant, convert_to_tensor, renamed_argument
 from .elementwise import relu, sigmoid, tanh  # noqa: F401  (re-exported as cc.nn.*)
 from .elementwise import abs as abs_
-from .elementwise import (cast, clip_by_value, equal, erf, exp, expm1, greater, greater_equal, less, less_equal,
-                          log, log1p, logical_and, maximum, minimum, negative, rsqrt, sqrt, square, where)
+from .elementwise import (add_n, cast, clip_by_value, equal, erf, exp, expm1, floordiv, floormod, greater,
+                          greater_equal, less, less_equal, log, log1p, logical_and, maximum, minimum, negative, rsqrt,
+                          sqrt, square, where)
 from .gather import gather
-from .joining import concat, stack
 from .linalg import matmul
-from .padding import pad
 from .random import RandomUniform, random_tensor, static_shape
 from .random_seed import check_seed
 from .reduction import reduce_max, reduce_mean, reduce_sum
@@ -448,8 +447,9 @@ def embedding_lookup(params: Any, ids: Any, partition_strategy: str = "mod", nam
     shards hold consecutive ranges of ids). An id out of range gives a row of zeros (as ``gather``).
     With ``max_norm``, rows whose L2 norm exceeds it are scaled down to it.
 
-    A single table read this way gets a sparse update from the optimizers that have one (only the
-    looked-up rows and their slots change), as in TF1.
+    A table, or each shard of one, read this way gets a sparse update from the optimizers that
+    have one (only the looked-up rows and their slots change), as in TF1: each shard is read by
+    its own gather, of the ids it holds.
 
     >>> import numpy as np, compiler as cc
     >>> table = cc.Variable(np.zeros((100, 8), "float32"))
@@ -467,35 +467,48 @@ def embedding_lookup(params: Any, ids: Any, partition_strategy: str = "mod", nam
             raise DTypeError(located(f"embedding_lookup: ids must be int32 or int64, got {ids.dtype.name} "
                                      f"{ids.name!r}"))
         if len(shards) == 1:
-            table = shards[0]
+            rows = gather(shards[0], ids)
         else:
-            table = _joined_shards(shards, partition_strategy)
-        rows = gather(table, ids)
+            rows = add_n([gather(shard, local) for shard, local in zip(shards, _shard_rows(shards, ids,
+                                                                                            partition_strategy))])
         if max_norm is None:
             return rows
         norms = sqrt(reduce_sum(square(rows), axis=list(range(len(ids.shape), len(rows.shape))), keepdims=True))
         return rows * where(greater(norms, max_norm), max_norm / maximum(norms, 1e-30), 1.0)
 
 
-def _joined_shards(shards: list[Tensor], partition_strategy: str) -> Tensor:
-    """One table of the partitioned ``shards``, row ``i`` holding id ``i``."""
+def _shard_rows(shards: list[Tensor], ids: Tensor, partition_strategy: str) -> list[Tensor]:
+    """Per shard, the row of it that each of ``ids`` reads: the id's row where the shard holds the
+    id, else the shard's row count (out of range: the gather reads zeros and its gradient skips
+    it, so only the rows looked up get an update)."""
     sizes = [s.shape[0] for s in shards]
     if any(size is None for size in sizes) or any(len(s.shape) < 1 for s in shards):
         raise ShapeError(located("embedding_lookup: every shard must have a known number of rows"))
+    if any(s.shape[1:] != shards[0].shape[1:] or s.dtype != shards[0].dtype for s in shards):
+        described = ", ".join(f"{s.dtype.name}{format_shape(s.shape)}" for s in shards)
+        raise ShapeError(located(f"embedding_lookup: the shards must share their dtype and the shape of a row; "
+                                 f"got {described}"))
     total, count = sum(sizes), len(shards)
     # TF1's split of `total` ids over `count` shards: the first `total % count` get one more row.
     expected = [total // count + (1 if k < total % count else 0) for k in range(count)]
     if sizes != expected:
         raise ShapeError(located(f"embedding_lookup: shards of {sizes} rows are not a partition of {total} ids "
                                  f"over {count} shards (TF1's has {expected})"))
-    if partition_strategy == "div":
-        return concat(shards, axis=0)
-    if partition_strategy != "mod":
+    if partition_strategy not in ("mod", "div"):
         raise ValueError(located(f"embedding_lookup: partition_strategy must be 'mod' or 'div', got "
                                  f"{partition_strategy!r}"))
-    # "mod": id i is row i // count of shard i % count. Padding the shorter shards to the longest
-    # and interleaving them puts id i at row i; the padding rows lie past the last id.
-    longest = expected[0]
-    padded = [s if s.shape[0] == longest else pad(s, [[0, 1]] + [[0, 0]] * (len(s.shape) - 1)) for s in shards]
-    interleaved = reshape(stack(padded, axis=1), (longest * count, *shards[0].shape[1:]))
-    return interleaved[:total]
+    if total >= 2**31:
+        raise ShapeError(located(f"embedding_lookup: {total} ids in all; shards hold fewer than 2**31"))
+    # Every id as an int32 in [0, total], `total` standing for the ids no shard holds.
+    known = logical_and(greater_equal(ids, 0), less(ids, total))
+    ids = cast(where(known, ids, constant(total, ids.dtype)), dtypes.int32)
+    rows = []
+    first = 0
+    for k, size in enumerate(sizes):
+        if partition_strategy == "mod":     # id i is row i // count of shard i % count
+            held, local = logical_and(known, equal(floormod(ids, count), k)), floordiv(ids, count)
+        else:                               # shard k holds ids first .. first + size - 1
+            held, local = logical_and(greater_equal(ids, first), less(ids, first + size)), ids - first
+        rows.append(where(held, local, size))
+        first += size
+    return rows

@@ -444,6 +444,46 @@ def test_a_gather_only_gradient_scaled_by_a_scalar_stays_row_sparse(clip: str) -
         np.testing.assert_array_equal(sess.run(table)[[0, 1, 4, 5]], after_first[[0, 1, 4, 5]])
 
 
+@pytest.mark.parametrize("lookup", ["cast-table", "mod-shards", "div-shards"])
+@pytest.mark.parametrize("make", [lambda: optim.FtrlOptimizer(0.1), lambda: optim.MomentumOptimizer(0.1, 0.9)],
+                         ids=["ftrl", "momentum"])
+def test_lookups_of_a_cast_or_sharded_table_update_only_the_rows_looked_up(lookup: str, make) -> None:
+    """TF1 keeps these gradients sparse (Cast casts the slices; a sharded lookup gathers from each
+    shard): looking up id 0 and then id 3 moves exactly those two rows, each as a single-row
+    table would move, and leaves every other row as it was (Ftrl used to set them to 0)."""
+    def build(shards: int, strategy: str = "mod"):
+        graph = cc.Graph()
+        with graph.as_default():
+            ids = cc.placeholder("int32", (None,), name="ids")
+            if lookup == "cast-table":
+                tables = [cc.Variable(np.ones((5, 2), "float32"), name="table")]
+                rows = cc.nn.embedding_lookup(cc.cast(tables[0], "float64"), ids)
+            else:
+                sizes = [5] if shards == 1 else [3, 2]
+                tables = [cc.Variable(np.ones((n, 2)), name=f"shard{k}") for k, n in enumerate(sizes)]
+                rows = cc.nn.embedding_lookup(tables, ids, partition_strategy=strategy)
+            train = make().minimize(cc.reduce_sum(rows))
+        return graph, ids, tables, train
+
+    strategy = "div" if lookup == "div-shards" else "mod"
+    graph, ids, tables, train = build(1 if lookup == "cast-table" else 2, strategy)
+    with Session(graph) as sess:
+        sess.run(train, {ids: [0]})
+        sess.run(train, {ids: [3]})
+        shards = [sess.run(t) for t in tables]
+    if lookup == "mod-shards":      # ids 0 1 2 3 4 are rows 0 0 1 1 2 of shards 0 1 0 1 0
+        table = np.stack([shards[k % 2][k // 2] for k in range(5)])
+    else:
+        table = np.concatenate(shards)
+    # The oracle: one table of the five rows, looked up by each id alone.
+    single, single_ids, (single_table,), single_train = build(1)
+    with Session(single) as sess:
+        sess.run(single_train, {single_ids: [0]})
+        moved = sess.run(single_table)[0]
+    np.testing.assert_allclose(table[[0, 3]], np.stack([moved, moved]), rtol=1e-6)
+    np.testing.assert_array_equal(table[[1, 2, 4]], np.ones((3, 2)))
+
+
 def test_a_gradient_with_a_dense_part_updates_every_row() -> None:
     """A table also used densely (an L2 penalty) has a dense gradient, as in TF1: every row moves."""
     graph = cc.Graph()
