@@ -5,7 +5,7 @@ import numpy as np
 
 import compiler as cc
 from compiler import dtypes
-from compiler.graph import Graph
+from compiler.graph import Graph, located
 
 
 def get_global_step(graph: Graph | None = None) -> cc.Variable | None:
@@ -22,15 +22,22 @@ def get_global_step(graph: Graph | None = None) -> cc.Variable | None:
     graph = graph or cc.get_default_graph()
     found = graph.get_collection(cc.GraphKeys.GLOBAL_STEP)
     if not found:
-        named = [v for v in graph.get_collection(cc.GraphKeys.GLOBAL_VARIABLES)
-                 if isinstance(v, cc.Variable) and v.op.name == "global_step"]
-        if named and dtypes.is_integer(named[0].dtype) and named[0].shape == ():
-            return named[0]
-        return None
+        found = [v for v in graph.get_collection(cc.GraphKeys.GLOBAL_VARIABLES)
+                 if isinstance(v, cc.Variable) and v.op.name == "global_step"][:1]
+        if not found:
+            return None
     if len(found) > 1:
         raise TypeError(f"more than one variable in the {cc.GraphKeys.GLOBAL_STEP!r} collection: "
                         f"{[v.name for v in found]}")
-    return found[0]
+    step = found[0]
+    # As TF1's assert_global_step: a step of another kind is an error, not a reason to make a second one.
+    if not dtypes.is_integer(step.dtype):
+        raise TypeError(located(f"the existing global step {step.name!r} does not have an integer type "
+                                f"({step.dtype.name}); make it with dtype int64"))
+    if step.shape != ():
+        raise TypeError(located(f"the existing global step {step.name!r} is not a scalar (shape "
+                                f"{list(step.shape)})"))
+    return step
 
 
 def get_or_create_global_step(graph: Graph | None = None) -> cc.Variable:

@@ -360,3 +360,16 @@ def test_gate_constants_are_tf1s() -> None:
     assert (optim.Optimizer.GATE_NONE, optim.Optimizer.GATE_OP, optim.Optimizer.GATE_GRAPH) == (0, 1, 2)
     assert (cc.AggregationMethod.ADD_N, cc.AggregationMethod.DEFAULT, cc.AggregationMethod.EXPERIMENTAL_TREE,
             cc.AggregationMethod.EXPERIMENTAL_ACCUMULATE_N) == (0, 0, 1, 2)
+
+
+@pytest.mark.parametrize("value, message", [(np.float32(0.0), "does not have an integer type"),
+                                            (np.zeros(2, np.int64), "is not a scalar")])
+def test_a_global_step_variable_of_another_kind_is_an_error_not_a_second_step(value, message) -> None:
+    """As TF1's assert_global_step: a hand-made "global_step" that is not an integer scalar is
+    refused with the user's line (it used to be passed over for a new "global_step_1")."""
+    graph = cc.Graph()
+    with graph.as_default():
+        cc.Variable(value, name="global_step", trainable=False)
+        with pytest.raises(TypeError, match=message) as caught:
+            optim.get_or_create_global_step()
+    assert "test_optimizer_api.py" in str(caught.value)
