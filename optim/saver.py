@@ -756,6 +756,12 @@ class Saver:
         if os.path.isdir(save_path):
             raise ValueError(located(f"Saver.save: {save_path!r} is a directory; give a file path prefix "
                                      "inside it (e.g. 'DIR/model')"))
+        index_name = latest_filename or INDEX_FILENAME
+        if write_state and os.path.basename(save_path) == index_name:
+            # The index would be written over the checkpoint just written (TF1's files have suffixes).
+            raise ValueError(located(f"Saver.save: the checkpoint {save_path!r} would have the name of the "
+                                     f"directory's index file {index_name!r}; choose another prefix "
+                                     "(e.g. 'DIR/model')"))
         # Kept as absolute paths: a later chdir must not make max_to_keep delete another file.
         absolute = os.path.abspath(save_path)
         kept = [p for p in self._last_checkpoints if p != absolute] + [absolute]
@@ -771,7 +777,7 @@ class Saver:
             try:
                 try:
                     self._write(dict(zip(names, fetched)), save_path, step, directory, prefix, kept, removed,
-                                None if not write_state else latest_filename or INDEX_FILENAME)
+                                index_name if write_state else None)
                 except OSError as error:   # the same kind of error, naming the checkpoint and the line
                     message = located(f"Saver.save: cannot write the checkpoint {save_path!r}: "
                                       f"{error.strerror or error}")

@@ -823,6 +823,23 @@ def test_a_checkpoint_that_cannot_be_written_is_named_in_the_error(graph, save_p
     assert f"(at {__file__}:" in str(raised.value)
 
 
+@pytest.mark.parametrize("prefix, latest_filename", [("checkpoint", None), ("model", "model")])
+def test_a_checkpoint_named_as_the_index_is_refused_before_anything_is_written(graph, tmp_path, prefix,
+                                                                            latest_filename) -> None:
+    """The index would overwrite such a checkpoint as soon as it was written (the weights lost);
+    with ``write_state=False`` no index is written and the name is fine."""
+    v = cc.Variable(np.arange(3, dtype="float32"), name="v")
+    with Session(graph) as sess:
+        with pytest.raises(ValueError, match="would have the name of the directory's index file") as raised:
+            optim.Saver([v]).save(sess, str(tmp_path / prefix), latest_filename=latest_filename)
+        assert f"(at {__file__}:" in str(raised.value)
+        assert os.listdir(tmp_path) == []
+        path = optim.Saver([v]).save(sess, str(tmp_path / prefix), write_state=False)
+        sess.run(v.assign([7.0, 7.0, 7.0]))
+        optim.Saver([v]).restore(sess, path)
+        np.testing.assert_array_equal(sess.run(v), [0.0, 1.0, 2.0])
+
+
 def test_tf1_save_options_index_name_state_and_kept_hours(graph, tmp_path) -> None:
     """TF1's Saver and save arguments: ``latest_filename`` names the index (read back by
     ``latest_checkpoint`` and ``get_checkpoint_state``), ``write_state=False`` leaves it alone, and
