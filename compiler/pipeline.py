@@ -116,9 +116,13 @@ def write_requested_dumps(step: CompiledStep) -> None:
     """Write the stages of ``step`` to ``GRAPHGRAD_DUMP`` (those of ``GRAPHGRAD_DUMP_STAGES``) when set."""
     dump_dir = os.environ.get("GRAPHGRAD_DUMP")
     if dump_dir:
-        chosen = os.environ.get("GRAPHGRAD_DUMP_STAGES")
+        chosen = [name.strip() for name in os.environ.get("GRAPHGRAD_DUMP_STAGES", "").split(",") if name.strip()]
+        unknown = [name for name in chosen if name not in STAGES]
+        if unknown:
+            raise ValueError(f"GRAPHGRAD_DUMP_STAGES names unknown stages {', '.join(map(repr, unknown))}; "
+                             f"stages are: {', '.join(STAGES)}")
         try:
-            write_dumps(step, dump_dir, chosen.split(",") if chosen else STAGES)
+            write_dumps(step, dump_dir, chosen or STAGES)
         except OSError as error:   # say which setting points where it cannot write
             raise OSError(error.errno, f"GRAPHGRAD_DUMP={dump_dir!r} (or GRAPHGRAD_DUMP_HTML): cannot write the "
                                        f"compiled step's dumps there: {error.strerror or error}") from error
@@ -176,13 +180,14 @@ def write_dumps(step: CompiledStep, directory: str, stages: Sequence[str] = STAG
     paths written. When ``GRAPHGRAD_DUMP_HTML`` names a directory (``python -m compiler dump
     --html DIR`` sets it), the HTML report goes there too, as ``step<N>.html``."""
     global _dump_counter
+    unknown = [stage for stage in stages if stage not in STAGES]
+    if unknown:   # before anything is written
+        raise ValueError(f"unknown stage {unknown[0]!r}; stages are: {', '.join(STAGES)}")
     os.makedirs(directory, exist_ok=True)
     number = _dump_counter
     _dump_counter += 1
     paths = []
     for stage in stages:
-        if stage not in STAGES:
-            raise ValueError(f"unknown stage {stage!r}; stages are: {', '.join(STAGES)}")
         path = os.path.join(directory, f"step{number}.{stage}{_FILE_SUFFIX.get(stage, '.txt')}")
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(step.dump(stage))

@@ -338,7 +338,7 @@ def test_graphgrad_dump_writes_what_the_gpu_target_runs(tmp_path, monkeypatch) -
     """On cuda-emulated the dumped stages are the GPU's: the ptx for the Session's arch and the
     kernels with their schedule, as ``exe.dump`` gives them (they were the CPU's, for sm_80)."""
     monkeypatch.setenv("GRAPHGRAD_DUMP", str(tmp_path))
-    monkeypatch.setenv("GRAPHGRAD_DUMP_STAGES", "kernels,ptx")
+    monkeypatch.setenv("GRAPHGRAD_DUMP_STAGES", "kernels, ptx,")    # spaces and an empty name are fine
     graph = cc.Graph()
     with graph.as_default():
         x = cc.placeholder("float32", (64, 32), name="x")
@@ -351,3 +351,14 @@ def test_graphgrad_dump_writes_what_the_gpu_target_runs(tmp_path, monkeypatch) -
     (kernels,) = tmp_path.glob("step*.kernels.txt")
     assert ".target sm_90" in ptx.read_text() and ptx.read_text() == exe.dump("ptx")
     assert kernels.read_text() == exe.dump("kernels")
+
+
+def test_an_unknown_dump_stage_names_the_setting_and_writes_nothing(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("GRAPHGRAD_DUMP", str(tmp_path))
+    monkeypatch.setenv("GRAPHGRAD_DUMP_STAGES", "llvm,kernel")
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (3,), name="x")
+    with Session(graph) as sess, pytest.raises(ValueError, match="GRAPHGRAD_DUMP_STAGES names unknown stages 'kernel'"):
+        sess.run(cc.exp(x), {x: np.ones(3, "float32")})
+    assert list(tmp_path.iterdir()) == []
