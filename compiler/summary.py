@@ -48,9 +48,10 @@ from .errors import NumericsError, ShapeError
 from .graph import Graph, GraphKeys, Tensor, get_default_graph, located
 from .ops.array import StopGradient, element_count, expand_dims, reshape
 from .ops.base import composite_scope, constant
-from .ops.elementwise import add, cast, clip_by_value, floor, less, multiply
+from .ops.elementwise import abs as abs_
+from .ops.elementwise import add, cast, clip_by_value, divide, floor, less, maximum, multiply, where
 from .ops.joining import concat
-from .ops.reduction import reduce_max, reduce_min, reduce_sum
+from .ops.reduction import reduce_all, reduce_max, reduce_min, reduce_sum
 from .ops.slicing import strided_slice
 
 # The collection ``merge_all`` reads.
@@ -157,8 +158,11 @@ def histogram(name: str, values: Any, bucket_limits: Sequence[float] | None = No
 def image(name: str, tensor: Any, max_outputs: int = 3, collections: Sequence[str] | None = None) -> Tensor:
     """Up to ``max_outputs`` images of the NHWC batch ``tensor`` (1, 3 or 4 channels: grey, RGB,
     RGBA), as TF1's ``tf.summary.image``. Integer pixels (0..255; a numpy ``uint8`` array is
-    accepted as a constant) are kept; float pixels in [0, 1] are clipped and scaled to 0..255 and
-    rounded inside the step. The batch may be unknown (None); its first images are taken. Encoding
+    accepted as a constant) are kept; float pixels are scaled inside the step, each image by its
+    own finite values as TF1 does: with none below 0, ``255 / max`` (so [0, 0.25, 0.5] shows as 0,
+    127, 255); otherwise ``127 / max|value|`` around 128 (-1, 0, 1 show as 1, 128, 255); the
+    result truncated to an integer, and a pixel with a NaN or infinite channel painted red (255,
+    0, 0). The batch may be unknown (None); its first images are taken. Encoding
     to PNG happens on the host when ``Session.run`` serializes the ``Summary``. Tags are
     ``name/image/0``, ``name/image/1``, … (``name/image`` when ``max_outputs`` is 1).
 
@@ -186,15 +190,33 @@ def image(name: str, tensor: Any, max_outputs: int = 3, collections: Sequence[st
             raise ShapeError(located(f"summary.image {name!r}: needs images of shape (batch, height, width, "
                                      f"1, 3 or 4 channels) with a known height and width, got {images.shape}"))
         first_images = strided_slice(images, [slice(0, max_outputs)] + [slice(None)] * 3)
-        pixels = cast(first_images, dtypes.float64)
         if np.dtype(images.dtype).kind == "f":
-            pixels = floor(add(multiply(clip_by_value(pixels, 0.0, 1.0), 255.0), 0.5))
+            pixels = cast(_float_image_as_bytes(first_images), dtypes.float64)
         else:
-            pixels = clip_by_value(pixels, 0.0, 255.0)
+            pixels = clip_by_value(cast(first_images, dtypes.float64), 0.0, 255.0)
         image_count = _as_vector(element_count(first_images, axis=0))
         packed_values = concat([image_count, reshape(pixels, [-1])], 0)
     image_shape = tuple(int(size) for size in images.shape[1:])
     return _packed((("image", "", image_shape, int(max_outputs)),), packed_values, name, collections)
+
+
+def _float_image_as_bytes(images: Tensor) -> Tensor:
+    """TF1's scaling of float images to 0..255 (``NormalizeFloatImage``), per image of the NHWC
+    batch, in the images' own dtype: an affine map chosen from the image's finite minimum and
+    maximum, truncated; pixels with a non-finite channel become red."""
+    image_axes = [1, 2, 3]
+    finite = less(abs_(images), float("inf"))   # false for NaN too
+    smallest = reduce_min(where(finite, images, float("inf")), axis=image_axes, keepdims=True)
+    largest = reduce_max(where(finite, images, float("-inf")), axis=image_axes, keepdims=True)
+    signed = less(smallest, 0.0)
+    extent = where(signed, maximum(abs_(smallest), abs_(largest)), largest)
+    # Below TF1's threshold of 1e-6 the image is all zero (scale 0), not divided by ~0.
+    scale = where(less(extent, 1e-6), 0.0, divide(where(signed, 127.0, 255.0), maximum(extent, 1e-6)))
+    scaled = floor(add(multiply(images, scale), where(signed, 128.0, 0.0)))
+    channels = images.shape[3]
+    red = constant(np.array([255.0, 0.0, 0.0, 255.0][:channels], np.dtype(images.dtype)))
+    pixel_finite = reduce_all(finite, axis=3, keepdims=True)
+    return where(pixel_finite, clip_by_value(scaled, 0.0, 255.0), red)
 
 
 def text(name: str, text_value: str, collections: Sequence[str] | None = None) -> Tensor:

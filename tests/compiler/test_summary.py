@@ -211,6 +211,40 @@ def _decode_png(png: bytes) -> np.ndarray:
     return rows[:, 1:].reshape(height, width, channels)
 
 
+def _tf1_image_bytes(image: np.ndarray) -> np.ndarray:
+    """TF1's NormalizeFloatImage for one HWC float32 image, written out plainly."""
+    finite = np.isfinite(image)
+    low, high = image[finite].min(initial=np.inf), image[finite].max(initial=-np.inf)
+    if low < 0:
+        extent = max(abs(low), abs(high))
+        scale, offset = (0.0 if extent < 1e-6 else np.float32(127.0) / np.float32(extent)), 128.0
+    else:
+        scale, offset = (0.0 if high < 1e-6 else np.float32(255.0) / np.float32(high)), 0.0
+    out = np.floor(image * np.float32(scale) + np.float32(offset)).astype(np.uint8)
+    out[~finite.all(axis=-1)] = [255, 0, 0, 255][:image.shape[-1]]
+    return out
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("pixels, expected", [
+    ([0.0, 0.25, 0.5], [0, 127, 255]),        # nothing below 0: 255 / max
+    ([-1.0, 0.0, 1.0], [1, 128, 255]),        # signed: 127 / max|value| around 128
+    ([0.0, 100.0, 255.0], [0, 100, 255]),     # already 0..255
+    ([0.0, 0.0, 0.0], [0, 0, 0]),
+    ([np.nan, 0.5, np.inf], [255, 255, 255]),  # non-finite pixels are red (grey: 255)
+    ([-np.inf, -0.5, 0.25], [255, 1, 191]),   # the scale comes from the finite pixels
+])
+def test_float_images_are_scaled_as_tf1_scales_them(target: str, pixels: list, expected: list) -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        image = cc.placeholder("float32", shape=(1, 1, 3, 1), name="image")
+        summary = cc.summary.image("image", image)
+    with Session(graph, target=target) as sess:
+        encoded = sess.run(summary, {image: np.array(pixels, "float32").reshape(1, 1, 3, 1)})
+    (value,) = Summary.FromString(encoded).value
+    np.testing.assert_array_equal(_decode_png(value.image.encoded_image_string).ravel(), expected)
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_images_read_back_as_the_same_pixels(target: str, tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
@@ -230,7 +264,7 @@ def test_images_read_back_as_the_same_pixels(target: str, tmp_path: Path) -> Non
     accumulator.Reload()
     assert set(accumulator.Tags()["images"]) == {"colour/image/0", "colour/image/1", "colour/image/2",
                                                  "grey/image"}
-    expected_colour = np.floor(np.clip(float_batch.astype(np.float64), 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+    expected_colour = np.stack([_tf1_image_bytes(image) for image in float_batch])
     for index in range(3):
         events = accumulator.Images(f"colour/image/{index}")
         assert [event.step for event in events] == ([7, 8] if index < 2 else [7])
