@@ -138,6 +138,13 @@ class Tensor:
     def __bool__(self) -> bool:
         raise TypeError("a symbolic Tensor has no truth value; use cc.where / comparisons as ops")
 
+    def __iter__(self) -> Any:
+        # Without this, Python would iterate through __getitem__ (attached later): 0, 1, 2, ...
+        # without end along a dimension of unknown size, a new slice op at each step.
+        raise TypeError(located(f"a symbolic Tensor is not iterable: {self.name!r} (shape "
+                                f"{list(self.shape)}); index it (x[0]) or split it with cc.unstack(x), or "
+                                "pass a list of tensors where a list is wanted"))
+
     # Operators are attached by compiler/__init__.py (they need the op declarations).
 
 

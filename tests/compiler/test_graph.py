@@ -400,3 +400,26 @@ def test_a_variable_takes_python_numbers_as_tf1_and_numpy_values_with_their_dtyp
     with cc.Graph().as_default():
         variable = cc.Variable(initial)
     assert variable.dtype == np.dtype(dtype)
+
+
+ITERATIONS = {
+    "list": lambda x: list(x),
+    "concat": lambda x: cc.concat(x, 0),
+    "stack": lambda x: cc.stack(x),
+    "tuple": lambda x: cc.tuple(x),
+}
+
+
+@pytest.mark.parametrize("shape", [(None, 3), (2, 3)], ids=["unknown-rows", "two-rows"])
+@pytest.mark.parametrize("how", sorted(ITERATIONS))
+def test_iterating_a_tensor_is_a_type_error_not_endless_slices(how: str, shape: tuple) -> None:
+    """As in TF1's graph mode. Python used to iterate through __getitem__: 0, 1, 2, ... forever
+    along an unknown dimension (a new slice op each step), or to a misleading index error."""
+    with cc.Graph().as_default():
+        x = cc.placeholder("float32", shape, name="x")
+        with pytest.raises(TypeError, match="symbolic Tensor is not iterable: 'x:0'") as raised:
+            ITERATIONS[how](x)
+        with pytest.raises(TypeError, match="not iterable"):
+            with cc.control_dependencies(x):
+                pass
+    assert f"(at {__file__}:" in str(raised.value)
