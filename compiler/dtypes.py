@@ -12,16 +12,36 @@ bool_ = np.dtype("bool")
 SUPPORTED = (float32, float64, int32, int64, bool_)
 
 
+# TF1's own spellings where numpy reads them differently: "float" and Python's float are float32
+# there (numpy: float64), "double" is float64.
+_TF1_NAMES: dict[object, np.dtype] = {"float": float32, float: float32, "double": float64}
+
+
 def as_dtype(value: object) -> np.dtype:
-    """Turn "float32", np.float32, np.dtype(...) into a supported numpy dtype, or raise TypeError."""
+    """Turn "float32", np.float32, np.dtype(...) into a supported numpy dtype, or raise TypeError.
+    TF1's names mean what they mean in TF1: ``"float"`` and ``float`` are float32.
+
+    >>> as_dtype("float").name, as_dtype(float).name, as_dtype("double").name
+    ('float32', 'float32', 'float64')
+    """
     try:
-        dtype = np.dtype(value)  # type: ignore[call-overload]
+        if isinstance(value, (tuple, list, dict)):   # numpy reads these as record types
+            raise TypeError(value)
+        dtype = _TF1_NAMES.get(value) if isinstance(value, (str, type)) else None
+        dtype = np.dtype(value) if dtype is None else dtype  # type: ignore[call-overload]
     except TypeError as exc:
-        raise TypeError(f"not a dtype: {value!r}") from exc
+        raise TypeError(_located(f"not a dtype: {value!r} (supported: {_SUPPORTED_NAMES})")) from exc
     if dtype not in SUPPORTED:
-        names = ", ".join(d.name for d in SUPPORTED)
-        raise TypeError(f"dtype {dtype.name} is not supported (supported: {names})")
+        raise TypeError(_located(f"dtype {dtype.name} is not supported (supported: {_SUPPORTED_NAMES})"))
     return dtype
+
+
+_SUPPORTED_NAMES = ", ".join(d.name for d in SUPPORTED)
+
+
+def _located(message: str) -> str:
+    from .graph import located   # the graph module imports this one
+    return located(message)
 
 
 def is_floating(dtype: np.dtype) -> bool:

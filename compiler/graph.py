@@ -138,6 +138,20 @@ class Tensor:
     def __bool__(self) -> bool:
         raise TypeError("a symbolic Tensor has no truth value; use cc.where / comparisons as ops")
 
+    def _no_value(self) -> TypeError:
+        return TypeError(located(f"the symbolic Tensor {self.name!r} has no value while the graph is built; "
+                                 "give a Python number here (sizes, axes, depths and permutations are fixed "
+                                 "when the graph is built)"))
+
+    def __int__(self) -> int:
+        raise self._no_value()
+
+    def __index__(self) -> int:
+        raise self._no_value()
+
+    def __float__(self) -> float:
+        raise self._no_value()
+
     def __iter__(self) -> Any:
         # Without this, Python would iterate through __getitem__ (attached later): 0, 1, 2, ...
         # without end along a dimension of unknown size, a new slice op at each step.

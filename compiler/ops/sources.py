@@ -26,12 +26,21 @@ def placeholder(dtype: Any, shape: Sequence[int | None] | None = None, name: str
     >>> x.shape
     (None, 3)
     """
+    dtype = dtypes.as_dtype(dtype)
+    label = f"placeholder {name!r}" if name else "placeholder"
     if shape is None:
-        raise ShapeError(located(f"placeholder {name!r}: a shape is required (use None for unknown dims)"))
+        raise ShapeError(located(f"{label}: a shape is required (use None for unknown dims)"))
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        shape = (shape,)    # TF1 takes a number for a vector's length
+    if isinstance(shape, np.ndarray) and shape.ndim == 1:
+        shape = shape.tolist()
+    if not isinstance(shape, (list, tuple)) or not all(
+            d is None or (isinstance(d, (int, np.integer)) and not isinstance(d, bool)) for d in shape):
+        raise ShapeError(located(f"{label}: the shape must be a list of ints or None, got {shape!r}"))
     shape = tuple(None if d is None else int(d) for d in shape)
     if any(d is not None and d < 0 for d in shape):
-        raise ShapeError(located(f"placeholder {name!r}: negative dimension in {shape}"))
-    return apply(Placeholder, (), {"shape": shape, "dtype": dtypes.as_dtype(dtype)}, name or "Placeholder")
+        raise ShapeError(located(f"{label}: negative dimension in {shape}"))
+    return apply(Placeholder, (), {"shape": shape, "dtype": dtype}, name or "Placeholder")
 
 
 def _initial_as(given: Any, value: np.ndarray, target: np.dtype, name: str | None) -> np.ndarray:
@@ -40,8 +49,6 @@ def _initial_as(given: Any, value: np.ndarray, target: np.dtype, name: str | Non
     integer wrapped into a narrower type."""
     label = f"Variable {name!r}" if name else "Variable"
     literal = not isinstance(given, (np.ndarray, np.generic))
-    if value.dtype.kind not in "biuf":
-        raise DTypeError(located(f"{label}: the initial value is not numbers (bool, int or float)"))
     if literal:
         fitted = dtypes.convert_losslessly(value, target, literal=True)
         if fitted is None:
@@ -71,7 +78,15 @@ class Variable(Tensor):
         if isinstance(initial_value, Tensor):
             raise TypeError(located("Variable needs a concrete initial value (numpy array or Python number), "
                                     f"not the tensor {initial_value.name!r}"))
-        value = np.asarray(initial_value)
+        label = f"Variable {name!r}" if name else "Variable"
+        try:
+            value = np.asarray(initial_value)
+        except ValueError as error:   # ragged lists
+            raise ShapeError(located(f"{label}: the initial value is not a regular array ({error})")) from None
+        if value.dtype.kind not in "biuf":
+            raise DTypeError(located(f"{label}: the initial value must be numbers (a numpy array or Python "
+                                    f"numbers), got {type(initial_value).__name__}"
+                                    + (f" of {value.dtype.name}" if isinstance(initial_value, np.ndarray) else "")))
         if dtype is None and not isinstance(initial_value, (np.ndarray, np.generic)):
             # Python numbers as in TF1 (numpy keeps its dtype): floats make float32 variables, ints
             # int32 (int64 where they do not fit).

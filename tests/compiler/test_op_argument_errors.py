@@ -177,3 +177,36 @@ def test_python_numbers_keep_their_values() -> None:
         np.testing.assert_allclose(values[5], [1.5, 2.5, 3.5])
         np.testing.assert_allclose(values[6], [2.25] * 3)
         assert values[7] == np.float32(2.5)
+
+
+def test_tf1_dtype_names_mean_what_they_mean_in_tf1() -> None:
+    """"float" and Python's float are float32 in TF1 (numpy reads both as float64): a classic
+    ``placeholder("float", [None, 784]) @ W`` with a float32 W used to be a dtype mismatch."""
+    with cc.Graph().as_default():
+        x = cc.placeholder("float", (None, 3))
+        assert x.dtype == np.float32 and cc.placeholder(float, (2,)).dtype == np.float32
+        assert cc.cast(x, "double").dtype == np.float64 and cc.cast(x, "float").dtype == np.float32
+        assert (x @ cc.Variable(np.zeros((3, 2), "float32"))).dtype == np.float32
+
+
+@pytest.mark.parametrize("build, error, message", [
+    (lambda: cc.placeholder("float31", (2, 3)), TypeError, r"not a dtype: 'float31' \(supported: float32"),
+    (lambda: cc.placeholder((None, 3)), TypeError, r"not a dtype: \(None, 3\)"),
+    (lambda: cc.placeholder("float32", (2.7, 3)), cc.ShapeError, r"placeholder: the shape must be a list of ints"),
+    (lambda: cc.Variable(None, name="w"), cc.DTypeError, r"Variable 'w': the initial value must be numbers"),
+    (lambda: cc.Variable([[1.0], [2.0, 3.0]]), cc.ShapeError, r"Variable: the initial value is not a regular array"),
+    (lambda: cc.expand_dims(cc.placeholder("float32", (2,)), cc.constant(0)), TypeError,
+     r"the symbolic Tensor 'Const:0' has no value while the graph is built"),
+    (lambda: cc.placeholder("float32", (None, 3))[:cc.placeholder("int32", (), name="n")], TypeError,
+     r"the symbolic Tensor 'n:0' has no value while the graph is built"),
+])
+def test_values_that_are_not_what_an_argument_takes_are_named_with_the_users_line(build, error, message) -> None:
+    with cc.Graph().as_default(), pytest.raises(error, match=message) as raised:
+        build()
+    assert f"(at {__file__}:" in str(raised.value)
+
+
+def test_a_placeholder_shape_may_be_one_number_as_in_tf1() -> None:
+    with cc.Graph().as_default():
+        assert cc.placeholder("float32", 3).shape == (3,)
+        assert cc.placeholder("float32", np.array([2, 4])).shape == (2, 4)
