@@ -48,15 +48,25 @@ def softmax(logits: Any, axis: int | None = None, name: str | None = None, dim: 
         return exp(log_softmax(_float_features("softmax", logits), axis=axis))
 
 
-def softmax_cross_entropy_with_logits(labels: Any = None, logits: Any = None, axis: int | None = None,
-                                      name: str | None = None, dim: int | None = None) -> Tensor:
+def softmax_cross_entropy_with_logits(_sentinel: None = None, labels: Any = None, logits: Any = None,
+                                      axis: int | None = None, name: str | None = None,
+                                      dim: int | None = None) -> Tensor:
     """Per-example ``-sum(labels * log_softmax(logits))`` along ``axis`` (the last by default;
     TF1's older name: ``dim``).
 
     As in TF1, the gradient flows only into ``logits`` (``labels`` are treated as constants).
     """
+    _named_arguments_only("softmax_cross_entropy_with_logits", _sentinel)
     return _softmax_cross_entropy("softmax_cross_entropy_with_logits", labels, logits, axis, dim, name,
                                   labels_differentiable=False)
+
+
+def _named_arguments_only(function: str, sentinel: Any) -> None:
+    """TF1 refuses positional labels and logits here (its ``_sentinel``): the older argument order
+    was (logits, labels), and swapped they give a wrong loss without any error."""
+    if sentinel is not None:
+        raise ValueError(located(f"{function}: give labels and logits by name ({function}(labels=..., "
+                                 "logits=...)), as TF1 requires; the older order was (logits, labels)"))
 
 
 def _softmax_cross_entropy(function: str, labels: Any, logits: Any, axis: int | None, dim: int | None,
@@ -72,7 +82,7 @@ def _softmax_cross_entropy(function: str, labels: Any, logits: Any, axis: int | 
         return -reduce_sum(weights * log_softmax(logits, axis=axis), axis=axis)
 
 
-def sparse_softmax_cross_entropy_with_logits(labels: Any = None, logits: Any = None,
+def sparse_softmax_cross_entropy_with_logits(_sentinel: None = None, labels: Any = None, logits: Any = None,
                                              name: str | None = None) -> Tensor:
     """Per-example cross-entropy with integer class ``labels`` (int32/int64) of shape ``logits[:-1]``.
 
@@ -80,6 +90,7 @@ def sparse_softmax_cross_entropy_with_logits(labels: Any = None, logits: Any = N
     on a CPU TF1 raises), so that a mislabelled batch shows, and ``check_numerics`` names it,
     instead of training on a loss of 0.
     """
+    _named_arguments_only("sparse_softmax_cross_entropy_with_logits", _sentinel)
     with composite_scope(name or "SparseSoftmaxCrossEntropyWithLogits", [labels, logits]):
         logits = convert_to_tensor(logits)
         labels = convert_to_tensor(labels)
@@ -167,13 +178,14 @@ def _check_same_shape(function: str, labels: Tensor, logits: Tensor) -> None:
                                  f"have the same shape"))
 
 
-def sigmoid_cross_entropy_with_logits(labels: Any = None, logits: Any = None,
+def sigmoid_cross_entropy_with_logits(_sentinel: None = None, labels: Any = None, logits: Any = None,
                                       name: str | None = None) -> Tensor:
     """Elementwise ``-z*log(sigmoid(x)) - (1-z)*log(1-sigmoid(x))`` for labels ``z``, logits ``x``.
 
     TF's stable form ``max(x, 0) - x*z + log1p(exp(-|x|))``, with both branches picked by
     ``x >= 0`` (exact gradients at 0). As in TF the gradient reaches labels too.
     """
+    _named_arguments_only("sigmoid_cross_entropy_with_logits", _sentinel)
     with composite_scope(name or "logistic_loss", [logits, labels]):
         if labels is None or logits is None:
             raise ValueError("sigmoid_cross_entropy_with_logits needs labels= and logits=")
@@ -401,10 +413,12 @@ def log_sigmoid(x: Any, name: str | None = None) -> Tensor:
         return negative(softplus(negative(_float_features("log_sigmoid", x))))
 
 
-def softmax_cross_entropy_with_logits_v2(labels: Any = None, logits: Any = None, axis: int | None = None,
-                                         name: str | None = None, dim: int | None = None) -> Tensor:
+def softmax_cross_entropy_with_logits_v2(_sentinel: None = None, labels: Any = None, logits: Any = None,
+                                         axis: int | None = None, name: str | None = None,
+                                         dim: int | None = None) -> Tensor:
     """``softmax_cross_entropy_with_logits`` whose gradient reaches ``labels`` too (TF1's ``_v2``;
     wrap the labels in ``stop_gradient`` for the first version's behaviour)."""
+    _named_arguments_only("softmax_cross_entropy_with_logits_v2", _sentinel)
     return _softmax_cross_entropy("softmax_cross_entropy_with_logits_v2", labels, logits, axis, dim, name,
                                   labels_differentiable=True)
 

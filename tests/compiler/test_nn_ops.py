@@ -479,3 +479,17 @@ def test_in_top_k_is_false_for_a_row_with_any_non_finite_prediction() -> None:
     got = _run([cc.nn.in_top_k(predictions, cc.constant([0, 0, 0, 0]), k) for k in (1, 2)])
     for value in got:
         np.testing.assert_array_equal(value, [False, False, False, True])   # TF1's kernel
+
+
+@pytest.mark.parametrize("function", ["softmax_cross_entropy_with_logits", "softmax_cross_entropy_with_logits_v2",
+                                      "sparse_softmax_cross_entropy_with_logits", "sigmoid_cross_entropy_with_logits"])
+def test_cross_entropies_take_labels_and_logits_by_name_only(function: str) -> None:
+    """As TF1 (its ``_sentinel``): called in the older (logits, labels) order, they used to
+    compute a wrong loss without any error."""
+    with cc.Graph().as_default():
+        logits = cc.constant([[2.0, 0.5, -1.0]])
+        labels = cc.constant([0]) if function.startswith("sparse") else cc.constant([[1.0, 0.0, 0.0]])
+        with pytest.raises(ValueError, match="give labels and logits by name") as raised:
+            getattr(cc.nn, function)(logits, labels)
+        getattr(cc.nn, function)(labels=labels, logits=logits)
+    assert f"(at {__file__}:" in str(raised.value)
