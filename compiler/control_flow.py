@@ -655,9 +655,12 @@ def _invariant_fits(invariant: tuple, shape: tuple) -> bool:
 
 def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: Any, shape_invariants: Any = None,
                parallel_iterations: int = 10, back_prop: bool = True, swap_memory: bool = False,
-               maximum_iterations: int | None = None, name: str | None = None) -> Any:
+               maximum_iterations: int | None = None, name: str | None = None,
+               return_same_structure: bool = False) -> Any:
     """Repeat ``loop_vars = body(*loop_vars)`` while ``cond(*loop_vars)`` holds (TF1's
-    ``tf.while_loop``); returns the final ``loop_vars``, in their structure.
+    ``tf.while_loop``); returns the final ``loop_vars``, in their structure, except that (as in
+    TF1) a list or tuple of one loop variable gives that one tensor unless
+    ``return_same_structure``; its body may return the tensor alone or in a list.
 
     ``loop_vars`` is a tensor or a nested tuple/list/dict of tensors (Python numbers become
     constants). Each loop variable keeps its dtype and shape from one iteration to the next; a
@@ -679,7 +682,10 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: An
     ...     print(sess.run([i, y, dy], {x: 3.0}))          # 3**5 = 243, d/dx x**5 = 5 x**4
     [array(4, dtype=int32), array(243.), array(405.)]
     """
-    return _loop(cond, body, loop_vars, shape_invariants, maximum_iterations, name, user_location())
+    final = _loop(cond, body, loop_vars, shape_invariants, maximum_iterations, name, user_location())
+    if isinstance(loop_vars, (list, tuple)) and len(loop_vars) == 1 and not return_same_structure:
+        return final[0]
+    return final
 
 
 def _loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: Any, shape_invariants: Any,
@@ -737,7 +743,10 @@ def _loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: Any, sh
     expected = loop_vars if not single else loop_vars
     if (single and isinstance(returned, (list, tuple)) and len(returned) == 1
             and not isinstance(returned[0], (list, tuple, dict))):
-        loop_body.results = loop_body.results  # a one-element tuple for one loop variable is fine
+        pass  # a one-element tuple for one loop variable is fine
+    elif (not single and len(loop_vars) == 1 and isinstance(returned, Tensor)
+          and not isinstance(loop_vars[0], (list, tuple, dict))):
+        pass  # so is one tensor for a list of one loop variable (TF1 wraps it)
     elif not _same_structure(returned, expected):
         raise ValueError(located(
             f"while_loop: body (defined at {where_body}) returns {_describe_structure(returned)} but loop_vars is "

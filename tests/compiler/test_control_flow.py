@@ -456,7 +456,8 @@ def test_a_loop_condition_sees_what_the_body_assigns(target: str) -> None:
     with graph.as_default():
         v = cc.Variable(np.float32(0.0), name="v")
         (trips,) = cc.while_loop(lambda i: v < 5.0, lambda i: [(v.assign_add(1.0), i + 1)[1]], [0],
-                                 maximum_iterations=50)    # a bound, so that a wrong answer is no hang
+                                 maximum_iterations=50,    # a bound, so that a wrong answer is no hang
+                                 return_same_structure=True)
     with Session(graph, target=target) as sess:
         assert sess.run(trips) == 5 and sess.run(v) == 5.0
 
@@ -592,3 +593,18 @@ def test_dropout_in_a_branch_or_a_loop_body_has_the_gradient_of_the_mask_it_drew
             np.testing.assert_allclose(row_slope, drawn)
             masks.append(value != 0.0)
     assert any((m != masks[0]).any() for m in masks[1:])     # a new mask every step
+
+
+@pytest.mark.parametrize("body", [lambda i: cc.add(i, 1), lambda i: [i + 1], lambda i: (i + 1,)],
+                         ids=["tensor", "list", "tuple"])
+def test_a_list_of_one_loop_variable_behaves_as_in_tf1(body) -> None:
+    """TF1's own example: ``while_loop(c, b, [i])`` whose body returns ``i + 1`` alone gives the
+    tensor (a list of it with ``return_same_structure``)."""
+    graph = cc.Graph()
+    with graph.as_default():
+        i = cc.constant(0)
+        final = cc.while_loop(lambda i: cc.less(i, 10), body, [i])
+        kept = cc.while_loop(lambda i: cc.less(i, 10), body, [i], return_same_structure=True)
+    assert isinstance(final, cc.Tensor) and isinstance(kept, list) and len(kept) == 1
+    with Session(graph) as sess:
+        assert sess.run(final) == 10 and sess.run(kept) == [10]
