@@ -240,6 +240,9 @@ def reshape(x: Any, shape: Sequence[Any], name: str | None = None) -> Tensor:
                 d = 0    # taken from that input's shape when the step is compiled
             else:
                 d = -1 if value is None else int(value)
+        elif d is not None and (isinstance(d, bool) or not isinstance(d, (int, np.integer))):
+            raise TypeError(located(f"reshape: the shape must be Python ints, shape tensors or None / -1, got "
+                                    f"{d!r} in {list(shape)!r}"))
         sizes.append(-1 if d is None else int(d))
     inferred_tensors = sum(1 for d, size in zip(shape, sizes) if isinstance(d, Tensor) and size == -1)
     if inferred_tensors and sizes.count(-1) > 1:   # (two -1 given as numbers: Reshape's own error)

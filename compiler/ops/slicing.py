@@ -180,9 +180,13 @@ def reverse(x: Any, axis: int | Sequence[int], name: str | None = None) -> Tenso
     """
     x = convert_to_tensor(x)
     try:
-        axes = {normalize_axis(a, len(x.shape)) for a in ([axis] if isinstance(axis, (int, np.integer)) else axis)}
+        listed = [normalize_axis(a, len(x.shape)) for a in ([axis] if isinstance(axis, (int, np.integer)) else axis)]
     except RuleError as exc:
         raise ShapeError(located(f"reverse of {x.name!r} {format_shape(x.shape)}: {exc}")) from None
+    axes = set(listed)
+    if len(axes) != len(listed):   # TF1 refuses it (reversing twice would be no reversal)
+        raise ShapeError(located(f"reverse of {x.name!r} {format_shape(x.shape)}: axis {list(axis)} names an "
+                                 "axis more than once"))
     if not axes:
         return identity(x, name=name)
     spec = tuple((None, None, -1) if d in axes else (None, None, 1) for d in range(len(x.shape)))

@@ -199,6 +199,10 @@ def test_tf1_dtype_names_mean_what_they_mean_in_tf1() -> None:
      r"the symbolic Tensor 'Const:0' has no value while the graph is built"),
     (lambda: cc.placeholder("float32", (None, 3))[:cc.placeholder("int32", (), name="n")], TypeError,
      r"the symbolic Tensor 'n:0' has no value while the graph is built"),
+    (lambda: cc.reshape(cc.constant(np.zeros((2, 6))), [1.9, 6.5]), TypeError,
+     r"reshape: the shape must be Python ints, shape tensors or None / -1, got 1.9"),
+    (lambda: cc.reverse(cc.constant(np.zeros((2, 6))), [1, -1]), cc.ShapeError,
+     r"axis \[1, -1\] names an axis more than once"),
 ])
 def test_values_that_are_not_what_an_argument_takes_are_named_with_the_users_line(build, error, message) -> None:
     with cc.Graph().as_default(), pytest.raises(error, match=message) as raised:
