@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
@@ -213,8 +214,26 @@ def composite_scope(name: str, values: Sequence[Any]) -> Iterator[str]:
     ``name_scope(name, default_name, values)``): in the graph of the first tensor among ``values``
     (the default graph when there is none), which is also the default graph inside."""
     graph = next((v.graph for v in values if isinstance(v, Tensor)), None) or get_default_graph()
-    with graph.as_default(), graph.name_scope(name) as scope:
-        yield scope
+    outermost = not _composites.depth
+    _composites.depth += 1
+    try:
+        with graph.as_default(), graph.name_scope(name) as scope:
+            yield scope
+    except (ShapeError, DTypeError) as error:
+        if not outermost or str(error).startswith((f"{name}: ", f"in {name}: ")):
+            raise
+        # The op that refused is one of those the function is made of (a Mul inside a cross-entropy):
+        # say which function the user called.
+        raise type(error)(f"in {name}: {error}").with_traceback(error.__traceback__) from None
+    finally:
+        _composites.depth -= 1
+
+
+class _CompositeDepth(threading.local):
+    depth = 0
+
+
+_composites = _CompositeDepth()
 
 
 def renamed_argument(function: str, name: str, value: Any, old_name: str, old_value: Any,

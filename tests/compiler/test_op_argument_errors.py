@@ -214,3 +214,16 @@ def test_a_placeholder_shape_may_be_one_number_as_in_tf1() -> None:
     with cc.Graph().as_default():
         assert cc.placeholder("float32", 3).shape == (3,)
         assert cc.placeholder("float32", np.array([2, 4])).shape == (2, 4)
+
+
+def test_an_error_inside_a_composite_names_the_function_the_user_called() -> None:
+    """The op that refuses is one the function is made of (a Mul inside a cross-entropy); the
+    message says which function it was called from."""
+    with cc.Graph().as_default():
+        logits = cc.placeholder("float32", (4, 3), name="logits")
+        with pytest.raises(cc.ShapeError, match=r"^in softmax_cross_entropy_with_logits: Mul: shapes \(4, 2\), "
+                                                r"\(4, 3\)") as raised:
+            cc.nn.softmax_cross_entropy_with_logits(labels=cc.zeros((4, 2)), logits=logits)
+        with pytest.raises(cc.ShapeError, match=r"^in Softmax: ReduceMax: axis 5 is out of range"):
+            cc.nn.softmax(logits, axis=5)
+    assert f"(at {__file__}:" in str(raised.value)
