@@ -60,13 +60,23 @@ BLOCK_SIZE = 256
 GPU_RULES = BodyRules(output_holds_partial=False, reassociate=False, atomic_scatter=True, sum_block=64)
 
 
+# The warp-synchronous instructions of the schedules (shfl.sync in block reductions) need PTX ISA
+# 6.0; LLVM's default for sm_50 to sm_62 is older, and it stops the process at the first one.
+MIN_PTX_ISA = 60
+
+
 @functools.lru_cache(maxsize=8)
 def target_machine(arch: str = DEFAULT_ARCH, ptx_isa: int | None = None) -> llvm.TargetMachine:
-    """``ptx_isa`` (78 for PTX ISA 7.8) must be at least the oldest ``arch`` accepts: LLVM stops
-    the process otherwise. None: that oldest one."""
+    """``ptx_isa`` (78 for PTX ISA 7.8) must be at least the oldest ``arch`` accepts and
+    ``MIN_PTX_ISA``: LLVM stops the process otherwise. None: the oldest that is both."""
+    if ptx_isa is None:
+        ptx_isa = max(oldest_ptx_isa(arch), MIN_PTX_ISA)
+    return _llvm_target_machine(arch, f"+ptx{ptx_isa}")
+
+
+def _llvm_target_machine(arch: str, features: str) -> llvm.TargetMachine:
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()
-    features = f"+ptx{ptx_isa}" if ptx_isa is not None else ""
     return llvm.Target.from_triple(TRIPLE).create_target_machine(cpu=arch, features=features, opt=3)
 
 
@@ -75,7 +85,7 @@ def oldest_ptx_isa(arch: str) -> int:
     """The oldest PTX ISA version that can target ``arch`` (LLVM's default for it; 32, for PTX ISA
     3.2, for a processor LLVM does not know and ignores)."""
     with LLVM_LOCK:
-        text = target_machine(arch).emit_assembly(llvm.parse_assembly(f'target triple = "{TRIPLE}"'))
+        text = _llvm_target_machine(arch, "").emit_assembly(llvm.parse_assembly(f'target triple = "{TRIPLE}"'))
     major, minor = re.search(r"^\.version (\d+)\.(\d)", text, re.M).groups()  # type: ignore[union-attr]
     return int(major) * 10 + int(minor)
 

@@ -14,6 +14,10 @@ buffers and shared arrays.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -146,6 +150,27 @@ def test_unknown_architecture_is_refused(arch: str) -> None:
     process at the first instruction the generic processor lacks (cp.async in a GEMM)."""
     with pytest.raises(ValueError, match="architecture"):
         Session(cc.Graph(), target="cuda-emulated", arch=arch)
+
+
+@pytest.mark.parametrize("arch", ["sm_52", "sm_61"])
+def test_older_architectures_get_ptx_that_has_warp_shuffles(arch: str) -> None:
+    """LLVM's own PTX ISA for sm_5x and sm_6x predates shfl.sync: the first block reduction's PTX
+    used to stop the whole process (in a child process here, so that a regression is a failure)."""
+    script = textwrap.dedent(f"""
+        import numpy as np, compiler as cc
+        from runtime import Session
+        x = cc.placeholder("float32", shape=(2048,))
+        y = cc.reduce_sum(x)
+        with Session(target="cuda-emulated", arch="{arch}") as sess:
+            ptx = sess.compile(y, {{x: np.ones(2048, "float32")}}).dump("ptx")
+            assert sess.run(y, {{x: np.ones(2048, "float32")}}) == 2048.0
+        print(ptx)
+    """)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert f".target {arch}" in run.stdout and "shfl.sync.down" in run.stdout
+    assert re.search(r"^\.version 6\.0$", run.stdout, re.M), run.stdout[:300]
 
 
 @pytest.mark.parametrize("limits, message", [
