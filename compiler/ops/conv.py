@@ -242,8 +242,10 @@ def _padded(x: np.ndarray, rows: Window, cols: Window, fill: float = 0.0) -> np.
 
 def _taps(x: np.ndarray, rows: Window, cols: Window, fill: float = 0.0) -> np.ndarray:
     """[N, OH, OW, KH, KW, C]: the input under each kernel tap of each output position."""
-    padded = _padded(x, rows, cols, fill)
     result = np.empty((x.shape[0], rows.out, cols.out, rows.kernel, cols.kernel, x.shape[3]), x.dtype)
+    if 0 in (rows.out, cols.out):   # the slices below would not be empty: their stop is below their start
+        return result
+    padded = _padded(x, rows, cols, fill)
     for i in range(rows.kernel):
         for j in range(cols.kernel):
             top, left = i * rows.dilation, j * cols.dilation
@@ -581,6 +583,8 @@ def _avg_pool_grad_nest(shapes: Sequence[tuple], out: tuple, attrs: Mapping[str,
 def _avg_pool_grad_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
     g, like = np.asarray(values[0]), np.asarray(values[1])
     rows, cols = _pool_windows(like.shape, attrs)
+    if 0 in (rows.out, cols.out):   # no window: nothing flows back
+        return np.zeros(like.shape, g.dtype)
     padded = np.zeros(_padded(np.zeros(like.shape, g.dtype), rows, cols).shape, g.dtype)
     counts = np.outer(_counts_reference(rows), _counts_reference(cols)).astype(g.dtype)
     share = g / counts[None, :, :, None] if g.size else g

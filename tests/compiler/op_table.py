@@ -340,6 +340,11 @@ ROWS: list[Row] = [
     Row("avg_pool-same", lambda x: cc.sin(cc.nn.avg_pool(x, ksize=3, strides=2, padding="SAME")),
         (Input((2, 5, 6, 2)),), second_order=True),
     Row("avg_pool-size1", lambda x: cc.nn.avg_pool(x, 1, 1), (Input((1, 1, 1, 1)),)),
+    # A window wider than the input: no output column, nothing flows back.
+    Row("max_pool-no-output-columns", lambda x: cc.nn.max_pool(x, ksize=(2, 5), strides=2),
+        (Input((2, 7, 4, 1)),)),
+    Row("avg_pool-no-output-columns", lambda x: cc.nn.avg_pool(x, ksize=(2, 5), strides=2),
+        (Input((2, 7, 4, 1)),)),
     # derived math and creation ops (compositions: compared with numpy in test_derived_ops.py too)
     *_binary("squared_difference", cc.squared_difference, second=True),
     *_unary("reciprocal", cc.reciprocal, "positive"),
