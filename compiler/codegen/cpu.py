@@ -37,10 +37,10 @@ PARALLEL_MIN_WORK = 1 << 17
 # and integer ones, are plain loop nests.
 GEMM_MIN_WORK = 4096
 # The CPU initialises a reduction's output and walks its reduced axes in any order (the body adds
-# into the output), reassociates register sums so they vectorise (a block of 1024 float32 adds is
-# spread over the vector lanes and unrolled copies, some 16-128 adds each), and runs scatters on
+# into the output), reassociates register sums so they vectorise (a block of 4096 float32 adds is
+# spread over the vector lanes and unrolled copies, some 64-512 adds each), and runs scatters on
 # one thread.
-CPU_RULES = BodyRules(output_holds_partial=True, reassociate=True, atomic_scatter=False, sum_block=1024)
+CPU_RULES = BodyRules(output_holds_partial=True, reassociate=True, atomic_scatter=False, sum_block=4096)
 # A reduction over at most this many points per output (a 3x3 convolution of one channel, a 2x2
 # pooling window) runs them all inside each point, written out one after another, its sum in a
 # register: no pass that sets the output to the identity and no reading it back, and the loop

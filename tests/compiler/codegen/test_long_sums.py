@@ -51,10 +51,10 @@ def test_a_long_float32_sum_of_equal_values_stays_accurate(shape, axis, target, 
 
 @pytest.mark.parametrize("target, limits, threads", TARGETS,
                          ids=["cpu-1-thread", "cpu-2-threads", "cuda-emulated", "cuda-emulated-narrow-blocks"])
-@pytest.mark.parametrize("length", [1025, 2047, 4097, 65 * 8 + 3, (1 << 14) + 5])
+@pytest.mark.parametrize("length", [1025, 4097, 8191, 65 * 8 + 3, (1 << 14) + 5])
 def test_every_element_is_summed_once_across_block_edges(length: int, target, limits, threads,
                                                          monkeypatch) -> None:
-    # Lengths just past whole blocks (1024 on the CPU, 64 per GPU thread): an element dropped or
+    # Lengths just past whole blocks (4096 on the CPU, 64 per GPU thread): an element dropped or
     # added twice at a block's edge moves the sum by about 1e-3 of it, far more than the tolerance.
     monkeypatch.setenv("GRAPHGRAD_THREADS", threads)
     values = np.random.default_rng(length).uniform(0.5, 1.5, size=(2, length)).astype(np.float32)
