@@ -177,12 +177,16 @@ _dump_counter = 0
 
 def write_dumps(step: CompiledStep, directory: str, stages: Sequence[str] = STAGES) -> list[str]:
     """Write each stage to ``directory/step<N>.<stage><suffix>`` and the text report; returns the
-    paths written. When ``GRAPHGRAD_DUMP_HTML`` names a directory (``python -m compiler dump
+    paths written. In a process an MPI launcher started, ``directory/rank<R>/`` instead (every
+    rank compiles the same steps). When ``GRAPHGRAD_DUMP_HTML`` names a directory (``python -m compiler dump
     --html DIR`` sets it), the HTML report goes there too, as ``step<N>.html``."""
     global _dump_counter
     unknown = [stage for stage in stages if stage not in STAGES]
     if unknown:   # before anything is written
         raise ValueError(f"unknown stage {unknown[0]!r}; stages are: {', '.join(STAGES)}")
+    rank = _launcher_rank()
+    if rank is not None:   # the processes of one mpiexec job count their steps alike: one folder each
+        directory = os.path.join(directory, f"rank{rank}")
     os.makedirs(directory, exist_ok=True)
     number = _dump_counter
     _dump_counter += 1
@@ -204,6 +208,15 @@ def write_dumps(step: CompiledStep, directory: str, stages: Sequence[str] = STAG
             handle.write(render_html_report(step))
         paths.append(page)
     return paths
+
+
+def _launcher_rank() -> str | None:
+    """This process's rank when an MPI launcher started it (Open MPI, PMIx or PMI), else None."""
+    for variable in ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"):
+        value = os.environ.get(variable, "").strip()
+        if value.isdigit():
+            return value
+    return None
 
 
 _ENVIRONMENT = jinja2.Environment(loader=jinja2.PackageLoader("compiler", "templates"),

@@ -362,3 +362,18 @@ def test_an_unknown_dump_stage_names_the_setting_and_writes_nothing(tmp_path, mo
     with Session(graph) as sess, pytest.raises(ValueError, match="GRAPHGRAD_DUMP_STAGES names unknown stages 'kernel'"):
         sess.run(cc.exp(x), {x: np.ones(3, "float32")})
     assert list(tmp_path.iterdir()) == []
+
+
+def test_processes_of_one_mpi_job_dump_into_a_folder_each(tmp_path, monkeypatch) -> None:
+    """Every rank counts its steps from 0: in one folder they wrote over each other's files."""
+    monkeypatch.setenv("GRAPHGRAD_DUMP", str(tmp_path))
+    monkeypatch.setenv("GRAPHGRAD_DUMP_STAGES", "kernels")
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (3,), name="x")
+        y = cc.exp(x)
+    for rank in ("0", "1"):
+        monkeypatch.setenv("OMPI_COMM_WORLD_RANK", rank)
+        with Session(graph) as sess:
+            sess.run(y, {x: np.ones(3, "float32")})
+    assert sorted(p.parent.name for p in tmp_path.glob("rank*/step*.kernels.txt")) == ["rank0", "rank1"]
