@@ -14,12 +14,13 @@ the number of ops built so far), so a script builds the same model every time it
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Any, Sequence
 
 import numpy as np
 
 from . import dtypes
-from .graph import located
+from .graph import get_default_graph, located
 from .ops.random_seed import check_seed, get_seed
 
 
@@ -49,8 +50,22 @@ class Initializer:
         raise NotImplementedError
 
     def _generator(self, seed: int | None) -> np.random.Generator:
-        graph_seed, op_seed = get_seed(seed)
-        return np.random.default_rng([graph_seed & 0xFFFFFFFFFFFFFFFF, op_seed & 0xFFFFFFFFFFFFFFFF, 0x1217])
+        graph = get_default_graph()
+        graph_seed, op_seed = get_seed(seed, graph)
+        words = [graph_seed & 0xFFFFFFFFFFFFFFFF, op_seed & 0xFFFFFFFFFFFFFFFF, 0x1217]
+        if seed is None:
+            # Unseeded, the op seed is the graph's op count; a call adds no op, so calls with no op
+            # between them (an LSTM's four gate blocks) count themselves apart, as TF1's random ops do.
+            last_count, repeats = _unseeded_calls.get(graph, (None, 0))
+            repeats = repeats + 1 if last_count == op_seed else 0
+            _unseeded_calls[graph] = (op_seed, repeats)
+            if repeats:
+                words.insert(2, repeats)
+        return np.random.default_rng(words)
+
+
+# Per graph: the op count at the last unseeded initializer call, and how many calls repeated it.
+_unseeded_calls: weakref.WeakKeyDictionary[Any, tuple[int, int]] = weakref.WeakKeyDictionary()
 
 
 class zeros_initializer(Initializer):  # noqa: N801 (TF1's names)

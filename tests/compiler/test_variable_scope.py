@@ -103,6 +103,20 @@ def test_initializers_repeat_with_their_seeds() -> None:
     np.testing.assert_array_equal(values[0][1], values[0][2])     # one op seed, one draw
 
 
+def test_unseeded_initializer_calls_with_no_op_between_them_differ() -> None:
+    """An LSTM's four gate blocks drawn one after another used to be four copies of one block (an
+    unseeded initializer's seed is the graph's op count, and a call adds no op); a seeded call
+    still repeats, as in TF1."""
+    with cc.Graph().as_default():
+        cc.set_random_seed(42)
+        gates = [cc.orthogonal_initializer()((4, 4)) for _ in range(4)]
+        uniform = [cc.glorot_uniform_initializer()((3, 3)) for _ in range(2)]
+        seeded = [cc.glorot_uniform_initializer(seed=3)((3, 3)) for _ in range(2)]
+    assert not any(np.array_equal(gates[a], gates[b]) for a in range(4) for b in range(a))
+    assert not np.array_equal(*uniform)
+    np.testing.assert_array_equal(*seeded)
+
+
 def test_orthogonal_and_constant_initializers() -> None:
     q = cc.orthogonal_initializer(seed=1)((6, 4))
     np.testing.assert_allclose(q.T @ q, np.eye(4), atol=1e-6)
