@@ -34,6 +34,11 @@ def evaluate(fetches: Sequence[Tensor | Operation], feeds: dict[Tensor, np.ndarr
     updates: dict[Tensor, np.ndarray] = {}
     state = dict(variables)                 # each variable's value as the step goes on
     produced: dict[Operation, list[np.ndarray]] = {}   # a branch's or loop's values, by its op
+    # What the step's assign_adds (and subs) built before a branch or loop add to a variable that
+    # the construct then assigns too (the hidden random counter: a step's increment, and a loop
+    # that draws in its body): the construct ran from the step's start, and they apply on top of
+    # what it left, as on the compiled targets.
+    added: dict[Tensor, np.ndarray] = {}
     operations = needed_operations(roots, feeds, advance_random_counter)
     reads = control_reads(operations)
     with np.errstate(all="ignore"):
@@ -57,6 +62,8 @@ def evaluate(fetches: Sequence[Tensor | Operation], feeds: dict[Tensor, np.ndarr
                 values[op.outputs[0]] = token
                 for variable, value in assigned.items():
                     state[variable] = updates[variable] = value
+                    if variable in added:   # applied at the end of the step, on what the construct left
+                        updates[variable] = np.asarray(value + added[variable], dtype=value.dtype)
                     if variable in values:
                         values[variable] = value.copy()
             else:
@@ -78,6 +85,12 @@ def evaluate(fetches: Sequence[Tensor | Operation], feeds: dict[Tensor, np.ndarr
                     raise NumericsError(describe_failure(op))
                 if kind == "state":
                     updates[op.inputs[0]] = values[out]
+                    if op.type in ("AssignAdd", "AssignSub"):
+                        delta = np.broadcast_to(inputs[1], values[out].shape)
+                        delta = delta if op.type == "AssignAdd" else -delta
+                        added[op.inputs[0]] = added.get(op.inputs[0], 0) + delta
+                    else:
+                        added.pop(op.inputs[0], None)
     results = [values[f].copy() if isinstance(f, Tensor) else None for f in fetches]
     return results, updates
 

@@ -578,3 +578,32 @@ def test_random_op_argument_errors(graph) -> None:
                  lambda: cc.truncated_normal((2,), seed="1"))
     _raises_here(TypeError, "set_random_seed: seed must be an int", lambda: cc.set_random_seed(2.5))
     assert get_random_counter(graph) is None      # nothing was built by the failed calls
+
+
+@pytest.mark.parametrize("construct", ["while_loop", "scan-with-gradient"])
+def test_random_ops_in_a_loop_give_every_target_the_same_numbers_step_after_step(construct: str) -> None:
+    """The reference target dropped the step's own count increment when a loop that draws in its
+    body assigned the counter too: from the second step its numbers (the tests' oracle) repeated
+    the first step's where the compiled targets drew new ones."""
+    graph = cc.Graph()
+    with graph.as_default():
+        cc.set_random_seed(1)
+        x = cc.placeholder("float32", (3, 4), name="x")
+        if construct == "while_loop":
+            _, looped = cc.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a + cc.random_uniform((4,))),
+                                      [cc.constant(0), cc.zeros((4,))])
+            fetches = [looped]
+        else:
+            looped = cc.scan(lambda a, row: a * row + cc.random_normal((4,)), x, initializer=cc.ones((4,)))
+            fetches = [looped, cc.gradients(cc.reduce_sum(looped), [x])[0]]
+        fetches.append(cc.random_uniform((4,)))       # a random op after the loop
+        counter = get_random_counter(graph)
+    feeds = {x: np.linspace(0.5, 1.5, 12, dtype=np.float32).reshape(3, 4)}
+    steps = {}
+    for target in ("cpu", "reference"):
+        with Session(graph, target=target) as sess:
+            steps[target] = [sess.run(fetches, feeds) + [sess.run(counter)] for _ in range(3)]
+    for cpu_step, reference_step in zip(steps["cpu"], steps["reference"]):
+        for got, expected in zip(cpu_step, reference_step):
+            np.testing.assert_allclose(got, expected, rtol=1e-5)
+    assert not np.array_equal(steps["reference"][0][-2], steps["reference"][1][-2])
