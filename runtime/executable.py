@@ -460,10 +460,14 @@ class Executable:
         program = self.step.program
         direct: list[int] = []
         if outputs is not None:
+            # Every target is checked before any is put in the table: the buffers are reused by
+            # the next run, which must not find a refused call's arrays there.
+            for spec, target in zip(program.fetches, outputs):
+                if spec is not None and target is not None:
+                    check_output(target, spec)
             for spec, target in zip(program.fetches, outputs):
                 if spec is None or target is None:
                     continue
-                check_output(target, spec)
                 buffer = program.buffers[spec.buffer]
                 # Written straight from the kernels, unless it overlaps a feed they read in place
                 # (out= the fed array: a transpose would read what it has already written).
@@ -474,15 +478,15 @@ class Executable:
                     current[spec.buffer] = target
                     table[spec.buffer] = buffers.address(spec.buffer, target)
                     direct.append(spec.buffer)
-        for tensor, index in self._feed_slots:
-            value = feeds[tensor]
-            if value.flags.c_contiguous and value.dtype == arrays[index].dtype:
-                current[index] = value           # read in place: no copy
-                table[index] = buffers.address(index, value)
-            else:
-                np.copyto(arrays[index], value)
-                table[index] = buffers.own_addresses[index]
         try:
+            for tensor, index in self._feed_slots:
+                value = feeds[tensor]
+                if value.flags.c_contiguous and value.dtype == arrays[index].dtype:
+                    current[index] = value           # read in place: no copy
+                    table[index] = buffers.address(index, value)
+                else:
+                    np.copyto(arrays[index], value)
+                    table[index] = buffers.own_addresses[index]
             native(table)
         finally:
             for index in direct:

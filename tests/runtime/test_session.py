@@ -619,3 +619,24 @@ def test_a_compiled_step_run_directly_checks_its_feeds() -> None:
             with pytest.raises(cc.FeedError, match="needs a value for 'x:0'"):
                 call({})
         assert exe.run({x: np.ones((512, 64), "float16")})[0] == 512 * 64 * 2    # converted losslessly
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda-emulated"])
+def test_a_refused_out_array_leaves_nothing_behind_for_the_next_run(target: str) -> None:
+    """A call whose second out= array has the wrong shape used to leave the first one in the
+    step's reusable buffers: every later run (from any thread) wrote into that array and
+    returned stale values."""
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (4,), name="x")
+        doubled, shifted = x * 2.0, x + 1.0
+    values = np.arange(4, dtype="float32")
+    with Session(graph, target=target) as sess:
+        sess.run([doubled, shifted], {x: values})
+        mine = np.zeros(4, "float32")
+        with pytest.raises(ValueError, match="out= needs a writeable array of shape"):
+            sess.run([doubled, shifted], {x: values}, out=[mine, np.zeros(5, "float32")])
+        mine[:] = -7.0
+        got = sess.run([doubled, shifted], {x: values + 10.0})
+    np.testing.assert_array_equal(got[0], (values + 10.0) * 2.0)
+    np.testing.assert_array_equal(mine, np.full(4, -7.0))
