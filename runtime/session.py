@@ -293,16 +293,17 @@ class Session:
 
     def close(self) -> None:
         """Release compiled steps and variable memory; the session cannot run afterwards."""
-        if self._device_variables is not None and not self._closed:
-            with self._device_variables.lock:
-                for executable in self._cache.values():
-                    executable.release()  # type: ignore[attr-defined]
-                self._device_variables.release()
-        self._cache.clear()
-        self._plans.clear()
-        self._repeats.clear()
-        self._variables.clear()
-        self._closed = True
+        with self._lock:   # after a compile in flight, which then finds the session closed
+            if self._device_variables is not None and not self._closed:
+                with self._device_variables.lock:
+                    for executable in self._cache.values():
+                        executable.release()  # type: ignore[attr-defined]
+                    self._device_variables.release()
+            self._cache.clear()
+            self._plans.clear()
+            self._repeats.clear()
+            self._variables.clear()
+            self._closed = True
 
     # -- variables -----------------------------------------------------------------------------
     def _variable_array(self, variable: Tensor) -> np.ndarray:
@@ -311,6 +312,8 @@ class Session:
             with self._lock:
                 array = self._variables.get(variable)
                 if array is None:
+                    if self._closed:   # a run that raced close(): not its initial value, silently
+                        raise RuntimeError("this Session is closed")
                     array = np.array(variable.initial_value, copy=True)  # type: ignore[attr-defined]
                     self._variables[variable] = array
         return array
@@ -515,6 +518,8 @@ class Session:
         if executable is not None:
             return executable
         with self._lock, LLVM_LOCK:  # one compile per key, and LLVM used by one thread at a time
+            if self._closed:
+                raise RuntimeError("this Session is closed")
             executable = self._cache.get(key)
             if executable is None:
                 step = compile_step(fetches, {t: tuple(v.shape) for t, v in feeds.items()}, self.check_numerics,

@@ -640,3 +640,26 @@ def test_a_refused_out_array_leaves_nothing_behind_for_the_next_run(target: str)
         got = sess.run([doubled, shifted], {x: values + 10.0})
     np.testing.assert_array_equal(got[0], (values + 10.0) * 2.0)
     np.testing.assert_array_equal(mine, np.full(4, -7.0))
+
+
+def test_a_session_closed_while_a_run_compiles_does_not_run_on_initial_values(monkeypatch) -> None:
+    """close() during a run's first compile (another thread's) used to let that run go on with
+    variables made afresh from their initial values, returning numbers from them silently."""
+    import runtime.session as session_module
+    graph = cc.Graph()
+    with graph.as_default():
+        w = cc.Variable(np.zeros(4, "float32"), name="w")
+        step = cc.assign_add(w, np.ones(4, "float32"))
+        total = cc.reduce_sum(w)
+    sess = Session(graph)
+    for _ in range(5):
+        sess.run(step)
+    real_compile = session_module.compile_step
+
+    def compile_then_close(*args, **kwargs):
+        compiled = real_compile(*args, **kwargs)
+        sess.close()          # as another thread's close() would land here
+        return compiled
+    monkeypatch.setattr(session_module, "compile_step", compile_then_close)
+    with pytest.raises(RuntimeError, match="this Session is closed"):
+        sess.run(total)
