@@ -855,5 +855,4 @@ class Saver:
                 raise ShapeError(f"variable {label} has shape {var.shape} but checkpoint "
                                  f"{save_path!r} holds it with shape {value.shape}")
             checked.append((var, value))
-        for var, value in checked:
-            sess.load_variable(var, value)
+        sess.load_variables(checked)   # all at once: a step on another thread sees none or all

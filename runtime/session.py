@@ -7,7 +7,7 @@ import os
 import re
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -356,6 +356,32 @@ class Session:
         ...     sess.run(v)
         array([1., 2.], dtype=float32)
         """
+        self.load_variables([(variable, value)])
+
+    def load_variables(self, pairs: Sequence[tuple[Variable, Any]]) -> None:
+        """``load_variable`` for each ``(variable, value)`` pair, all at once: every value is checked
+        first, then all are copied while no step runs, so a step run from another thread sees
+        either none of them or all (``Saver.restore`` loads a checkpoint this way).
+
+        >>> import numpy as np, compiler as cc
+        >>> a, b = cc.Variable(np.zeros(2, "float32")), cc.Variable(np.zeros(2, "float32"))
+        >>> with Session() as sess:
+        ...     sess.load_variables([(a, [1.0, 2.0]), (b, [3.0, 4.0])])
+        ...     sess.run([a, b])
+        [array([1., 2.], dtype=float32), array([3., 4.], dtype=float32)]
+        """
+        checked = []
+        for variable, value in pairs:
+            array = self._loadable(variable, value)
+            checked.append((self._variable_array(variable), array))
+        with self._writing():
+            for host, array in checked:
+                np.copyto(host, array, casting="unsafe")
+            if self._device_variables is not None:
+                self._device_variables.host_changed([variable for variable, _ in pairs])
+
+    def _loadable(self, variable: Variable, value: Any) -> np.ndarray:
+        """``value`` converted for ``variable``, or the error ``load_variable`` raises."""
         if self._closed:
             raise RuntimeError("this Session is closed")
         if not isinstance(variable, Variable):
@@ -375,11 +401,7 @@ class Session:
         if array.shape != variable.shape:
             raise ShapeError(f"cannot load a value of shape {array.shape} into variable "
                              f"{variable.op.name!r} of shape {variable.shape}")
-        host = self._variable_array(variable)
-        with self._writing():
-            np.copyto(host, array, casting="unsafe")
-            if self._device_variables is not None:
-                self._device_variables.host_changed([variable])
+        return array
 
     # -- running -------------------------------------------------------------------------------
     def _prepare(self, fetches: Any, feed_dict: Any) -> tuple[list[Any], Callable, dict, _Plan]:

@@ -862,3 +862,39 @@ def test_tf1_save_options_index_name_state_and_kept_hours(graph, tmp_path) -> No
             daily.save(sess, str(tmp_path / "c" / "m"), global_step=step)
     assert sorted(os.listdir(tmp_path / "b")) == ["checkpoint", "m-0", "m-1", "m-2"]
     assert sorted(os.listdir(tmp_path / "c")) == ["checkpoint", "m-2"]
+
+
+def test_restore_is_seen_whole_by_steps_on_other_threads(graph, tmp_path) -> None:
+    """Every step, save and restore treats A and B together, so no run may see them differ; a
+    restore used to load one variable at a time, and a step between the two loads left them
+    apart for good."""
+    import threading
+    a = cc.Variable(np.full(1000, 100.0, "float32"), name="A")
+    b = cc.Variable(np.full(1000, 100.0, "float32"), name="B")
+    step = cc.group(cc.assign_add(a, np.ones(1000, "float32")), cc.assign_add(b, np.ones(1000, "float32")))
+    apart = cc.reduce_max(cc.abs(a - b))
+    seen: list[float] = []
+    stop = threading.Event()
+    with Session(graph) as sess:
+        saver = optim.Saver([a, b])
+        path = saver.save(sess, str(tmp_path / "ckpt"))
+
+        def train() -> None:
+            while not stop.is_set():
+                sess.run(step)
+
+        def read() -> None:
+            while not stop.is_set():
+                seen.append(float(sess.run(apart)))
+        threads = [threading.Thread(target=train), threading.Thread(target=read)]
+        for thread in threads:
+            thread.start()
+        try:
+            for _ in range(150):
+                saver.restore(sess, path)
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join()
+        assert float(sess.run(apart)) == 0.0
+    assert seen and max(seen) == 0.0
