@@ -51,7 +51,8 @@ of the compiled step around them and the fusion buffers its kernels write into.
 
 What is not done (yet): the allreduce starts after the whole backward pass (Horovod overlaps
 it with the backward pass layer by layer); every rank keeps a full copy of the variables and
-optimizer slots; a distributed step runs from one thread per rank.
+optimizer slots; a session's distributed steps run one at a time (from several threads, each
+waits for the step before it to finish both of its phases).
 """
 from __future__ import annotations
 
@@ -251,6 +252,21 @@ class _Collectives:
         _abort_job(self, message)
 
 
+_SESSION_LOCKS: "weakref.WeakKeyDictionary[Any, threading.Lock]" = weakref.WeakKeyDictionary()
+_SESSION_LOCKS_GUARD = threading.Lock()
+
+
+def _session_lock(session: Any) -> threading.Lock:
+    """The lock that makes a session's phased steps run one at a time, whatever their fetches:
+    between one step's gradient phase and its apply phase, another step's would read variables
+    the first is about to change and apply gradients of values it never saw."""
+    with _SESSION_LOCKS_GUARD:
+        lock = _SESSION_LOCKS.get(session)
+        if lock is None:
+            lock = _SESSION_LOCKS[session] = threading.Lock()
+        return lock
+
+
 def _abort_job(collectives: _Collectives, message: str) -> None:
     try:
         sys.stdout.flush()
@@ -386,7 +402,6 @@ class _SplitPlan:
     local_out: list[np.ndarray]           # per reduction: where its kernel writes
     summed_feeds: dict[Tensor, np.ndarray]
     scales: dict[np.dtype, Tensor]        # average=True: per dtype, the placeholder of the factor
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 @dataclass(eq=False)
@@ -411,7 +426,7 @@ class _SplitStep:
             plan = per_session[key] = self._plan(session.graph, leaves)
         opt = self.optimizer
         collectives = opt._collectives
-        with plan.lock:
+        with _session_lock(session):   # the phases of one step are not interleaved with another's
             try:
                 return self._run(plan, session, leaves, feeds, targets, collectives)
             except BaseException as error:

@@ -354,3 +354,26 @@ def test_saver_writes_on_rank_0_only(graph: cc.Graph, tmp_path: Path) -> None:
         failed = FakeComm(rank=1, word="OSError: No space left on device")
         with pytest.raises(optim.CheckpointError, match="rank 0 could not write .*No space left"):
             optim.Saver([v], comm=failed).save(sess, str(tmp_path / "model"), global_step=5)
+
+
+def test_distributed_steps_from_several_threads_are_applied_whole(graph: cc.Graph) -> None:
+    """Each step halves W; any order of eight whole steps leaves 1024 / 2**8. Steps with different
+    fetch sets used to interleave their gradient and apply phases (-64, 0, 96, ...)."""
+    import threading
+    w = cc.Variable(np.full(4, 1024.0, "float32"), name="W")
+    loss = 0.5 * cc.reduce_sum(w * w)
+    train = optim.DistributedOptimizer(optim.GradientDescentOptimizer(0.5)).minimize(loss)
+    fetch_sets = [[train], [train, loss], (train, w), {"t": train}]
+    with Session(graph) as sess:
+        barrier = threading.Barrier(len(fetch_sets))
+
+        def steps(fetches) -> None:
+            barrier.wait()
+            for _ in range(2):
+                sess.run(fetches)
+        threads = [threading.Thread(target=steps, args=(fetches,)) for fetches in fetch_sets]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        np.testing.assert_array_equal(sess.run(w), np.full(4, 4.0))
