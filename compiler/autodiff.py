@@ -2,7 +2,9 @@
 
 Walks the operations between ``xs`` and ``ys`` in reverse order of creation (a topological order,
 since a node's inputs always exist before it), asks each op's ``grad_rule`` for its inputs'
-gradients, and sums the contributions that reach each tensor. Because the result is ordinary graph
+gradients, and sums the contributions that reach each tensor. A rule may give a
+``NoGradientError`` for an input instead of a tensor: it is raised only if that input's gradient
+is needed (a derivative that exists for one input of an op and not for another). Because the result is ordinary graph
 nodes, ``gradients`` of a gradient works with no extra code. Ops built inside
 ``graph.gradient_override_map`` and the outputs of ``custom_gradient`` functions take their
 gradients from user functions (``compiler.custom_gradient``). Hooks registered with
@@ -16,7 +18,7 @@ import numpy as np
 
 from . import dtypes
 from .custom_gradient import CustomGradientCall, check_gradient_like, custom_calls, op_gradient_rule
-from .errors import DTypeError, GraphMismatchError
+from .errors import DTypeError, GraphMismatchError, NoGradientError
 from .graph import Operation, SourceLocation, Tensor, located, operations_reached, user_location
 from .ops.array import identity, ones_like, zeros_like
 from .ops.base import convert_to_tensor
@@ -367,6 +369,8 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients",
                     continue
                 if not dtypes.is_differentiable(inp.dtype) or inp.op not in between:
                     continue
+                if isinstance(g_in, NoGradientError):
+                    raise g_in   # a rule's refusal for an input, now that its gradient is needed
                 _contribute(pending, inp, g_in, method)
 
         results: list[Tensor | None] = []

@@ -151,4 +151,8 @@ def hessian_vector_product(ys: Any, xs: Any, vs: Any, name: str = "hessian_vecto
             if unconnected_gradients == "zero":
                 return [zeros_like(x) for x in x_list]
             return [None] * len(x_list)
-        return gradients(products, x_list, unconnected_gradients=unconnected_gradients)
+        second = gradients(products, x_list, unconnected_gradients=unconnected_gradients)
+        # An x that reaches ys only linearly has a first gradient that no longer depends on any x:
+        # its Hessian is zero, not None (which means it does not reach ys).
+        return [zeros_like(x) if product is None and grad is not None else product
+                for x, grad, product in zip(x_list, first, second)]

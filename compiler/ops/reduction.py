@@ -310,8 +310,17 @@ def _sum_over_others_reference(values: Sequence[np.ndarray], attrs: Mapping[str,
     return result
 
 
+def _sum_over_others_grad(op: Operation, g: Tensor) -> list[Any]:
+    # Linear in its second input, whose pairs are symmetric (the product of all factors but j's
+    # and i's): that gradient is the op itself again. Through the pairs it is a third derivative.
+    pairs = op.inputs[0]
+    refusal = NoGradientError(f"the third derivative of reduce_prod is not implemented ({op.describe()} "
+                              f"at {op.location})")
+    return [refusal, SumOverOthers(pairs, g, axis=op.attrs["axis"])]
+
+
 SumOverOthers = OpDef("SumOverOthers", "reduce", same_shape_as_second, numeric_dtype,
-                      reference=_sum_over_others_reference, grad_rule=_third_order,
+                      reference=_sum_over_others_reference, grad_rule=_sum_over_others_grad,
                       loop_nest=_sum_over_others_nest)
 
 

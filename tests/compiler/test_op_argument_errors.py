@@ -139,6 +139,39 @@ def test_third_derivative_of_reduce_prod_is_refused_by_name() -> None:
             cc.gradients(cc.reduce_sum(h), [x])
 
 
+def test_a_derivative_of_reduce_prod_that_is_second_order_in_its_input_is_computed() -> None:
+    """d/dy of a Hessian-vector product in x of prod(x) * y**2 is second order in x: it used to
+    be refused as a third derivative (checked against jax's value)."""
+    x0, y0 = np.array([0.7, -1.3, 2.0]), 1.5
+    u, w = np.array([1.0, 0.5, -0.3]), np.array([0.2, -0.4, 0.9])
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float64", (3,), name="x")
+        y = cc.placeholder("float64", (), name="y")
+        (gx,) = cc.gradients(cc.reduce_prod(x) * y * y, [x])
+        (hx,) = cc.gradients(cc.reduce_sum(gx * u), [x])
+        (dy,) = cc.gradients(cc.reduce_sum(hx * w), [y])
+    # Hessian of prod(x): H[j, k] = prod(x) / (x_j x_k) off the diagonal; d/dy of y**2 H u . w.
+    hessian = np.prod(x0) / np.outer(x0, x0) * (1 - np.eye(3))
+    for target in ("reference", "cpu"):
+        with Session(graph, target=target) as sess:
+            np.testing.assert_allclose(sess.run(dy, {x: x0, y: y0}), 2 * y0 * (hessian @ u) @ w, rtol=1e-12)
+
+
+def test_hessian_vector_product_of_an_x_that_reaches_ys_linearly_is_zero() -> None:
+    with cc.Graph().as_default() as graph:
+        x = cc.placeholder("float64", (3,), name="x")
+        w = cc.placeholder("float64", (3,), name="w")
+        unused = cc.placeholder("float64", (2,), name="unused")
+        y = cc.reduce_sum(3.0 * x) + cc.reduce_sum(w * w * w)
+        products = cc.hessian_vector_product(y, [x, w, unused], [np.ones(3), np.ones(3), np.ones(2)])
+    assert products[2] is None        # does not reach y
+    with Session(graph) as sess:
+        got = sess.run(products[:2], {x: np.ones(3), w: np.full(3, 2.0)})
+    np.testing.assert_array_equal(got[0], np.zeros(3))
+    np.testing.assert_allclose(got[1], 6.0 * np.full(3, 2.0))
+
+
 def test_gather_out_of_range_gives_zeros_and_no_gradient_rows() -> None:
     with cc.Graph().as_default() as graph:
         table = cc.Variable(np.arange(6.0).reshape(3, 2), name="table")
