@@ -49,6 +49,7 @@ from ..graph import Operation, Tensor, get_default_graph, located
 from ..philox import philox4x32
 from ..shapes import RuleError, format_shape
 from .base import OpDef, apply, convert_to_tensor
+from .elementwise import minimum
 from .random_seed import RANDOM_COUNTER_UPDATE_COLLECTION, check_seed, get_seed, philox_key, random_counter
 from .rules import no_gradient
 
@@ -361,11 +362,24 @@ def random_tensor(opdef: OpDef, shape: tuple, dtype: np.dtype, seed: int | None,
 
 
 def _affine(standard: Tensor, scale: Any, shift: Any, identity: tuple[float, float]) -> Tensor:
-    """``standard * scale + shift``; Python numbers are rounded to the dtype first (as constants)."""
+    """``standard * scale + shift``; Python numbers are rounded to the dtype first (as constants),
+    arrays of them broadcast against the shape (as TF1's do)."""
     dtype = standard.dtype
+    for value in (scale, shift):
+        if isinstance(value, Tensor):
+            continue
+        try:
+            array = np.asarray(value, dtype)
+            fits = np.broadcast_shapes(array.shape, standard.shape) == standard.shape
+        except (TypeError, ValueError):
+            fits = False
+        if not fits:
+            raise ShapeError(located(f"{standard.op.type}: the mean, scale and bounds must be numbers, tensors "
+                                     f"or arrays of numbers that broadcast to the shape "
+                                     f"{format_shape(standard.shape)}; got {value!r}"))
     with standard.graph.as_default():
-        if not isinstance(scale, Tensor) and not isinstance(shift, Tensor) and \
-                (float(scale), float(shift)) == identity:
+        if not isinstance(scale, Tensor) and not isinstance(shift, Tensor) and np.ndim(scale) == 0 and \
+                np.ndim(shift) == 0 and (float(scale), float(shift)) == identity:
             return standard
         scale = scale if isinstance(scale, Tensor) else convert_to_tensor(np.asarray(scale, dtype), dtype)
         shift = shift if isinstance(shift, Tensor) else convert_to_tensor(np.asarray(shift, dtype), dtype)
@@ -400,7 +414,14 @@ def random_uniform(shape: Sequence[int], minval: Any = 0, maxval: Any = 1, dtype
             with graph.as_default():
                 return _affine(standard, maxval - minval, minval, (1.0, 0.0))
         scale = np.asarray(maxval, dtype) - np.asarray(minval, dtype)   # rounded to dtype, as TF
-        return _affine(standard, scale, minval, (1.0, 0.0))
+        values = _affine(standard, scale, minval, (1.0, 0.0))
+        if values is standard:
+            return values
+        # u * scale + minval may round up to maxval itself (u = 1 - 2**-24 into [1, 2)): keep the
+        # range half-open, as the docstring says.
+        below = np.nextafter(np.asarray(maxval, dtype), np.asarray(minval, dtype))
+        with graph.as_default():
+            return minimum(values, convert_to_tensor(below, dtype))
 
 
 def random_normal(shape: Sequence[int], mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = "float32",

@@ -607,3 +607,27 @@ def test_random_ops_in_a_loop_give_every_target_the_same_numbers_step_after_step
         for got, expected in zip(cpu_step, reference_step):
             np.testing.assert_allclose(got, expected, rtol=1e-5)
     assert not np.array_equal(steps["reference"][0][-2], steps["reference"][1][-2])
+
+
+def test_uniform_numbers_stay_below_maxval_where_the_affine_map_rounds_up() -> None:
+    """u * (2 - 1) + 1 with u = 1 - 2**-24 rounds to 2.0 in float32; this seed draws that u."""
+    graph = cc.Graph()
+    with graph.as_default():
+        u = cc.random_uniform((256,), minval=1.0, maxval=2.0, seed=83190)
+    for target in ("cpu", "reference"):
+        with Session(graph, target=target) as sess:
+            values = sess.run(u)
+        assert values.max() == np.nextafter(np.float32(2.0), np.float32(0.0)) and values.min() >= 1.0
+
+
+def test_means_scales_and_bounds_may_be_arrays_that_broadcast() -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        normal = cc.random_normal((20000, 3), mean=np.array([1.0, 2.0, 3.0]), stddev=[0.1, 0.1, 0.1], seed=1)
+        uniform = cc.random_uniform((4,), minval=[0.0, 1.0, 2.0, 3.0], maxval=5.0, seed=2)
+        with pytest.raises(cc.ShapeError, match=r"broadcast to the shape \(10, 3\).*test_random.py"):
+            cc.random_normal((10, 3), mean=np.array([1.0, 2.0]))
+    with Session(graph) as sess:
+        drawn, bounded = sess.run([normal, uniform])
+    np.testing.assert_allclose(drawn.mean(axis=0), [1.0, 2.0, 3.0], atol=0.01)
+    assert (bounded >= [0.0, 1.0, 2.0, 3.0]).all() and (bounded < 5.0).all()
