@@ -14,7 +14,7 @@ from . import dtypes
 from .errors import DTypeError, ShapeError
 from .graph import Tensor, located
 from .ops.array import ones_like, squeeze
-from .ops.base import convert_to_tensor
+from .ops.base import convert_to_tensor, renamed_argument
 from .ops import nn as _nn
 from .ops.elementwise import abs as abs_
 from .ops.elementwise import cast, equal, log, minimum, not_equal, square, where
@@ -24,8 +24,8 @@ from .shapes import RuleError, broadcast_shapes, format_shape
 LOSSES = "losses"  # the collection the losses are added to (TF's GraphKeys.LOSSES)
 
 __all__ = ["Reduction", "compute_weighted_loss", "get_losses", "mean_squared_error", "absolute_difference",
-           "huber_loss", "log_loss", "sigmoid_cross_entropy", "softmax_cross_entropy",
-           "sparse_softmax_cross_entropy", "LOSSES"]
+           "huber_loss", "hinge_loss", "cosine_distance", "add_loss", "log_loss", "sigmoid_cross_entropy",
+           "softmax_cross_entropy", "sparse_softmax_cross_entropy", "LOSSES"]
 
 
 class Reduction:
@@ -150,6 +150,38 @@ def huber_loss(labels: Any, predictions: Any, weights: Any = 1.0, delta: float =
                                  reduction=reduction)
 
 
+def hinge_loss(labels: Any, logits: Any, weights: Any = 1.0, scope: str | None = None,
+               loss_collection: str | None = LOSSES, reduction: str = Reduction.SUM_BY_NONZERO_WEIGHTS) -> Tensor:
+    """``max(0, 1 - (2 y - 1) * logits)`` for labels ``y`` in {0, 1}, weighted and reduced (TF1's
+    hinge loss: the labels are mapped to -1 and 1)."""
+    labels, logits = _pair("hinge_loss", labels, logits)
+    losses = _nn.relu(1.0 - (2.0 * labels - 1.0) * logits)
+    return compute_weighted_loss(losses, weights, scope=scope, loss_collection=loss_collection,
+                                 reduction=reduction)
+
+
+def cosine_distance(labels: Any, predictions: Any, axis: int | None = None, weights: Any = 1.0,
+                    scope: str | None = None, loss_collection: str | None = LOSSES,
+                    reduction: str = Reduction.SUM_BY_NONZERO_WEIGHTS, dim: int | None = None) -> Tensor:
+    """``1 - sum(labels * predictions, axis)`` (kept as a size-1 axis), weighted and reduced: the
+    cosine distance of vectors already normalised along ``axis``, as TF1's (``dim``: its older
+    name for ``axis``)."""
+    axis = renamed_argument("cosine_distance", "axis", axis, "dim", dim)
+    if axis is None:
+        raise ValueError(located("cosine_distance: give the axis of the vectors (axis=...)"))
+    labels, predictions = _pair("cosine_distance", labels, predictions)
+    losses = 1.0 - reduce_sum(labels * predictions, axis=axis, keepdims=True)
+    return compute_weighted_loss(losses, weights, scope=scope, loss_collection=loss_collection,
+                                 reduction=reduction)
+
+
+def add_loss(loss: Tensor, loss_collection: str | None = LOSSES) -> None:
+    """Add a loss made by hand to ``loss_collection`` (``get_losses`` and ``get_total_loss`` read it)."""
+    if loss_collection:
+        loss = convert_to_tensor(loss)
+        loss.graph.add_to_collection(loss_collection, loss)
+
+
 def log_loss(labels: Any, predictions: Any, weights: Any = 1.0, epsilon: float = 1e-7, scope: str | None = None,
              loss_collection: str | None = LOSSES, reduction: str = Reduction.SUM_BY_NONZERO_WEIGHTS) -> Tensor:
     """Binary cross-entropy of probabilities: ``-y log(p + eps) - (1 - y) log(1 - p + eps)``."""
@@ -208,8 +240,10 @@ def sparse_softmax_cross_entropy(labels: Any, logits: Any, weights: Any = 1.0, s
     labels, logits = convert_to_tensor(labels), convert_to_tensor(logits)
     if len(labels.shape) == len(logits.shape) and labels.shape[-1] == 1:
         labels = _squeeze_last(labels)
-    if isinstance(weights, Tensor) and len(weights.shape) == len(logits.shape) and weights.shape[-1] == 1:
-        weights = _squeeze_last(weights)
+    if not isinstance(weights, (int, float)):   # arrays and lists as tensors, as TF1 takes them
+        weights = convert_to_tensor(weights, logits.dtype)
+        if len(weights.shape) == len(logits.shape) and weights.shape[-1] == 1:
+            weights = _squeeze_last(weights)
     losses = _nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
     return compute_weighted_loss(losses, weights, scope=scope, loss_collection=loss_collection,
                                  reduction=reduction)

@@ -445,6 +445,11 @@ ROWS: list[Row] = [
         cc.nn.softmax(y), p, label_smoothing=0.1), (Input((4, 3)), Input((4, 3))), grad=(1,)),
     Row("losses-sparse_softmax_cross_entropy", lambda k, p, w: cc.losses.sparse_softmax_cross_entropy(k, p, weights=w),
         (Input((4,), "labels:3", "int32"), Input((4, 3)), Input((4,), "positive")), grad=(1, 2)),
+    Row("losses-hinge", lambda y, p: cc.losses.hinge_loss(cc.cast(y > 0.0, p.dtype), p),
+        (Input((4, 3)), Input((4, 3), "distinct")), grad=(1,)),
+    Row("losses-cosine_distance", lambda y, p: cc.losses.cosine_distance(
+        cc.nn.l2_normalize(y, axis=1), cc.nn.l2_normalize(p, axis=1), axis=1), (Input((4, 3)), Input((4, 3))),
+        grad=(0, 1)),
     # RandomUniform, RandomStandardNormal, TruncatedNormal: run k on the cpu equals run k of the
     # reference, which draws the same Philox numbers with the numpy twin of the generated code;
     # the numbers have no gradient

@@ -493,3 +493,34 @@ def test_cross_entropies_take_labels_and_logits_by_name_only(function: str) -> N
             getattr(cc.nn, function)(logits, labels)
         getattr(cc.nn, function)(labels=labels, logits=logits)
     assert f"(at {__file__}:" in str(raised.value)
+
+
+def test_hinge_and_cosine_losses_follow_tf1s_formulas() -> None:
+    rng = np.random.default_rng(3)
+    labels01, logits = (rng.random((5, 3)) > 0.5).astype(np.float64), rng.normal(size=(5, 3))
+    a, b = rng.normal(size=(5, 4)), rng.normal(size=(5, 4))
+    a, b = a / np.linalg.norm(a, axis=1, keepdims=True), b / np.linalg.norm(b, axis=1, keepdims=True)
+    weights = np.array([1.0, 0.0, 2.0, 1.0, 0.5])
+    with Session(cc.Graph()) as sess, sess.graph.as_default():
+        hinge = cc.losses.hinge_loss(labels01, cc.constant(logits))
+        cosine = cc.losses.cosine_distance(cc.constant(a), cc.constant(b), axis=1,
+                                           weights=weights.reshape(5, 1), reduction=cc.losses.Reduction.MEAN)
+        cc.losses.add_loss(cc.constant(2.5, "float64"))
+        total = cc.losses.get_total_loss()
+        got = sess.run([hinge, cosine, total])
+    expected_hinge = np.maximum(0.0, 1.0 - (2.0 * labels01 - 1.0) * logits).mean()
+    distances = 1.0 - (a * b).sum(axis=1)
+    expected_cosine = (distances * weights).sum() / weights.sum()
+    np.testing.assert_allclose(got[:2], [expected_hinge, expected_cosine], rtol=1e-12)
+    np.testing.assert_allclose(got[2], expected_hinge + expected_cosine + 2.5, rtol=1e-12)
+
+
+def test_sparse_softmax_loss_takes_a_column_of_weights_given_as_an_array() -> None:
+    logits = np.array([[1.0, 2.0, 0.0], [0.0, 1.0, 3.0], [2.0, 0.0, 1.0], [1.0, 1.0, 1.0]], "float32")
+    labels = np.array([[0], [2], [1], [1]], "int32")
+    weights = np.array([[1.0], [0.0], [2.0], [1.0]], "float32")
+    with Session(cc.Graph()) as sess, sess.graph.as_default():
+        from_array = cc.losses.sparse_softmax_cross_entropy(labels, logits, weights=weights)
+        from_tensor = cc.losses.sparse_softmax_cross_entropy(labels, logits, weights=cc.constant(weights))
+        got = sess.run([from_array, from_tensor])
+    np.testing.assert_allclose(got[0], got[1], rtol=1e-7)
