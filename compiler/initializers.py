@@ -89,23 +89,27 @@ class ones_initializer(Initializer):  # noqa: N801
 
 
 class constant_initializer(Initializer):  # noqa: N801
-    """``value`` everywhere (a number), or ``value`` itself when it has the variable's size (a list or
-    array, reshaped as TF1 does)."""
+    """``value`` everywhere (a number), or a list or array of values laid out in the variable's
+    shape, the last one repeated where the list is shorter, as TF1's; float32 unless the variable
+    or ``dtype`` says otherwise (TF1's default, whatever the value's own type)."""
 
-    def __init__(self, value: Any = 0, dtype: Any = None) -> None:
+    def __init__(self, value: Any = 0, dtype: Any = dtypes.float32) -> None:
         self.value = np.asarray(value)
         self.dtype = dtype
 
     def __call__(self, shape: Sequence[int], dtype: Any = None, partition_info: Any = None) -> np.ndarray:
         sizes = _shape(shape, "constant_initializer")
-        dtype = dtypes.as_dtype(dtype or self.dtype or (dtypes.float32 if self.value.dtype.kind == "f"
-                                                        else self.value.dtype))
+        dtype = dtypes.as_dtype(dtype or self.dtype or dtypes.float32)
+        count = math.prod(sizes)
         if self.value.size == 1:
             return np.full(sizes, self.value.reshape(()), dtype)
-        if self.value.size != math.prod(sizes):
+        if self.value.size > count or (self.value.size == 0 and count):
             raise ValueError(located(f"constant_initializer: {self.value.size} values for a variable of shape "
-                                     f"{sizes} ({math.prod(sizes)} elements)"))
-        return self.value.reshape(sizes).astype(dtype)
+                                     f"{sizes} ({count} elements)"))
+        flat = self.value.reshape(-1)
+        if flat.size < count:
+            flat = np.concatenate([flat, np.full(count - flat.size, flat[-1], flat.dtype)])
+        return flat.reshape(sizes).astype(dtype)
 
 
 class random_normal_initializer(Initializer):  # noqa: N801

@@ -123,8 +123,11 @@ def test_orthogonal_and_constant_initializers() -> None:
     wide = cc.orthogonal_initializer(gain=2.0, seed=1)((3, 5))
     np.testing.assert_allclose(wide @ wide.T, 4.0 * np.eye(3), atol=1e-5)
     np.testing.assert_array_equal(cc.constant_initializer([1, 2, 3, 4])((2, 2)), [[1, 2], [3, 4]])
-    with pytest.raises(ValueError, match="3 values for a variable of shape"):
-        cc.constant_initializer([1, 2, 3])((2, 2))
+    # TF1's rules: float32 by default, a shorter list's last value repeated, a longer one refused.
+    assert cc.constant_initializer(3)((2,)).dtype == np.float32
+    np.testing.assert_array_equal(cc.constant_initializer([1, 2, 3])((2, 2)), [[1, 2], [3, 3]])
+    with pytest.raises(ValueError, match="5 values for a variable of shape"):
+        cc.constant_initializer([1, 2, 3, 4, 5])((2, 2))
     with pytest.raises(ValueError, match="mode must be"):
         cc.variance_scaling_initializer(mode="fan_sum")
 
