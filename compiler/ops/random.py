@@ -49,7 +49,7 @@ from ..graph import Operation, Tensor, get_default_graph, located
 from ..philox import philox4x32
 from ..shapes import RuleError, format_shape
 from .base import OpDef, apply, convert_to_tensor
-from .elementwise import minimum
+from .elementwise import cast, floor, minimum
 from .random_seed import RANDOM_COUNTER_UPDATE_COLLECTION, check_seed, get_seed, philox_key, random_counter
 from .rules import no_gradient
 
@@ -386,13 +386,16 @@ def _affine(standard: Tensor, scale: Any, shift: Any, identity: tuple[float, flo
         return standard * scale + shift
 
 
-def random_uniform(shape: Sequence[int], minval: Any = 0, maxval: Any = 1, dtype: Any = "float32",
+def random_uniform(shape: Sequence[int], minval: Any = 0, maxval: Any = None, dtype: Any = "float32",
                    seed: int | None = None, name: str | None = None) -> Tensor:
     """Uniform numbers in ``[minval, maxval)``, new ones at every ``Session.run``.
 
-    ``minval`` and ``maxval`` are Python numbers or tensors of ``dtype`` (float32 or float64);
-    ``seed`` is the op seed (see ``set_random_seed``). The values are ``u * (maxval - minval) +
-    minval`` with ``u`` in ``[0, 1)`` (24 random bits in float32, 53 in float64).
+    ``minval`` and ``maxval`` (1 when not given) are Python numbers or tensors of ``dtype``
+    (float32 or float64); ``seed`` is the op seed (see ``set_random_seed``). The values are
+    ``u * (maxval - minval) + minval`` with ``u`` in ``[0, 1)`` (24 random bits in float32, 53 in
+    float64). For an integer ``dtype`` (int32, int64) ``maxval`` is required, as in TF1: the values
+    are ``minval + floor(u * (maxval - minval))`` with a float64 ``u``, each integer of the range
+    equally likely.
 
     >>> import compiler as cc
     >>> from runtime import Session
@@ -405,8 +408,11 @@ def random_uniform(shape: Sequence[int], minval: Any = 0, maxval: Any = 1, dtype
     (True, True)
     """
     shape = static_shape(shape, "RandomUniform")
-    dtype = _float_dtype(dtype, "RandomUniform")
     seed = check_seed(seed, "RandomUniform")
+    if dtype is not None and _is_integer_dtype(dtype):
+        return _random_integers(shape, minval, maxval, dtypes.as_dtype(dtype), seed, name)
+    dtype = _float_dtype(dtype, "RandomUniform")
+    maxval = 1 if maxval is None else maxval
     graph = get_default_graph()
     with graph.name_scope(name or "random_uniform"):
         standard = random_tensor(RandomUniform, shape, dtype, seed, name="RandomUniform")
@@ -422,6 +428,42 @@ def random_uniform(shape: Sequence[int], minval: Any = 0, maxval: Any = 1, dtype
         below = np.nextafter(np.asarray(maxval, dtype), np.asarray(minval, dtype))
         with graph.as_default():
             return minimum(values, convert_to_tensor(below, dtype))
+
+
+def _is_integer_dtype(dtype: Any) -> bool:
+    try:
+        return dtypes.is_integer(dtypes.as_dtype(dtype))
+    except TypeError:
+        return False
+
+
+def _random_integers(shape: tuple[int, ...], minval: Any, maxval: Any, dtype: np.dtype, seed: int | None,
+                     name: str | None) -> Tensor:
+    """``random_uniform`` of an integer dtype: ``minval + floor(u * (maxval - minval))``."""
+    if maxval is None:
+        raise ValueError(located(f"RandomUniform: an {dtype.name} random_uniform needs maxval (as in TF1)"))
+    graph = get_default_graph()
+    with graph.name_scope(name or "random_uniform"):
+        bounds = []
+        for bound in (minval, maxval):
+            if isinstance(bound, Tensor):
+                if bound.dtype != dtype:
+                    raise DTypeError(located(f"RandomUniform: the bound {bound.name!r} is {bound.dtype.name}, the "
+                                             f"numbers {dtype.name}"))
+                bounds.append(cast(bound, dtypes.float64))
+            else:
+                if np.asarray(bound).dtype.kind not in "iu":
+                    raise DTypeError(located(f"RandomUniform: {dtype.name} numbers need integer bounds, got "
+                                             f"{bound!r}"))
+                bounds.append(convert_to_tensor(np.asarray(bound, np.float64), dtypes.float64))
+        low, high = bounds
+        if not isinstance(minval, Tensor) and not isinstance(maxval, Tensor) and np.any(
+                np.asarray(maxval) <= np.asarray(minval)):
+            raise ValueError(located(f"RandomUniform: need minval < maxval, got {minval!r} and {maxval!r}"))
+        standard = random_tensor(RandomUniform, shape, dtypes.float64, seed, name="RandomUniform")
+        with graph.as_default():
+            drawn = low + floor(standard * (high - low))
+            return cast(minimum(drawn, high - 1.0), dtype)   # u < 1, but u * range may round up to it
 
 
 def random_normal(shape: Sequence[int], mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = "float32",

@@ -560,10 +560,12 @@ def test_dropout_argument_errors(graph) -> None:
     _raises_here(TypeError, "seed must be an int", lambda: cc.nn.dropout(x, rate=0.5, seed=1.5))
 
 
-@pytest.mark.parametrize("function, op_type", [(cc.random_uniform, "RandomUniform"),
-                                               (cc.random_normal, "RandomStandardNormal"),
-                                               (cc.truncated_normal, "TruncatedNormal")])
-@pytest.mark.parametrize("dtype", ["int32", "bool", "float16", "nonsense"])
+@pytest.mark.parametrize("function, op_type, dtype", [
+    (function, op_type, dtype)
+    for function, op_type in [(cc.random_uniform, "RandomUniform"), (cc.random_normal, "RandomStandardNormal"),
+                              (cc.truncated_normal, "TruncatedNormal")]
+    for dtype in ["int32", "bool", "float16", "nonsense"]
+    if not (function is cc.random_uniform and dtype == "int32")])   # integers: uniform makes them
 def test_random_ops_reject_non_float_dtypes(graph, function, op_type, dtype) -> None:
     _raises_here(cc.DTypeError, f"{op_type}: dtype must be float32 or float64",
                  lambda: function((3,), dtype=dtype))
@@ -631,3 +633,27 @@ def test_means_scales_and_bounds_may_be_arrays_that_broadcast() -> None:
         drawn, bounded = sess.run([normal, uniform])
     np.testing.assert_allclose(drawn.mean(axis=0), [1.0, 2.0, 3.0], atol=0.01)
     assert (bounded >= [0.0, 1.0, 2.0, 3.0]).all() and (bounded < 5.0).all()
+
+
+def test_integer_uniform_numbers_cover_their_range_evenly_on_every_target() -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        digits = cc.random_uniform((100000,), maxval=10, dtype="int32", seed=1)
+        wide = cc.random_uniform((1000,), minval=-3, maxval=2**40, dtype="int64", seed=2)
+        limit = cc.placeholder("int32", (), name="limit")
+        bounded = cc.random_uniform((1000,), maxval=limit, dtype="int32", seed=3)
+        with pytest.raises(ValueError, match="needs maxval"):
+            cc.random_uniform((2,), dtype="int32")
+        with pytest.raises(cc.DTypeError, match="need integer bounds"):
+            cc.random_uniform((2,), maxval=2.5, dtype="int32")
+    results = {}
+    for target in ("cpu", "reference", "cuda-emulated"):
+        with Session(graph, target=target) as sess:
+            results[target] = sess.run([digits, wide, bounded], {limit: 7})
+    for target in ("reference", "cuda-emulated"):
+        for got, expected in zip(results[target], results["cpu"]):
+            np.testing.assert_array_equal(got, expected)
+    counts = np.bincount(results["cpu"][0], minlength=10)
+    assert results["cpu"][0].dtype == np.int32 and counts.size == 10 and counts.min() > 9500
+    assert results["cpu"][1].min() >= -3 and results["cpu"][1].max() < 2**40 and results["cpu"][1].max() > 2**39
+    assert set(np.unique(results["cpu"][2])) == set(range(7))
