@@ -570,7 +570,7 @@ class Session:
         asm, ptx.
         """
         if self.target == "reference":
-            raise ValueError("compile() needs target='cpu' or 'cuda'; 'reference' interprets the graph")
+            raise ValueError("compile() needs target='cpu', 'cuda-emulated' or 'cuda'; 'reference' interprets the graph")
         leaves, _, feeds, plan = self._prepare(fetches, feed_dict)
         if plan.split is not None:
             raise ValueError("compile(): these fetches hold a step that runs as several compiled steps with "
