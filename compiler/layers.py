@@ -23,10 +23,10 @@ from . import dtypes, nn
 from .graph import GraphKeys, Tensor, get_default_graph, located
 from .initializers import ones_initializer, zeros_initializer
 from .control_flow import cond
-from .ops.array import reshape
+from .ops.array import element_count, reshape
 from .ops.base import convert_to_tensor
 from .ops.conv import avg_pool, conv2d as _conv2d, max_pool
-from .ops.elementwise import where
+from .ops.elementwise import maximum, where
 from .ops.linalg import matmul
 from .ops.state import assign_sub, group
 from .variable_scope import get_variable, variable_scope
@@ -202,11 +202,13 @@ def batch_normalization(inputs: Any, axis: int = -1, momentum: float = 0.99, eps
     variance and adds to ``GraphKeys.UPDATE_OPS`` the updates ``moving -= (moving - batch) * (1 -
     momentum)`` of ``moving_mean`` and ``moving_variance`` (run them with the training op, e.g.
     ``with cc.control_dependencies(cc.get_default_graph().get_collection(cc.GraphKeys.UPDATE_OPS))``);
-    otherwise it normalizes with the moving statistics. The moving variance averages the batch
-    variance as ``nn.moments`` gives it (divided by n, as TF1's non-fused layer)."""
+    otherwise it normalizes with the moving statistics, and normalizes a batch with its variance
+    divided by n (the values per channel). The moving variance averages, as TF1's layer does, the
+    batch variance divided by n - 1 where TF1 takes its fused kernel (a 4-D input with the channels
+    on axis 1 or 3, unless ``fused=False``), else divided by n."""
     x = _float_inputs(inputs, "batch_normalization")
     _unsupported("batch_normalization", renorm=(renorm, False), virtual_batch_size=(virtual_batch_size, None),
-                 adjustment=(adjustment, None))   # fused: either way, the same numbers here
+                 adjustment=(adjustment, None))
     rank = len(x.shape)
     if not -rank <= axis < rank:
         raise ValueError(located(f"batch_normalization: axis {axis} is out of range for {format_shape(x.shape)}"))
@@ -234,18 +236,25 @@ def batch_normalization(inputs: Any, axis: int = -1, momentum: float = 0.99, eps
         if not isinstance(training, Tensor) and not training:
             return normalized(moving_mean, moving_variance)
         batch_mean, batch_variance = nn.moments(x, reduced)
+        averaged_variance = batch_variance
+        if fused is not False and rank == 4 and channel_axis in (1, 3):
+            # TF1's fused kernel hands the moving average the variance with Bessel's correction
+            # (its V1 layer keeps it: _bessels_correction_test_only), n / (n - 1), 1 for n = 1.
+            count = element_count(x, reduced)
+            averaged_variance = batch_variance * (count / maximum(count - 1.0, 1.0))
         rate = 1.0 - momentum
         if isinstance(training, Tensor):
             # The updates run with every step; not training, they move the statistics toward
             # themselves (as TF1): no change, whatever the batch holds (an empty one's NaN too).
             batch_mean = where(training, batch_mean, moving_mean)
             batch_variance = where(training, batch_variance, moving_variance)
+            averaged_variance = where(training, averaged_variance, moving_variance)
             output = cond(training, lambda: normalized(batch_mean, batch_variance),
                           lambda: normalized(moving_mean, moving_variance))
         else:
             output = normalized(batch_mean, batch_variance)
         updates = group(assign_sub(moving_mean, (moving_mean - batch_mean) * rate),
-                        assign_sub(moving_variance, (moving_variance - batch_variance) * rate))
+                        assign_sub(moving_variance, (moving_variance - averaged_variance) * rate))
         get_default_graph().add_to_collection(GraphKeys.UPDATE_OPS, updates)
         return output
 

@@ -94,13 +94,16 @@ def test_batch_normalization_trains_on_batch_statistics_and_updates_the_moving_o
         moving_mean, moving_variance = [v for v in cc.global_variables() if "moving" in v.op.name]
     feed = {x: value, **({flag: True} if tensor_flag else {})}
     mean, variance = value.mean(axis=(0, 1, 2)), value.var(axis=(0, 1, 2))
+    # A 4-D input takes TF1's fused path, whose moving variance averages the unbiased variance
+    # (as torch's running_var); the batch itself is normalized with the biased one.
+    unbiased = value.var(axis=(0, 1, 2), ddof=1)
     with Session(graph, target=target) as sess:
         got, _ = sess.run([y, updates], feed)
         np.testing.assert_allclose(got, (value - mean) / np.sqrt(variance + 1e-3), rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(sess.run(moving_mean), 0.1 * mean, rtol=1e-12)
-        np.testing.assert_allclose(sess.run(moving_variance), 0.9 + 0.1 * variance, rtol=1e-12)
+        np.testing.assert_allclose(sess.run(moving_variance), 0.9 + 0.1 * unbiased, rtol=1e-12)
         np.testing.assert_allclose(sess.run(inference, {x: value}),
-                                   (value - 0.1 * mean) / np.sqrt(0.9 + 0.1 * variance + 1e-3), rtol=1e-10)
+                                   (value - 0.1 * mean) / np.sqrt(0.9 + 0.1 * unbiased + 1e-3), rtol=1e-10)
         if tensor_flag:   # not training: the moving statistics, and the updates change nothing
             before = sess.run([moving_mean, moving_variance])
             got, _ = sess.run([y, updates], {x: value, flag: False})
@@ -165,3 +168,21 @@ def test_a_layer_made_in_true_fn_can_be_reused_in_false_fn() -> None:
             value = np.ones((1, 3), "float32")
             np.testing.assert_allclose(sess.run(y, {x: value, flag: False}), 2.0 * sess.run(y, {x: value, flag: True})
                                        - sess.run(cc.trainable_variables()[1]), rtol=1e-6)
+
+
+@pytest.mark.parametrize("fused, shape, ddof", [(None, (2, 2, 2, 1), 1), (True, (2, 1, 2, 2), 1),
+                                                (False, (2, 2, 2, 1), 0), (None, (8, 1), 0)],
+                         ids=["4-d", "4-d-channels-first", "4-d-not-fused", "2-d"])
+def test_the_moving_variance_averages_what_tf1s_layer_averages(fused, shape, ddof) -> None:
+    """TF1's fused kernel (its default for 4-D inputs) averages the variance divided by n - 1,
+    its other path the one divided by n (torch's BatchNorm2d: n - 1)."""
+    value = np.arange(8.0).reshape(shape)
+    graph = cc.Graph()
+    with graph.as_default():
+        axis = 1 if shape == (2, 1, 2, 2) else -1
+        cc.layers.batch_normalization(cc.constant(value), axis=axis, momentum=0.0, training=True, fused=fused)
+        (update,) = graph.get_collection(cc.GraphKeys.UPDATE_OPS)
+        (moving_variance,) = [v for v in cc.global_variables() if "moving_variance" in v.op.name]
+    with Session(graph) as sess:
+        sess.run(update)
+        np.testing.assert_allclose(sess.run(moving_variance), [np.var(np.arange(8.0), ddof=ddof)], rtol=1e-12)
