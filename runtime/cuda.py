@@ -53,7 +53,10 @@ _PTX_ISA_BY_DRIVER = ((13000, 90), (12090, 88), (12080, 87), (12070, 86), (12050
 _STICKY_ERRORS = {"CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_TIMEOUT", "CUDA_ERROR_ASSERT",
                   "CUDA_ERROR_HARDWARE_STACK_ERROR", "CUDA_ERROR_ILLEGAL_INSTRUCTION",
                   "CUDA_ERROR_MISALIGNED_ADDRESS", "CUDA_ERROR_INVALID_ADDRESS_SPACE", "CUDA_ERROR_INVALID_PC",
-                  "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_ECC_UNCORRECTABLE"}
+                  "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_ECC_UNCORRECTABLE",
+                  # Hopper's error containment, and a context torn down or in an unknown state
+                  "CUDA_ERROR_CONTAINED", "CUDA_ERROR_TENSOR_MEMORY_LEAK", "CUDA_ERROR_CONTEXT_IS_DESTROYED",
+                  "CUDA_ERROR_UNKNOWN"}
 _JIT_LOG_BYTES = 1 << 16
 _STAGING_ALIGNMENT = 256
 
@@ -531,6 +534,10 @@ class CudaExecutable:
                 device.call("cuStreamSynchronize", stream)
             except DriverError as error:
                 variables.device_changed(self._writes)
+                if device.broken is None:
+                    # What the step queued before the failure still runs: let it end before the
+                    # next run rewrites the staging buffers it may be copying from.
+                    device.driver.cuStreamSynchronize(stream)
                 raise self._failure(error) from None
             for tensor, staging in refreshed:
                 np.copyto(variables.hosts[tensor], staging)
@@ -594,9 +601,15 @@ class CudaExecutable:
     def _failure(self, error: DriverError) -> CudaError:
         """A failed run as an error that shows the step's kernels and says whether the session can go on."""
         kernels, launches = self.program.kernels, [launch for _, launch, _, _ in self._launches]
-        if self._kernel is not None and error.function == "cuLaunchKernel":
+        if self._kernel is not None and error.function == "cuLaunchKernel" and error.error not in _STICKY_ERRORS:
+            # The launch itself was refused (resources, arguments): this kernel is the one.
             what = f"launching {_describe_kernel(kernels[self._kernel], launches[self._kernel])}"
             listed: list[int] = []
+        elif self._kernel is not None and error.function == "cuLaunchKernel":
+            # A fault surfaces at the next call after it: a kernel launched before this one did it.
+            what = (f"launching kernel {kernels[self._kernel].name}, from a fault of a kernel that ran before it "
+                    f"(kernels {kernels[0].name} to {kernels[self._kernel].name}, or the previous run's)")
+            listed = list(range(self._kernel + 1))
         else:
             what = "running the step (a kernel's fault shows at the next synchronisation, so any kernel may be it)"
             listed = list(range(len(kernels)))

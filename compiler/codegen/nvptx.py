@@ -109,6 +109,7 @@ def check_arch(arch: object) -> str:
 
 _VECTOR_BYTES = 16   # the widest load of shared memory, and what a shared row is aligned to
 MAX_BLOCK_THREADS = 1024
+MAX_STATIC_SHARED_BYTES = 48 * 1024
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,12 @@ class GpuLimits:
         if threads > MAX_BLOCK_THREADS:
             fail(f"a {self.tile_m}x{self.tile_n} tile at {self.thread_m}x{self.thread_n} per thread takes {threads} "
                  f"threads, more than a block can have ({MAX_BLOCK_THREADS})")
+        # A float64 product stages two buffers of each operand's tile_k-deep tile, each row padded
+        # by 16 bytes; statically declared shared memory stops at 48 KiB (ptxas refuses more).
+        staged = 8 * 2 * self.tile_k * (self.tile_m + self.tile_n + 2 * (_VECTOR_BYTES // 8))
+        if staged > MAX_STATIC_SHARED_BYTES:
+            fail(f"{self.tile_m}x{self.tile_n} tiles {self.tile_k} deep stage {staged} bytes of float64 in shared "
+                 f"memory, more than a kernel may declare ({MAX_STATIC_SHARED_BYTES})")
 
 
 DEFAULT_LIMITS = GpuLimits()

@@ -10,7 +10,7 @@ import pytest
 import compiler as cc
 import optim
 from runtime import Session
-from runtime.cuda import gpu_available
+from runtime.cuda import CudaError, gpu_available
 
 from ..compiler.op_table import ROWS, Row
 from ..compiler.test_ops import TOLERANCE, _build, _feeds, _loss_and_weights
@@ -30,12 +30,29 @@ def test_cuda_matches_reference(row: Row, dtype: str) -> None:
             loss, _ = _loss_and_weights(output, np.random.default_rng(0))
             fetches += [g for g in cc.gradients(loss, [placeholders[i] for i in row.grad]) if g is not None]
     feeds = _feeds(row, placeholders, dtype)
+    refusal = _refusal_on_cuda(graph, fetches, feeds)
+    if refusal is not None:   # what target="cuda" does not do yet, said at the first run
+        with Session(graph, target="cuda") as gpu, pytest.raises(refusal[0], match=refusal[1]):
+            gpu.run(fetches, feeds)
+        return
     with Session(graph, target="reference") as ref, Session(graph, target="cuda") as gpu:
         expected = ref.run(fetches, feeds)
         actual = gpu.run(fetches, feeds)
     for want, got in zip(expected, actual):
         assert got.shape == want.shape and got.dtype == want.dtype
         np.testing.assert_allclose(got, want, equal_nan=True, **TOLERANCE[want.dtype.name])
+
+
+def _refusal_on_cuda(graph: cc.Graph, fetches: list, feeds: dict) -> tuple[type, str] | None:
+    """The error target="cuda" documents for this step (check_numerics ops; a loop whose stacks
+    grow at run time), from the same step compiled for cuda-emulated; None when it runs."""
+    with Session(graph, target="cuda-emulated") as emulated:
+        program = emulated.compile(fetches, feeds).program
+    if any(kernel.check for kernel in program.kernels):
+        return cc.CompileError, "check_numerics ops are not checked on target='cuda' yet"
+    if any(buffer.role == "stack" for buffer in program.buffers):
+        return CudaError, "without maximum_iterations"
+    return None
 
 
 @pytest.mark.parametrize("make_optimizer", [lambda: optim.AdamOptimizer(0.01),

@@ -183,6 +183,7 @@ def test_older_architectures_get_ptx_that_has_warp_shuffles(arch: str) -> None:
     (dict(vector_bytes=32), "wider than the widest load"),
     (dict(max_grid=0), "max_grid must be a whole number, at least 1; got 0"),
     (dict(tile_k=2.5), "tile_k must be a whole number"),
+    (dict(tile_k=32), "64x64 tiles 32 deep stage 67584 bytes of float64 in shared memory"),
 ])
 def test_gpu_limits_no_schedule_can_follow_are_refused(limits: dict, message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):

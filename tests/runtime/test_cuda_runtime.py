@@ -35,7 +35,7 @@ CUresult = enum.IntEnum("CUresult", {
     "CUDA_SUCCESS": 0, "CUDA_ERROR_INVALID_VALUE": 1, "CUDA_ERROR_OUT_OF_MEMORY": 2, "CUDA_ERROR_NO_DEVICE": 100,
     "CUDA_ERROR_INVALID_CONTEXT": 201, "CUDA_ERROR_INVALID_PTX": 218, "CUDA_ERROR_INVALID_HANDLE": 400,
     "CUDA_ERROR_ILLEGAL_ADDRESS": 700, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES": 701,
-    "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED": 900})
+    "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED": 900, "CUDA_ERROR_CONTAINED": 912})
 CUjit_option = enum.IntEnum("CUjit_option", {
     "CU_JIT_INFO_LOG_BUFFER": 3, "CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES": 4, "CU_JIT_ERROR_LOG_BUFFER": 5,
     "CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES": 6})
@@ -516,8 +516,10 @@ def test_a_jit_error_names_the_kernel_and_the_user_line(fake: FakeDriver) -> Non
 
 
 @pytest.mark.parametrize("failure, usable", [
-    ("sync", False),     # an illegal address: the context is lost
-    ("launch", True),    # a launch refused: nothing ran, the session goes on
+    ("sync", False),            # an illegal address: the context is lost
+    ("contained", False),       # Hopper's error containment: so is it
+    ("launch", True),           # a launch refused: nothing ran, the session goes on
+    ("launch-after-fault", False),  # a launch reporting an earlier kernel's fault
 ])
 def test_a_failed_step_lists_its_kernels_and_says_whether_the_session_goes_on(fake: FakeDriver, failure: str,
                                                                                usable: bool) -> None:
@@ -525,22 +527,32 @@ def test_a_failed_step_lists_its_kernels_and_says_whether_the_session_goes_on(fa
     with Session(m.graph, target="cuda") as sess:
         sess.run(m.train, m.feeds)
         kernels = sess.compile(m.train, m.feeds).program.kernels
-        if failure == "sync":
-            fake.sync_failure = CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
+        if failure in ("sync", "contained"):
+            fake.sync_failure = (CUresult.CUDA_ERROR_ILLEGAL_ADDRESS if failure == "sync"
+                                 else CUresult.CUDA_ERROR_CONTAINED)
         else:
             sess._cache.clear()      # a fresh step: launched kernel by kernel on its first run
             sess._repeats.clear()
-            fake.launch_failure = (kernels[0].name, CUresult.CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
+            fake.launch_failure = ((kernels[0].name, CUresult.CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
+                                   if failure == "launch" else (kernels[2].name, CUresult.CUDA_ERROR_ILLEGAL_ADDRESS))
         with pytest.raises(CudaError) as error:
             sess.run(m.train, m.feeds)
         message = str(error.value)
         if usable:
             assert f"launching kernel {kernels[0].name}" in message and "still usable" in message
+            # what the step queued before the refused launch ends before the next run reuses its buffers
+            names = [name for name, _ in fake.calls]
+            assert names[-1] == "cuStreamSynchronize" and "cuLaunchKernel" in names
             fake.launch_failure = None
             sess.run(m.train, m.feeds)
         else:
-            assert "CUDA_ERROR_ILLEGAL_ADDRESS" in message and "unusable" in message
-            assert all(f"kernel {k.name} " in message for k in kernels)
+            assert "unusable" in message
+            if failure == "launch-after-fault":   # the kernels that ran before it are the suspects
+                assert "from a fault of a kernel that ran before it" in message
+                assert all(f"kernel {k.name} " in message for k in kernels[:3])
+                assert all(f"kernel {k.name} " not in message for k in kernels[3:])
+            else:
+                assert all(f"kernel {k.name} " in message for k in kernels)
             with pytest.raises(CudaError, match="lost to an earlier error"):
                 sess.run(m.train, m.feeds)
 
