@@ -10,11 +10,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .. import dtypes
 from ..errors import ShapeError
 from ..graph import Operation, Tensor, located
 from ..kernel_ir import IndexedInput
 from ..shapes import RuleError, format_shape, normalize_axis
-from .array import expand_dims, identity, squeeze
+from .array import element_count, expand_dims, identity, squeeze
 from .base import OpDef, convert_to_tensor
 from .rules import clamp_index, first_dtype, no_broadcast_dims
 
@@ -193,6 +194,32 @@ def reverse(x: Any, axis: int | Sequence[int], name: str | None = None) -> Tenso
     return StridedSlice(x, spec=spec, name=name)
 
 
+def _getitem_with_tensors(x: Tensor, key: tuple) -> Tensor:
+    """``x[key]`` (``key`` one entry per dimension, plus None) where some entries are scalar integer
+    tensors: each is a gather along its dimension (the last first, so the others keep their
+    place), then the rest of the key indexes what is left."""
+    from .elementwise import add, less, where
+    from .gather import gather
+    positions = []
+    dim = 0
+    for k in key:
+        if k is None:
+            continue
+        if isinstance(k, Tensor):
+            if k.shape != () or not dtypes.is_integer(k.dtype):
+                raise TypeError(located(f"{x.name!r}[…]: a tensor index must be a scalar int32 or int64, got "
+                                        f"{k.dtype.name} {format_shape(k.shape)} {k.name!r} (use cc.gather for "
+                                        f"tensors of indices)"))
+            positions.append((dim, k))
+        dim += 1
+    result = x
+    for dim, index in reversed(positions):
+        size = element_count(result, dim, index.dtype)
+        result = gather(result, where(less(index, 0), add(index, size), index), axis=dim)
+    rest = tuple(k for k in key if not isinstance(k, Tensor))
+    return getitem(result, rest) if rest else result
+
+
 def slice_(x: Any, begin: Sequence[int], size: Sequence[int], name: str | None = None) -> Tensor:
     """TF1's ``tf.slice``: ``size[d]`` elements from ``begin[d]`` along each dimension (-1: to the end)."""
     x = convert_to_tensor(x)
@@ -213,7 +240,9 @@ def slice_(x: Any, begin: Sequence[int], size: Sequence[int], name: str | None =
 
 def getitem(x: Tensor, key: Any) -> Tensor:
     """``x[key]`` with ints, slices (steps and negative indices), ``...`` and ``None``, as numpy's
-    basic indexing. An int index out of range is a ``ShapeError`` when the dimension is known."""
+    basic indexing, and scalar integer tensors (TF1's ``x[t]`` in a loop body: a ``gather`` of
+    that position, negative counting from the end, out of range giving zeros as ``gather``). An
+    int index out of range is a ``ShapeError`` when the dimension is known."""
     if not isinstance(key, tuple):
         key = (key,)
     if sum(1 for k in key if k is Ellipsis) > 1:
@@ -227,6 +256,8 @@ def getitem(x: Tensor, key: Any) -> Tensor:
         key = key[:at] + (slice(None),) * (rank - consuming) + key[at + 1:]
     else:
         key = key + (slice(None),) * (rank - consuming)
+    if any(isinstance(k, Tensor) for k in key):
+        return _getitem_with_tensors(x, key)
     spec, drop, insert = [], [], []
     dim = 0
     kept = 0  # dimensions of the result so far: a new axis goes where it stands in the result

@@ -223,6 +223,8 @@ ROWS: list[Row] = [
     Row("getitem-negative-step-bounds", lambda x: x[-1:0:-2, 3:-1], (Input((6, 5)),)),
     Row("getitem-int-ellipsis-newaxis", lambda x: x[None, ..., 2], (Input((2, 3, 4)),)),
     Row("getitem-empty", lambda x: x[2:1], (Input((3, 4)),)),
+    Row("getitem-tensor-index", lambda x, t: x[t, :, 1] * x[-1, t], (Input((3, 3, 3)), Input((), "labels:3", "int32")),
+        grad=(0,)),
     Row("getitem-size0", lambda x: x[:, 1:], (Input((0, 4)),)),
     Row("getitem-wide", lambda x: x[:, 3:-2], (Input((7, 131)),)),
     Row("slice", lambda x: cc.slice(x, [1, 0], [2, -1]), (Input((3, 4)),)),

@@ -53,3 +53,27 @@ def test_getitem_is_numpys_basic_indexing(case: tuple[tuple[int, ...], list[Inde
                                           ((2, 3, 4), (1, Ellipsis, None))])
 def test_a_new_axis_after_an_int_index(shape: tuple[int, ...], index: Index) -> None:
     _check_against_numpy(shape, [index])
+
+
+def test_a_scalar_integer_tensor_indexes_as_tf1s_does() -> None:
+    """TF1's ``x[t]`` in a loop body: a gather of that position, negative from the end."""
+    values = np.arange(24.0).reshape(2, 3, 4)
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float64", (None, 3, 4), name="x")
+        t = cc.placeholder("int32", (), name="t")
+        u = cc.placeholder("int64", (), name="u")
+        picked = [x[t], x[:, t], x[t, 1:, u], x[..., t], x[t][None]]
+        (grad,) = cc.gradients(cc.reduce_sum(x[t, :, u] * 2.0), [x])
+        _, total = cc.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a + x[0, i]),
+                                 [cc.constant(0), cc.zeros((4,), "float64")])
+        with pytest.raises(TypeError, match="a tensor index must be a scalar int32 or int64"):
+            x[cc.placeholder("int32", (2,))]
+    expected_grad = np.zeros_like(values)
+    expected_grad[-1, :, 2] = 2.0
+    for target in ("cpu", "reference"):
+        with Session(graph, target=target) as sess:
+            got = sess.run(picked + [grad, total], {x: values, t: -1, u: 2})
+        for value, expected in zip(got, [values[-1], values[:, -1], values[-1, 1:, 2], values[..., -1],
+                                         values[-1][None], expected_grad, values[0].sum(axis=0)]):
+            np.testing.assert_array_equal(value, expected)
