@@ -32,7 +32,7 @@ from .ops.array import (element_count, expand_dims, identity, one_hot, ones_like
                         reshape_like, shape, size, squeeze, stop_gradient, transpose, zeros_like)
 from .ops.base import constant, convert_to_tensor  # noqa: F401
 from .ops.broadcast import broadcast_like, broadcast_to, sum_to  # noqa: F401
-from .ops.creation import eye, fill, linspace, ones, sequence_mask, zeros  # noqa: F401
+from .ops.creation import eye, fill, linspace, matrix_band_part, ones, sequence_mask, zeros  # noqa: F401
 from .ops.creation import range  # noqa: F401,A001
 from .ops.einsum import einsum, tensordot  # noqa: F401
 from .ops.elementwise import (abs, add, add_n, cast, clip_by_value, cos, divide, equal, erf, exp,  # noqa: F401

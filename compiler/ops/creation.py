@@ -17,8 +17,8 @@ from ..errors import ShapeError
 from ..graph import Tensor, located
 from .base import composite_scope, constant, convert_to_tensor
 from .broadcast import broadcast_to
-from .array import expand_dims
-from .elementwise import cast, less
+from .array import expand_dims, zeros_like
+from .elementwise import cast, less, where
 
 
 def _sizes(function: str, shape: Any) -> tuple[int, ...]:
@@ -163,3 +163,28 @@ def sequence_mask(lengths: Any, maxlen: int | None = None, dtype: Any = dtypes.b
         positions = constant(np.arange(count), lengths.dtype)
         mask = less(positions, expand_dims(lengths, -1))
         return mask if dtypes.as_dtype(dtype) == dtypes.bool_ else cast(mask, dtype)
+
+
+def matrix_band_part(input: Any, num_lower: int, num_upper: int, name: str | None = None) -> Tensor:  # noqa: A002
+    """The band of each innermost matrix of ``input``, zeros outside it (TF1's ``matrix_band_part``,
+    also ``linalg.band_part``): entry ``[..., i, j]`` is kept where ``num_lower`` is negative or
+    ``i - j <= num_lower``, and ``num_upper`` is negative or ``j - i <= num_upper``. ``(x, -1, 0)``
+    is the lower triangle (a causal attention mask), ``(x, 0, 0)`` the diagonal.
+
+    >>> import numpy as np, compiler as cc
+    >>> cc.matrix_band_part(cc.constant(np.ones((3, 3))), -1, 0).shape
+    (3, 3)
+    """
+    for what, bound in (("num_lower", num_lower), ("num_upper", num_upper)):
+        if isinstance(bound, Tensor) or not isinstance(bound, (int, np.integer)) or isinstance(bound, bool):
+            raise TypeError(located(f"matrix_band_part: {what} must be a Python int (the band is fixed when the "
+                                    f"graph is built), got {bound!r}"))
+    with composite_scope(name or "MatrixBandPart", [input]):
+        input = convert_to_tensor(input)
+        if len(input.shape) < 2 or input.shape[-2] is None or input.shape[-1] is None:
+            raise ValueError(located(f"matrix_band_part: needs matrices of known size, got {input.name!r} of "
+                                     f"shape {list(input.shape)}"))
+        rows, columns = input.shape[-2], input.shape[-1]
+        below = np.arange(rows)[:, None] - np.arange(columns)[None, :]    # i - j
+        keep = ((num_lower < 0) | (below <= num_lower)) & ((num_upper < 0) | (-below <= num_upper))
+        return where(constant(keep), input, zeros_like(input))
