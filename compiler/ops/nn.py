@@ -15,10 +15,10 @@ from ..errors import DTypeError, ShapeError
 from ..graph import Tensor, located, user_location
 from ..shapes import format_shape, normalize_axes
 from .array import expand_dims, one_hot, reshape, squeeze, stop_gradient
-from .base import composite_scope, constant, convert_to_tensor, renamed_argument
+from .base import composite_scope, constant, convert_to_tensor, literal_as, renamed_argument
 from .elementwise import relu, sigmoid, tanh  # noqa: F401  (re-exported as cc.nn.*)
 from .elementwise import abs as abs_
-from .elementwise import (add_n, cast, clip_by_value, equal, erf, exp, expm1, floordiv, floormod, greater,
+from .elementwise import (Softsign, add_n, cast, clip_by_value, equal, erf, exp, expm1, floordiv, floormod, greater,
                           greater_equal, less, less_equal, log, log1p, logical_and, maximum, minimum, negative, rsqrt,
                           sqrt, square, where)
 from .gather import gather
@@ -379,7 +379,9 @@ _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805
 def relu6(features: Any, name: str | None = None) -> Tensor:
     """``min(max(x, 0), 6)`` (TF1's ``relu6``)."""
     with composite_scope(name or "Relu6", [features]):
-        return minimum(relu(_float_features("relu6", features)), 6.0)
+        x = _float_features("relu6", features)
+        # where, not minimum: at exactly 6 the gradient is 0, as TF1's (minimum's tie goes to x)
+        return where(greater_equal(x, 6.0), literal_as(6.0, x.dtype, "relu6"), relu(x))
 
 
 def selu(features: Any, name: str | None = None) -> Tensor:
@@ -403,8 +405,7 @@ silu = swish
 def softsign(features: Any, name: str | None = None) -> Tensor:
     """``x / (1 + |x|)``."""
     with composite_scope(name or "Softsign", [features]):
-        x = _float_features("softsign", features)
-        return x / (abs_(x) + 1.0)
+        return Softsign(_float_features("softsign", features))
 
 
 def log_sigmoid(x: Any, name: str | None = None) -> Tensor:

@@ -238,6 +238,16 @@ def test_float_floormod_stays_within_the_divisor_and_takes_an_infinite_one() -> 
     np.testing.assert_allclose(remainder, np.remainder(x.astype("float64"), y.astype("float64")),
                                atol=1e-6 * np.abs(x).max())
     np.testing.assert_array_equal(special, [3.0, np.inf, 0.0, -np.inf, -3.0])   # Python's and numpy's
+    # An infinite or NaN dividend has no remainder, whatever the divisor (it was +-inf by an infinite one).
+    graph = cc.Graph()
+    with graph.as_default():
+        a, b = cc.placeholder("float32", (None,), name="a"), cc.placeholder("float32", (None,), name="b")
+        mod = a % b
+    dividends = np.array([np.inf, -np.inf, np.inf, np.nan, np.inf, 5.0], "float32")
+    divisors = np.array([np.inf, np.inf, -np.inf, -np.inf, 3.0, np.nan], "float32")
+    for target in ("cpu", "reference"):
+        with Session(graph, target=target) as sess:
+            assert np.isnan(sess.run(mod, {a: dividends, b: divisors})).all()
 
 
 def test_concat_and_stack_take_any_number_of_tensors() -> None:
