@@ -259,6 +259,19 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def number_array(value: Any, label: str) -> np.ndarray:
+    """``value`` (numbers, nested lists of them, a numpy array) as a numpy array of bools, ints or
+    floats, or a DTypeError naming ``label`` and the user's line (ragged lists, None, strings)."""
+    try:
+        array = np.asarray(value)
+    except ValueError as exc:   # ragged lists
+        raise DTypeError(located(f"{label}: {exc}")) from None
+    if array.dtype.kind not in "biuf":
+        raise DTypeError(located(f"{label}: {_short(value)} is not numbers of one kind "
+                                 "(bool, int or float; an int beyond 64 bits is none of them)"))
+    return array
+
+
 def constant(value: Any, dtype: Any = None, shape: Sequence[int] | None = None,
              name: str | None = None) -> Tensor:
     """A constant tensor.
@@ -268,13 +281,7 @@ def constant(value: Any, dtype: Any = None, shape: Sequence[int] | None = None,
     """
     label = f"constant {name!r}" if name else "constant"
     literal = not isinstance(value, (np.ndarray, np.generic))
-    try:
-        array = np.asarray(value)
-    except ValueError as exc:   # ragged lists
-        raise DTypeError(located(f"{label}: {exc}")) from None
-    if array.dtype.kind not in "biuf":
-        raise DTypeError(located(f"{label}: {_short(value)} is not numbers of one kind "
-                                 "(bool, int or float; an int beyond 64 bits is none of them)"))
+    array = number_array(value, label)
     if dtype is None:
         # Python floats default to float32 and ints to int32 (int64 where they do not fit), as in TF1.
         if literal and array.dtype.kind in "iu":

@@ -10,7 +10,7 @@ from .. import dtypes
 from ..errors import DTypeError, ShapeError
 from ..graph import GraphKeys, Tensor, get_default_graph, located, user_location
 from .array import identity
-from .base import OpDef, apply
+from .base import OpDef, apply, number_array
 from .rules import dtype_from_attrs, no_gradient, shape_from_attrs
 from .state import VariableOp, assign, assign_add, assign_sub
 
@@ -78,15 +78,8 @@ class Variable(Tensor):
         if isinstance(initial_value, Tensor):
             raise TypeError(located("Variable needs a concrete initial value (numpy array or Python number), "
                                     f"not the tensor {initial_value.name!r}"))
-        label = f"Variable {name!r}" if name else "Variable"
-        try:
-            value = np.asarray(initial_value)
-        except ValueError as error:   # ragged lists
-            raise ShapeError(located(f"{label}: the initial value is not a regular array ({error})")) from None
-        if value.dtype.kind not in "biuf":
-            raise DTypeError(located(f"{label}: the initial value must be numbers (a numpy array or Python "
-                                    f"numbers), got {type(initial_value).__name__}"
-                                    + (f" of {value.dtype.name}" if isinstance(initial_value, np.ndarray) else "")))
+        value = number_array(initial_value, f"Variable {name!r} (its initial value)" if name
+                             else "Variable (its initial value)")
         if dtype is None and not isinstance(initial_value, (np.ndarray, np.generic)):
             # Python numbers as in TF1 (numpy keeps its dtype): floats make float32 variables, ints
             # int32 (int64 where they do not fit).
