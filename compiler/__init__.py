@@ -47,7 +47,7 @@ from .ops.joining import concat, split, stack, tile, unstack  # noqa: F401
 from .ops.linalg import matmul  # noqa: F401
 from .ops.numerics import add_check_numerics_ops, check_numerics  # noqa: F401
 from .ops.padding import pad  # noqa: F401
-from .ops.random import random_normal, random_uniform, truncated_normal  # noqa: F401
+from .ops.random import multinomial, random_normal, random_uniform, truncated_normal  # noqa: F401
 from .ops.random_seed import set_random_seed  # noqa: F401
 from .ops.reduction import (argmax, argmin, cumsum, reduce_all, reduce_any, reduce_logsumexp,  # noqa: F401
                             reduce_max, reduce_mean, reduce_min, reduce_prod, reduce_sum)

@@ -49,7 +49,8 @@ from ..graph import Operation, Tensor, get_default_graph, located
 from ..philox import philox4x32
 from ..shapes import RuleError, format_shape
 from .base import OpDef, apply, convert_to_tensor
-from .elementwise import cast, floor, minimum
+from .array import expand_dims
+from .elementwise import cast, floor, log, minimum
 from .random_seed import RANDOM_COUNTER_UPDATE_COLLECTION, check_seed, get_seed, philox_key, random_counter
 from .rules import no_gradient
 
@@ -501,6 +502,36 @@ def truncated_normal(shape: Sequence[int], mean: Any = 0.0, stddev: Any = 1.0, d
     True
     """
     return _scaled_normal(TruncatedNormal, shape, mean, stddev, dtype, seed, name or "truncated_normal")
+
+
+def multinomial(logits: Any, num_samples: int, seed: int | None = None, name: str | None = None,
+                output_dtype: Any = "int64") -> Tensor:
+    """``num_samples`` class indices per row of ``logits`` (``[batch, classes]``, unnormalized log
+    probabilities), drawn independently, new ones at every ``Session.run`` (TF1's ``multinomial``,
+    also ``random.categorical``): ``[batch, num_samples]`` of ``output_dtype``. Each draw is the
+    argmax of the logits plus Gumbel noise ``-log(-log(u))``, which picks class ``k`` with
+    probability ``softmax(logits)[k]``; a class of logit ``-inf`` is never drawn.
+
+    >>> import compiler as cc
+    >>> logits = cc.constant([[0.0, 1.0, 2.0]])
+    >>> cc.multinomial(logits, num_samples=5, seed=1).shape
+    (1, 5)
+    """
+    from .reduction import argmax
+    with get_default_graph().name_scope(name or "multinomial"):
+        logits = convert_to_tensor(logits)
+        if len(logits.shape) != 2 or None in logits.shape or not dtypes.is_floating(logits.dtype):
+            raise ShapeError(located(f"multinomial: logits must be float [batch, classes] of known sizes, got "
+                                     f"{logits.dtype.name} {format_shape(logits.shape)} {logits.name!r}"))
+        if isinstance(num_samples, Tensor) or not isinstance(num_samples, (int, np.integer)) or num_samples < 0:
+            raise TypeError(located(f"multinomial: num_samples must be a Python int of at least 0, got "
+                                    f"{num_samples!r}"))
+        batch, classes = logits.shape
+        # float64 draws: u of 53 bits, so the noise's tail is not cut off as float32's would be
+        u = random_uniform((batch, int(num_samples), classes), dtype=dtypes.float64, seed=seed)
+        gumbel = -log(-log(u))
+        scores = cast(expand_dims(logits, 1), dtypes.float64) + gumbel
+        return argmax(scores, axis=2, output_type=output_dtype)
 
 
 def _scaled_normal(opdef: OpDef, shape: Sequence[int], mean: Any, stddev: Any, dtype: Any, seed: int | None,

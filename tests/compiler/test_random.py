@@ -657,3 +657,26 @@ def test_integer_uniform_numbers_cover_their_range_evenly_on_every_target() -> N
     assert results["cpu"][0].dtype == np.int32 and counts.size == 10 and counts.min() > 9500
     assert results["cpu"][1].min() >= -3 and results["cpu"][1].max() < 2**40 and results["cpu"][1].max() > 2**39
     assert set(np.unique(results["cpu"][2])) == set(range(7))
+
+
+def test_multinomial_draws_classes_with_softmax_probabilities_on_every_target() -> None:
+    probabilities = np.array([[0.1, 0.2, 0.7], [0.5, 0.5, 0.0]])
+    graph = cc.Graph()
+    with graph.as_default():
+        with np.errstate(divide="ignore"):
+            logits = cc.constant(np.log(probabilities))      # a class of logit -inf is never drawn
+        samples = cc.multinomial(logits, 50000, seed=3)
+        with pytest.raises(cc.ShapeError, match="logits must be float"):
+            cc.multinomial(cc.constant([1.0, 2.0]), 3)
+    draws = {}
+    for target in ("cpu", "reference", "cuda-emulated"):
+        with Session(graph, target=target) as sess:
+            draws[target] = [sess.run(samples), sess.run(samples)]
+    for target in ("reference", "cuda-emulated"):
+        for got, expected in zip(draws[target], draws["cpu"]):
+            np.testing.assert_array_equal(got, expected)
+    first, second = draws["cpu"]
+    assert first.dtype == np.int64 and first.shape == (2, 50000) and (first != second).any()
+    frequencies = np.stack([np.bincount(row, minlength=3) / row.size for row in first])
+    np.testing.assert_allclose(frequencies, probabilities, atol=0.01)
+    assert frequencies[1, 2] == 0.0
