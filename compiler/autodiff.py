@@ -97,8 +97,12 @@ class GradientHookHandle:
         return getattr(self.fn, "__qualname__", None) or repr(self.fn)
 
     def remove(self) -> None:
-        """Take the hook off; later ``gradients`` calls no longer call it. Removing twice is fine."""
-        self.tensor.graph.remove_gradient_hook(self.tensor, self)
+        """Take the hook off; later ``gradients`` calls no longer call it. Removing twice is fine.
+        A hook registered inside a ``cond`` branch or loop body is also on the copies of its
+        tensor that the branch or body was traced into: it comes off those too."""
+        graph = self.tensor.graph
+        for tensor in graph.tensors_with_gradient_hook(self):
+            graph.remove_gradient_hook(tensor, self)
 
     def apply(self, grad: Tensor) -> Tensor:
         """``fn(grad)`` checked against the tensor (``grad`` itself when it returns None). Assignments

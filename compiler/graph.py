@@ -278,6 +278,11 @@ class Graph:
                 return True
         return False
 
+    def tensors_with_gradient_hook(self, hook: Any) -> list[Tensor]:
+        """The tensors ``hook`` is on (the one it was registered on, and the copies a traced branch
+        or loop body made of it)."""
+        return [tensor for tensor, hooks in self._gradient_hooks.items() if any(h is hook for h in hooks)]
+
     def gradient_hooks(self, tensor: Tensor) -> list[Any]:
         """The hooks on ``tensor``'s gradient, in registration order (a new list)."""
         return list(self._gradient_hooks.get(tensor, []))

@@ -293,3 +293,29 @@ def test_a_hook_on_a_tensor_of_an_already_traced_function_is_refused() -> None:
         cc.cond(cc.reduce_sum(x) > 0.0, lambda: inside.append(x * 2.0) or inside[0], lambda: x)
         with pytest.raises(ValueError, match="register the hook inside that function"):
             cc.register_gradient_hook(inside[0], lambda g: g)
+
+
+@pytest.mark.parametrize("construct", ["cond", "while_loop"])
+def test_removing_a_hook_registered_inside_a_branch_or_loop_body_takes_it_off_its_copies(construct: str) -> None:
+    """Tracing copies the branch's tensors, and their hooks with them: remove() took the hook
+    off the traced tensor only, so later gradients still halved."""
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float64", (3,), name="x")
+        handles = []
+
+        def squared_then_exp():
+            h = x * x
+            handles.append(cc.register_gradient_hook(h, lambda g: g * 0.5))
+            return cc.exp(h)
+        if construct == "cond":
+            out = cc.cond(cc.reduce_sum(x) > 0, squared_then_exp, lambda: x)
+        else:
+            _, out = cc.while_loop(lambda i, v: i < 1, lambda i, v: (i + 1, squared_then_exp()), (0, x),
+                                   maximum_iterations=1)
+        handles[0].remove()
+        (grad,) = cc.gradients(cc.reduce_sum(out), [x])
+    values = np.array([0.1, 0.2, 0.3])
+    for target in ("cpu", "reference"):
+        with Session(graph, target=target) as sess:
+            np.testing.assert_allclose(sess.run(grad, {x: values}), np.exp(values ** 2) * 2 * values, rtol=1e-12)
