@@ -163,6 +163,11 @@ def _repeat_key(fetches: Any, feed_dict: Any) -> Any:
     return fetch_key, tuple(map(id, feed_dict))
 
 
+def _is_initializer(leaf: Any) -> bool:
+    """A fetched variable initializer (``run`` applies it on the host before the step)."""
+    return isinstance(leaf, Operation) and leaf.type == "InitVariables"
+
+
 _NOT_REPEATED = object()   # what a ``_RepeatRun`` returns when the feeds differ from the first run's
 
 
@@ -421,8 +426,7 @@ class Session:
         if plan is None:  # what these fetches need, worked out once per fetch set (and fed tensors)
             _check_fetchable(leaves)
             needed = needed_operations([t.op if isinstance(t, Tensor) else t for t in leaves], fed)
-            compute = [leaf for leaf in leaves
-                       if not (isinstance(leaf, Operation) and leaf.type == "InitVariables")]
+            compute = [leaf for leaf in leaves if not _is_initializer(leaf)]
             computes = any(op.opdef.kind not in ("host", "group") for op in needed_operations(
                 [t.op if isinstance(t, Tensor) else t for t in compute], fed))
             plan = _Plan(needed, [op.outputs[0] for op in needed if op.type == "Placeholder"] + sorted(fed, key=id),
@@ -460,8 +464,10 @@ class Session:
         compute, needed = plan.compute, plan.needed
         if not plan.computes_anything:
             return rebuild([None] * len(leaves))
-        target_of = dict(zip(map(id, leaves), targets)) if targets is not None else {}
-        wanted = [target_of.get(id(leaf)) for leaf in compute] if targets is not None else None
+        # compute is leaves without initializers, in order: targets go by position (a tensor
+        # fetched twice may have an out= array at each place).
+        computed = [not _is_initializer(leaf) for leaf in leaves]
+        wanted = [t for t, c in zip(targets, computed) if c] if targets is not None else None
         if self.target == "reference":
             with self._writing():
                 values = self._run_reference(compute, feeds, needed)
@@ -481,8 +487,8 @@ class Session:
                     raise   # a cc.check_numerics op of the user's: its own report
                 raise self._first_non_finite(compute, feeds, error) from None
             self._remember_repeat(fetches, feed_dict, feeds, plan, executable)
-        by_leaf = dict(zip(map(id, compute), values))
-        results = [by_leaf.get(id(leaf)) for leaf in leaves]
+        in_order = iter(values)
+        results = [next(in_order) if c else None for c in computed]
         for position in plan.summaries:  # the step computed the numbers; only the encoding is here
             results[position] = encode_summary(leaves[position], results[position])
         return rebuild(results)

@@ -663,3 +663,21 @@ def test_a_session_closed_while_a_run_compiles_does_not_run_on_initial_values(mo
     monkeypatch.setattr(session_module, "compile_step", compile_then_close)
     with pytest.raises(RuntimeError, match="this Session is closed"):
         sess.run(total)
+
+
+@pytest.mark.parametrize("target", ["cpu", "reference"])
+def test_a_tensor_fetched_twice_fills_the_out_array_at_each_place(target: str) -> None:
+    """Targets were matched to fetches by tensor, so the first of two places got nothing."""
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (3,), name="x")
+        doubled = x * 2.0
+    values = np.array([1.0, 2.0, 3.0], "float32")
+    with Session(graph, target=target) as sess:
+        first, second = np.zeros(3, "float32"), np.zeros(3, "float32")
+        got = sess.run([doubled, doubled], {x: values}, out=[first, second])
+        assert got[0] is first and got[1] is second
+        only_first = np.zeros(3, "float32")
+        sess.run([doubled, doubled], {x: values}, out=[only_first, None])
+    for array in (first, second, only_first):
+        np.testing.assert_array_equal(array, values * 2.0)
