@@ -16,7 +16,7 @@ from compiler.codegen.common import STACK_GROWTH_FAILED
 from compiler.codegen.sanitizer import MEMORY_KINDS, REPORT_FIELDS, describe
 from compiler.errors import FeedError, NumericsError, OutOfBoundsError, RaceError
 from compiler.graph import Operation, Tensor
-from compiler.kernel_ir import FetchSpec, contiguous_strides, format_bytes, largest_buffers
+from compiler.kernel_ir import Branch, FetchSpec, Loop, contiguous_strides, format_bytes, largest_buffers
 from compiler.pipeline import CompiledStep, render_html_report, render_report
 
 from .feeds import check_is_mapping, convert_feed
@@ -280,6 +280,25 @@ def write_trace(path: str | os.PathLike[str], kernels: Sequence[Any], parts: Seq
         json.dump({"traceEvents": events, "displayTimeUnit": "ns"}, handle)
 
 
+def _kernels_in_regions(steps: Sequence[Any]) -> set[int]:
+    """The kernels that run inside a branch or a loop of the schedule ``steps``."""
+    found: set[int] = set()
+
+    def walk(region: Sequence[Any], inside: bool) -> None:
+        for step in region:
+            if isinstance(step, int):
+                if inside:
+                    found.add(step)
+            elif isinstance(step, Branch):
+                walk(step.taken, True)
+                walk(step.otherwise, True)
+            elif isinstance(step, Loop):
+                walk(step.condition, True)
+                walk(step.body, True)
+    walk(steps, False)
+    return found
+
+
 class Executable:
     """One compiled step. ``run`` makes exactly one call into native code.
 
@@ -314,6 +333,12 @@ class Executable:
         variable_buffers = set(program.variables.values())
         self._lock = variable_lock if variable_buffers else None
         self._exclusive = any(kernel.out.buffer in variable_buffers for kernel in program.kernels)
+        # Variables a branch or loop assigns in place while the step runs (the others are assigned
+        # at its end, after every check): a checked step keeps their values to put back if a check
+        # stops it, so that a failed step has assigned nothing.
+        inside = _kernels_in_regions(program.steps())
+        self._assigned_in_regions = sorted({program.kernels[k].out.buffer for k in inside} & variable_buffers
+                                           ) if self._checked else []
 
     @property
     def pieces(self) -> dict[str, int]:
@@ -478,6 +503,7 @@ class Executable:
                     current[spec.buffer] = target
                     table[spec.buffer] = buffers.address(spec.buffer, target)
                     direct.append(spec.buffer)
+        kept = [(current[index], current[index].copy()) for index in self._assigned_in_regions]
         try:
             for tensor, index in self._feed_slots:
                 value = feeds[tensor]
@@ -495,6 +521,8 @@ class Executable:
             buffers.status[0] = 0
             raise MemoryError("out of memory growing a loop's stack of per-iteration values")
         if self._checked and buffers.status[0]:
+            for array, value in kept:   # what a branch or loop assigned before the check stopped it
+                np.copyto(array, value)
             position = int(buffers.status[0]) - 1
             failed = program.kernels[position]
             report = dict(zip(REPORT_FIELDS, (int(word) for word in buffers.status[1:])))

@@ -140,3 +140,31 @@ def test_a_classifier_with_a_nan_names_its_op_not_logsumexps_inf_constant(target
         assert np.isfinite(sess.run(loss, {x: np.ones((2, 3), "float32")}))
         with pytest.raises(cc.NumericsError, match=r"Sqrt 'Sqrt' \(at " + _line_of("logits=cc.sqrt(x)")):
             sess.run(loss, {x: -np.ones((2, 3), "float32")})
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda-emulated", "reference"])
+@pytest.mark.parametrize("construct", ["cond", "while_loop"])
+def test_a_step_stopped_by_a_check_keeps_no_assignment_a_branch_or_loop_made(construct: str, target: str) -> None:
+    """Branches and loops assign variables in place as they run; a NaN found later used to leave
+    those assignments behind while the error said nothing had been assigned."""
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (), name="x")
+        v = cc.Variable(np.float32(0.0), name="v")
+        if construct == "cond":
+            def taken():
+                with cc.control_dependencies([v.assign_add(5.0)]):
+                    return x + 1.0
+            fetch = cc.log(cc.cond(x > 0.0, taken, lambda: x) - 100.0)    # NaN after the branch ran
+            value = 1.0
+        else:
+            def body(i, a):
+                with cc.control_dependencies([v.assign_add(1.0)]):
+                    b = cc.log(a)                                         # NaN in the third trip
+                return i + 1, b - 1.0
+            fetch = cc.while_loop(lambda i, a: i < 4, body, (0, x))
+            value = 3.0
+    with Session(graph, target=target, check_numerics=True) as sess:
+        with pytest.raises(cc.NumericsError, match="Log"):
+            sess.run(fetch, {x: np.float32(value)})
+        assert sess.run(v) == 0.0
