@@ -129,11 +129,13 @@ def _region_scope(graph: Graph, name: str) -> Iterator[None]:
     op gets those), in the name scope ``name``."""
     saved = graph._control_stack
     graph._control_stack = []
+    graph.tracing += 1
     try:
         with graph.as_default(), graph.name_scope(name):
             yield
     finally:
         graph._control_stack = saved
+        graph.tracing -= 1
 
 
 def _param(shape: tuple, dtype: np.dtype, name: str) -> Tensor:

@@ -176,6 +176,8 @@ class Graph:
         self._gradient_hooks: dict[Tensor, list[Any]] = {}
         self.seed: int | None = None
         self._version = 0
+        # How many cond branches or loop bodies are being traced now (compiler.control_flow).
+        self.tracing = 0
 
     # -- naming -------------------------------------------------------------------------------
     def unique_name(self, base: str) -> str:

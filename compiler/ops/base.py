@@ -191,6 +191,12 @@ def apply(opdef: OpDef, inputs: Sequence[Any], attrs: Mapping[str, Any], name: s
     shapes = [t.shape for t in tensors]
     types = [t.dtype for t in tensors]
     label = f"{opdef.name}" + (f" {name!r}" if name else "")
+    for t in tensors if not graph.tracing else ():   # (a gradient's trace maps such tensors itself)
+        traced = t.op.traced_in
+        if traced is not None:   # it exists only while its branch or body runs (many times, or not at all)
+            raise ValueError(f"{label}: {t.name!r} was computed inside a cond branch or a loop body (the function "
+                             f"defined at {traced.location}); use it inside that function, or return it from "
+                             f"the function and use what the cond or loop gives back" + located("", location))
     operands = ", ".join(f"{t.name!r} {format_shape(t.shape)} {t.dtype.name}" for t in tensors)
     try:
         out_dtype = opdef.dtype_rule(types, attrs)

@@ -608,3 +608,23 @@ def test_a_list_of_one_loop_variable_behaves_as_in_tf1(body) -> None:
     assert isinstance(final, cc.Tensor) and isinstance(kept, list) and len(kept) == 1
     with Session(graph) as sess:
         assert sess.run(final) == 10 and sess.run(kept) == [10]
+
+
+@pytest.mark.parametrize("construct", ["cond", "while_loop"])
+def test_a_tensor_of_a_branch_or_loop_body_used_outside_it_is_an_error_at_its_line(construct: str) -> None:
+    """It exists only while its function runs: used outside, it computed sqrt(-4) for a branch
+    not taken (NaN) or raised a bare KeyError for a loop body's argument."""
+    with cc.Graph().as_default():
+        x = cc.placeholder("float32", (), name="x")
+        inner = []
+
+        def keep(value):
+            inner.append(value)
+            return value * 2.0
+        if construct == "cond":
+            cc.cond(x > 0.0, lambda: keep(cc.sqrt(x)), lambda: x)
+        else:
+            cc.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, keep(a)), (0, x))
+        with pytest.raises(ValueError, match="was computed inside a cond branch or a loop body") as raised:
+            inner[0] + 1.0
+    assert f"(at {__file__}:" in str(raised.value)
