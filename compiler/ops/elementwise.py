@@ -114,7 +114,7 @@ Softsign = elementwise("Softsign", lambda sb, x: sb.div(x, sb.add(sb.abs(x), 1))
                        lambda x: np.asarray(x) / (np.abs(x) + 1),
                        lambda op, g: [g / square(abs(op.inputs[0]) + 1.0)], floating_dtype)
 Sign = elementwise("Sign",
-                   lambda sb, x: sb.select(sb.gt(x, 0), 1, sb.select(sb.lt(x, 0), -1, x)),
+                   lambda sb, x: sb.select(sb.gt(x, 0), 1, sb.select(sb.lt(x, 0), -1, sb.add(x, 0))),  # -0 + 0 = +0
                    np.sign, lambda op, g: [None], numeric_dtype)
 Tanh = elementwise("Tanh", lambda sb, x: sb.tanh(x), np.tanh,
                    lambda op, g: [g * (1.0 - square(op.outputs[0]))], floating_dtype)

@@ -58,9 +58,25 @@ def fold_shapes(nodes: Sequence[Node]) -> list[Node]:
     return _rewrite(nodes, replace)
 
 
+def _constructs_assign(nodes: Sequence[Node]) -> bool:
+    """Whether a branch or loop of the step assigns variables: then a read of a variable before
+    it and one after it differ, though the nodes look alike."""
+    return any(n.opdef.name in ("Cond", "While") and n.origin is not None and has_assignments(n.origin)
+               for n in nodes)
+
+
+def _reads_a_variable(node: Node) -> bool:
+    return any(i.opdef.name == "Variable" for i in node.inputs)
+
+
 def elide_noops(nodes: Sequence[Node]) -> list[Node]:
-    """Identity-like ops (and sum_to/broadcast/reshape to the same shape) disappear."""
+    """Identity-like ops (and sum_to/broadcast/reshape to the same shape) disappear (not on a
+    variable in a step whose branch or loop assigns variables: the identity is a read at its place)."""
+    keep_reads = _constructs_assign(nodes)
+
     def replace(node: Node) -> Node | None:
+        if keep_reads and _reads_a_variable(node):
+            return None
         if node.opdef.name in _NOOP_WHEN_SAME_SHAPE and node.inputs and node.inputs[0].shape == node.shape:
             return node.inputs[0]
         if node.opdef.name == "Cast" and node.inputs[0].dtype == node.dtype:
@@ -76,12 +92,18 @@ def fold_constants(nodes: Sequence[Node]) -> list[Node]:
     def replace(node: Node) -> Node | None:
         if node.kind not in ("elementwise", "reduce", "layout") or node.size > FOLD_LIMIT:
             return None
+        if node.opdef.name == "CheckNumerics":
+            return None   # its check runs in the step
         data = node.data_inputs()
         if not data or any(i.value is None for i in data):
             return None
         values = [i.value if i.value is not None else _placeholder_for_shape(i) for i in node.inputs]
         with np.errstate(all="ignore"):
-            return _const_node(node.opdef.reference(values, node.attrs), node)
+            folded = np.asarray(node.opdef.reference(values, node.attrs))
+        if (folded.dtype.kind == "f" and not np.isfinite(folded).all()
+                and all(np.isfinite(i.value).all() for i in data if np.asarray(i.value).dtype.kind == "f")):
+            return None   # a NaN or Inf made here: computed in the step, where checks see it
+        return _const_node(folded, node)
     return _rewrite(nodes, replace)
 
 
@@ -94,16 +116,22 @@ def _attr_key(value: Any) -> Any:
         return value.str
     if isinstance(value, float) and value != value:
         return "nan"
+    if isinstance(value, float) and value == 0.0:
+        return ("zero", str(value))   # -0.0 == 0.0, but a pad of -0.0 is not one of 0.0
     return value
 
 
 def eliminate_common_subexpressions(nodes: Sequence[Node]) -> list[Node]:
-    """Identical computations on identical inputs are computed once."""
+    """Identical computations on identical inputs are computed once (not reads of a variable in
+    a step whose branch or loop assigns variables: one before it and one after it differ)."""
     seen: dict[Any, Node] = {}
+    keep_reads = _constructs_assign(nodes)
 
     def replace(node: Node) -> Node | None:
         if node.kind in ("state", "group", "host") or node.opdef.name in ("Placeholder", "Variable", "RegionParam") \
                 or node.opdef.name in ("Cond", "While"):  # a branch or loop may assign: each runs
+            return None
+        if keep_reads and _reads_a_variable(node):
             return None
         key = (node.opdef.name, tuple(id(i) for i in node.inputs), node.shape, node.dtype.str,
                tuple(sorted((k, _attr_key(v)) for k, v in node.attrs.items())))
