@@ -454,15 +454,20 @@ class _KernelBuilder:
     def _check_hazards(self) -> None:
         written = {k.out.buffer for k in self.final_kernels}
         state_nodes = [n for n in self.nodes if n.kind == "state"]
+        assigned_before: set[int] = set()
         for kernel, node in zip(self.final_kernels, state_nodes):
             own = kernel.out
             for access in kernel.operands:
                 bad_other = access.buffer in written and access.buffer != own.buffer
-                bad_own = access.buffer == own.buffer and (access.strides != own.strides or access.offset)
+                # Its value reads the variable as the step began; an earlier assignment to it has
+                # run by now (an assign_add's own addend is the kernel's accumulation, not an operand).
+                bad_own = access.buffer == own.buffer and (access.strides != own.strides or access.offset
+                                                           or own.buffer in assigned_before)
                 if bad_other or bad_own:
                     # Compute the new value into a temporary before any assignment runs.
                     self.forced.add(id(node))
                     raise _Restart()
+            assigned_before.add(own.buffer)
         for node in self.fetches:
             if node is None or node.kind == "state":
                 continue

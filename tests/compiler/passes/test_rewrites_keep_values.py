@@ -82,3 +82,23 @@ def test_a_nan_made_from_constants_is_still_caught(check: str) -> None:
     with Session(graph, check_numerics=check == "session") as sess:
         with pytest.raises(cc.NumericsError, match="Log"):
             sess.run(fetch)
+
+
+def _unordered_assign_reading_its_variable() -> tuple[list, dict]:
+    v = cc.Variable(np.array([1.0, 2.0]), name="v")
+    first = cc.assign_add(v, [100.0, 100.0])
+    last = cc.assign(v, v * 10.0)   # unordered and built last: it wins, with v as the step began
+    return [first.op, last.op], {}
+
+
+def test_an_unordered_later_assignment_reads_its_variable_as_the_step_began() -> None:
+    """The later assignment's value read the variable after the earlier assignment had written it
+    (1010, 1020 where the reference gives 10, 20), unless the variable was also fetched."""
+    graph = cc.Graph()
+    with graph.as_default():
+        fetches, _ = _unordered_assign_reading_its_variable()
+        (v,) = cc.global_variables()
+    for target in ("reference", "cpu", "cuda-emulated"):
+        with Session(graph, target=target) as sess:
+            sess.run(fetches)
+            np.testing.assert_array_equal(sess.run(v), [10.0, 20.0])
