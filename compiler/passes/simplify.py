@@ -58,11 +58,15 @@ def fold_shapes(nodes: Sequence[Node]) -> list[Node]:
     return _rewrite(nodes, replace)
 
 
+def _assigning_construct(node: Node) -> bool:
+    """A branch or loop that assigns variables."""
+    return node.opdef.name in ("Cond", "While") and node.origin is not None and has_assignments(node.origin)
+
+
 def _constructs_assign(nodes: Sequence[Node]) -> bool:
     """Whether a branch or loop of the step assigns variables: then a read of a variable before
     it and one after it differ, though the nodes look alike."""
-    return any(n.opdef.name in ("Cond", "While") and n.origin is not None and has_assignments(n.origin)
-               for n in nodes)
+    return any(_assigning_construct(n) for n in nodes)
 
 
 def _reads_a_variable(node: Node) -> bool:
@@ -165,7 +169,6 @@ def optimize(nodes: Sequence[Node], fetches: Sequence[Node | None]) -> tuple[lis
     nodes = fold_constants(nodes)
     nodes = eliminate_common_subexpressions(nodes)
     fetches = [n.resolve() if n is not None else None for n in fetches]
-    keep = ([n for n in nodes if n.kind == "state" or n.opdef.name == "CheckNumerics"
-             or (n.opdef.name in ("Cond", "While") and n.origin is not None and has_assignments(n.origin))]
+    keep = ([n for n in nodes if n.kind == "state" or n.opdef.name == "CheckNumerics" or _assigning_construct(n)]
             + [n for n in fetches if n is not None])
     return eliminate_dead_code(nodes, keep), fetches
