@@ -302,6 +302,12 @@ class Graph:
                 raise TypeError(located(f"control_dependencies takes operations and tensors, got {item!r}"))
             if op.graph is not self:
                 raise GraphMismatchError(located(f"control_dependencies: {op.name!r} belongs to another graph"))
+            if op.traced_in is not None and not self.tracing:
+                # It runs only inside its branch or loop body (TF1 refuses it too): a batch norm's
+                # UPDATE_OPS built in a cond branch, for one.
+                raise ValueError(located(f"control_dependencies: {op.name!r} was built inside a cond branch or a "
+                                         f"loop body (the function defined at {op.traced_in.location}) and runs "
+                                         "only there; build what depends on it inside that function"))
             frame.append(op)
         return self._control_frame(frame)
 

@@ -628,3 +628,17 @@ def test_a_tensor_of_a_branch_or_loop_body_used_outside_it_is_an_error_at_its_li
         with pytest.raises(ValueError, match="was computed inside a cond branch or a loop body") as raised:
             inner[0] + 1.0
     assert f"(at {__file__}:" in str(raised.value)
+
+
+def test_a_control_dependency_on_an_op_built_inside_a_branch_is_an_error_at_its_line() -> None:
+    """TF1's trap: batch norm in a cond branch puts its update in UPDATE_OPS, and a control
+    dependency on it from outside gave a misleading error about an assignment built before the cond."""
+    with cc.Graph().as_default() as graph:
+        x = cc.placeholder("float32", (4, 3), name="x")
+        flag = cc.placeholder("bool", (), name="flag")
+        cc.cond(flag, lambda: cc.layers.batch_normalization(x, training=True, name="bn"), lambda: x)
+        updates = graph.get_collection(cc.GraphKeys.UPDATE_OPS)
+        with pytest.raises(ValueError, match="was built inside a cond branch or a loop body") as raised:
+            with cc.control_dependencies(updates):
+                pass
+    assert f"(at {__file__}:" in str(raised.value)
