@@ -184,7 +184,12 @@ def trace(graph: Graph, name: str, specs: Sequence[tuple[tuple, np.dtype]],
         reached.add(op)
         stack.extend(t.op for t in op.inputs)
         stack.extend(c for c in op.control_inputs)
+    # The variables the function assigns, in nested constructs too: what it reads of them is read
+    # as it is at that point, not captured once when the construct starts.
     assigned = {op.inputs[0].op for op in reached if op.opdef.kind == "state"}
+    for op in reached:
+        if op.opdef.kind == "control":
+            assigned |= assigned_variables(op)
     captures: list[Tensor] = []
 
     def outside(tensor: Tensor) -> bool:
@@ -347,7 +352,7 @@ class ControlFlowCall:
         return self.op.inputs
 
     def input_gradients(self, output_grads: Sequence[Tensor | None]) -> list[Tensor | None]:
-        if all(g is None for g in output_grads):
+        if all(g is None for g in output_grads) or self.op.attrs.get("back_prop") is False:
             return [None] * len(self.op.inputs)
         if self.op.opdef is Cond:
             return _cond_gradients(self, list(output_grads))
@@ -380,13 +385,34 @@ def _by_index(call: ControlFlowCall, output_grads: Sequence[Tensor | None], hist
             and not out.op.attrs.get("saved")}
 
 
+def _params_reaching(region: Region, results: Sequence[int]) -> set[int]:
+    """The positions of the region's parameters that the given results depend on (through
+    nested constructs: on all their operands)."""
+    position = {param: k for k, param in enumerate(region.params)}
+    members = set(region.operations)
+    found: set[int] = set()
+    seen: set[Operation] = set()
+    stack = [region.results[k] for k in results]
+    while stack:
+        tensor = stack.pop()
+        if tensor in position:
+            found.add(position[tensor])
+        elif tensor.op in members and tensor.op not in seen:
+            seen.add(tensor.op)
+            stack.extend(tensor.op.inputs)
+    return found
+
+
 def _cond_gradients(call: ControlFlowCall, output_grads: list[Tensor | None]) -> list[Tensor | None]:
     op = call.op
     pred, operands = op.inputs[0], list(op.inputs[1:])
     results_like = op.attrs["branches"][1].results
     wanted = [k for k, t in enumerate(results_like) if _differentiable(t)]
     reached = _by_index(call, output_grads, history=False)
-    targets = [j for j, t in enumerate(operands) if _differentiable(t)]
+    # The operands that a result with a gradient depends on, in either branch: the others have none.
+    connected = {op.attrs["operands_of"][which][k] for which in (0, 1)
+                 for k in _params_reaching(op.attrs["branches"][which], sorted(reached))}
+    targets = [j for j, t in enumerate(operands) if _differentiable(t) and j in connected]
     if not targets:
         return [None] * len(op.inputs)
 
@@ -400,7 +426,7 @@ def _cond_gradients(call: ControlFlowCall, output_grads: list[Tensor | None]) ->
             return _gradients_or_zeros([results[k] for k in wanted], [local[j] for j in targets], grads)
         return gradient
 
-    input_grads = cond(pred, branch(1), branch(0), name=f"{op.name.rpartition('/')[2]}_grad")
+    input_grads = cond(pred, branch(1), branch(0), strict=True, name=f"{op.name.rpartition('/')[2]}_grad")
     result: list[Tensor | None] = [None] * len(op.inputs)
     for j, grad in zip(targets, input_grads if isinstance(input_grads, list) else [input_grads]):
         result[1 + j] = grad
@@ -456,8 +482,18 @@ def _while_gradients(call: ControlFlowCall, output_grads: list[Tensor | None]) -
     initial = list(op.inputs[:count])
     elements = list(op.inputs[count:count + sliced])
     first_row, row_step = op.attrs["rows"]
-    wanted = [k for k in range(count) if _differentiable(initial[k])]
-    relaxed = [k for k in range(count) if body.params[k].shape != initial[k].shape]
+    reached = _by_index(call, output_grads, history=False)
+    history_grads = _by_index(call, output_grads, history=True)
+    # The loop variables whose gradient is not zero in some iteration: those that got one, and
+    # (iteration by iteration) those they depend on; then the rows and captures those read.
+    depends = [_params_reaching(body, [k]) for k in range(count)]
+    carried = set(reached) | set(history_grads)
+    read = set().union(*(depends[k] for k in carried))
+    while not read.isdisjoint(set(range(count)) - carried):
+        carried |= read & set(range(count))
+        read = set().union(*(depends[k] for k in carried))
+    wanted = [k for k in range(count) if _differentiable(initial[k]) and k in carried]
+    relaxed = [k for k in wanted if body.params[k].shape != initial[k].shape]
     if relaxed:
         k = relaxed[0]
         raise NoGradientError(located(
@@ -465,10 +501,10 @@ def _while_gradients(call: ControlFlowCall, output_grads: list[Tensor | None]) -
             f"({format_shape(initial[k].shape)} to {format_shape(body.params[k].shape)} under shape_invariants); "
             f"its gradient would need every iteration's value at its own shape, which is not supported. Keep "
             f"the shape fixed (pad to the largest size) to differentiate the loop"))
-    row_targets = [r for r in range(sliced) if _differentiable(elements[r])]
-    targets = [j for j, t in enumerate(captured) if _differentiable(t)]
-    reached = _by_index(call, output_grads, history=False)
-    history_grads = _by_index(call, output_grads, history=True)
+    row_targets = [r for r in range(sliced) if _differentiable(elements[r]) and count + r in read]
+    targets = [j for j, t in enumerate(captured) if _differentiable(t) and count + sliced + j in read]
+    if not (wanted or row_targets or targets):
+        return [None] * len(op.inputs)
     histories = [_history(call, k) for k in range(count)]
     kept_stacks = {tensor: _saved(call, tensor) for tensor in _kept_values(body)}
     trips = op.outputs[0]
@@ -549,8 +585,10 @@ def _merged_shape(a: tuple, b: tuple) -> tuple | None:
     return tuple(x if x == y else None for x, y in zip(a, b))
 
 
-def cond(pred: Any, true_fn: Callable[[], Any], false_fn: Callable[[], Any], name: str | None = None) -> Any:
+def cond(pred: Any, true_fn: Callable[[], Any], false_fn: Callable[[], Any], strict: bool = False,
+         name: str | None = None) -> Any:
     """``true_fn()`` if the scalar bool ``pred`` holds, else ``false_fn()`` (TF1's ``tf.cond``).
+    As in TF1, a list or tuple of one result gives that one tensor unless ``strict``.
 
     Both functions are traced once, when ``cond`` is called; only the branch taken runs in the
     compiled step, and an assignment in the other branch does not happen. Their results must have
@@ -613,7 +651,10 @@ def cond(pred: Any, true_fn: Callable[[], Any], false_fn: Callable[[], Any], nam
             outputs = [apply(RegionOutput, [token], {"index": k, "shape": shape, "dtype": t.dtype},
                              f"output{k}") for k, (t, shape) in enumerate(zip(true_region.results, shapes))]
     _register(token.op, outputs, scope, location)
-    return true_region.structure[1](outputs)
+    result = true_region.structure[1](outputs)
+    if not strict and isinstance(result, (list, tuple)) and len(result) == 1:
+        return result[0]
+    return result
 
 
 def _checked_limit(maximum_iterations: Any, location: SourceLocation) -> int | None:
@@ -657,7 +698,7 @@ def _invariant_fits(invariant: tuple, shape: tuple) -> bool:
 
 def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: Any, shape_invariants: Any = None,
                parallel_iterations: int = 10, back_prop: bool = True, swap_memory: bool = False,
-               maximum_iterations: int | None = None, name: str | None = None,
+               name: str | None = None, maximum_iterations: int | None = None,
                return_same_structure: bool = False) -> Any:
     """Repeat ``loop_vars = body(*loop_vars)`` while ``cond(*loop_vars)`` holds (TF1's
     ``tf.while_loop``); returns the final ``loop_vars``, in their structure, except that (as in
@@ -670,8 +711,10 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: An
     scalar bool. ``maximum_iterations`` (a Python int) stops the loop after that many iterations.
     Gradients flow through the loop either way (without a bound, the values the backward pass
     needs are kept in memory that grows as the loop runs; second derivatives need the bound).
-    An assignment in the body is seen by the next iteration.
-    ``parallel_iterations``, ``back_prop`` and ``swap_memory`` are accepted for TF1 compatibility.
+    An assignment in the body is seen by the next iteration. With ``back_prop=False`` no gradient
+    flows through the loop (``gradients`` gives None for what reaches the result only through it)
+    and it keeps nothing for one. ``parallel_iterations`` and ``swap_memory`` are accepted for TF1
+    compatibility.
 
     >>> import numpy as np
     >>> import compiler as cc
@@ -684,7 +727,8 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: An
     ...     print(sess.run([i, y, dy], {x: 3.0}))          # 3**5 = 243, d/dx x**5 = 5 x**4
     [array(4, dtype=int32), array(243.), array(405.)]
     """
-    final = _loop(cond, body, loop_vars, shape_invariants, maximum_iterations, name, user_location())
+    final = _loop(cond, body, loop_vars, shape_invariants, maximum_iterations, name, user_location(),
+                  back_prop=back_prop)
     if isinstance(loop_vars, (list, tuple)) and len(loop_vars) == 1 and not return_same_structure:
         return final[0]
     return final
@@ -692,7 +736,7 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: An
 
 def _loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: Any, shape_invariants: Any,
           maximum_iterations: int | None, name: str | None, location: SourceLocation,
-          sliced: Sequence[Tensor] = (), rows: tuple[int, int] = (0, 1)) -> Any:
+          sliced: Sequence[Tensor] = (), rows: tuple[int, int] = (0, 1), back_prop: bool = True) -> Any:
     """``while_loop``. With ``sliced`` tensors (``scan``'s elements), iteration ``i`` also passes
     ``body`` a list of their rows ``rows[0] + rows[1] * i`` as a last argument."""
     for label, fn in (("cond", cond), ("body", body)):
@@ -774,7 +818,8 @@ def _loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: Any, sh
     with graph.as_default():
         token = apply(While, operands, {"condition": condition, "body": loop_body, "variables": len(initial),
                                         "sliced": len(sliced), "rows": rows, "captures_of": captures_of,
-                                        "maximum_iterations": limit, "history": set(), "saved": []}, scope)
+                                        "maximum_iterations": limit, "history": set(), "saved": [],
+                                        "back_prop": bool(back_prop)}, scope)
         with graph.nested_scope(token.op.name.rpartition("/")[2]):
             outputs = [apply(RegionOutput, [token], {"index": k, "shape": spec[0], "dtype": spec[1]},
                              f"output{k}") for k, spec in enumerate(specs)]
@@ -810,7 +855,20 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Tensor, Any], Any], in
         counter = np.result_type(*given) if given else np.dtype(np.int32)
         start, stop = (cast(b, counter) if isinstance(b, Tensor) else convert_to_tensor(np.array(b, dtype=counter))
                        for b in (lower, upper))
-    _, result = while_loop(lambda i, val: less(i, stop), lambda i, val: (i + 1, body_fun(i, val)),
+    location = user_location()
+    if not callable(body_fun):
+        raise TypeError(located(f"fori_loop: body_fun must be callable, got {body_fun!r}", location))
+
+    def body(i: Tensor, val: Any) -> Any:
+        new = body_fun(i, val)
+        if not _same_structure(new, val) and not (isinstance(new, (list, tuple)) and len(new) == 1
+                                                  and _same_structure(new[0], val)):
+            raise ValueError(located(
+                f"fori_loop: body_fun (defined at {function_location(body_fun)}) returns "
+                f"{_describe_structure(new)} but init_val is {_describe_structure(init_val)}", location))
+        return i + 1, new
+    body.__graphgrad_location__ = f"{function_location(body_fun)}, fori_loop's body_fun"  # type: ignore[attr-defined]
+    _, result = while_loop(lambda i, val: less(i, stop), body,
                            (start, init_val), maximum_iterations=limit, name=name or "fori_loop")
     return result
 
@@ -887,7 +945,7 @@ def scan(fn: Callable[[Any, Any], Any], elems: Any, initializer: Any = None, par
         # skip + i of every element tensor (length - 1 - skip - i in reverse).
         rows = (length - 1 - skip, -1) if reverse else (skip, 1)
         finals = _loop(lambda *_: constant(True), body, list(init), None, steps, "loop", location,
-                       sliced=elem_leaves, rows=rows)
+                       sliced=elem_leaves, rows=rows, back_prop=back_prop)
         call_record = finals[0].op.inputs[0].op.attrs["call"]
         stacked = []
         for k, final in enumerate(finals):
@@ -897,6 +955,41 @@ def scan(fn: Callable[[Any, Any], Any], elems: Any, initializer: Any = None, par
                 values = concat([history[:1], values], axis=0)
             stacked.append(reverse_rows(values) if reverse else values)
     return rebuild_acc(stacked)
+
+
+def foldl(fn: Callable[[Any, Any], Any], elems: Any, initializer: Any = None, parallel_iterations: int = 10,
+          back_prop: bool = True, swap_memory: bool = False, name: str | None = None) -> Any:
+    """TF1's ``tf.foldl``: ``acc = fn(acc, elem)`` for each ``elem`` along the first dimension of
+    ``elems``, first to last, returning the last ``acc`` (without an ``initializer`` the first
+    element is the first ``acc``). A ``scan`` whose last row is kept: differentiable.
+
+    >>> import numpy as np
+    >>> import compiler as cc
+    >>> from runtime import Session
+    >>> x = cc.constant(np.array([1.0, 2.0, 3.0]))
+    >>> with Session() as sess:
+    ...     print(sess.run([cc.foldl(lambda acc, e: acc * 10.0 + e, x), cc.foldr(lambda acc, e: acc * 10.0 + e, x)]))
+    [array(123.), array(321.)]
+    """
+    return _fold("foldl", fn, elems, initializer, back_prop, name, reverse=False)
+
+
+def foldr(fn: Callable[[Any, Any], Any], elems: Any, initializer: Any = None, parallel_iterations: int = 10,
+          back_prop: bool = True, swap_memory: bool = False, name: str | None = None) -> Any:
+    """TF1's ``tf.foldr``: ``foldl`` from the last element to the first (see ``foldl``'s example)."""
+    return _fold("foldr", fn, elems, initializer, back_prop, name, reverse=True)
+
+
+def _fold(function: str, fn: Callable[[Any, Any], Any], elems: Any, initializer: Any, back_prop: bool,
+          name: str | None, reverse: bool) -> Any:
+    if not callable(fn):
+        raise TypeError(located(f"{function}: fn must be callable, got {fn!r}", user_location()))
+    step = lambda acc, element: fn(acc, element)   # noqa: E731
+    step.__graphgrad_location__ = f"{function_location(fn)}, {function}'s fn"   # type: ignore[attr-defined]
+    stacked = scan(step, elems, initializer=initializer, back_prop=back_prop, reverse=reverse, name=name or function)
+    leaves, rebuild = flatten(stacked)
+    # scan stores reversed outputs in place: the last step's value is row 0 in reverse.
+    return rebuild([leaf[0] if reverse else leaf[-1] for leaf in leaves])
 
 
 def map_fn(fn: Callable[[Any], Any], elems: Any, dtype: Any = None, parallel_iterations: int | None = None,
@@ -929,7 +1022,7 @@ def map_fn(fn: Callable[[Any], Any], elems: Any, dtype: Any = None, parallel_ite
         probe_leaves, rebuild_result = flatten(probe)
         start = [zeros_like(convert_to_tensor(t)) for t in probe_leaves]
         stacked = scan(lambda _, element: fn(element), elems, initializer=rebuild_result(start),
-                       name="scan")
+                       back_prop=back_prop, name="scan")
         return stacked
 
 

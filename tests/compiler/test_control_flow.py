@@ -661,3 +661,117 @@ def test_map_fn_applies_fn_to_each_element_with_structures_and_a_gradient(target
     np.testing.assert_allclose(got_pairs["twice"], values * 2.0)
     np.testing.assert_allclose(got_pairs["shifted"], values * 10.0 + 1.0)
     np.testing.assert_allclose(got_gradient, 2.0 * values + 2.0)
+
+
+@pytest.mark.parametrize("target", ["cpu", "reference", "cuda-emulated"])
+@pytest.mark.parametrize("nesting, expected", [("cond", 6.0), ("while_loop", 10.0)])
+def test_a_body_reads_what_a_construct_nested_in_it_assigned_in_the_same_iteration(
+        target: str, nesting: str, expected: float) -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        v = cc.Variable(np.array(0.0), name="v")
+
+        def bump() -> cc.Tensor:
+            with cc.control_dependencies([cc.assign_add(v, 1.0)]):
+                return cc.constant(1.0, dtype="float64")
+
+        def body(i, acc):
+            if nesting == "cond":
+                done = cc.cond(i >= 0, bump, lambda: cc.constant(0.0, dtype="float64"))
+            else:   # i + 1 bumps: v is 1, 3, 6 and acc 1 + 3 + 6
+                done = cc.while_loop(lambda j, d: j <= i, lambda j, d: (j + 1, bump()),
+                                     (0, cc.constant(0.0, dtype="float64")))[1]
+            with cc.control_dependencies([done]):
+                return i + 1, acc + v * 1.0      # this iteration's value of v
+        _, acc = cc.while_loop(lambda i, a: i < 3, body, (0, cc.constant(0.0, dtype="float64")))
+    with Session(graph, target=target) as sess:
+        got_acc, got_v = sess.run([acc, v])
+    bumps = 3.0 if nesting == "cond" else 6.0
+    assert (float(got_acc), float(got_v)) == (expected, bumps)
+
+
+@pytest.mark.parametrize("construct", ["while_loop", "scan", "map_fn"])
+def test_back_prop_false_stops_the_gradient_as_in_tf1(construct: str) -> None:
+    xs = cc.placeholder("float64", shape=(3,), name="xs")
+    if construct == "while_loop":
+        y = cc.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y * xs), (0, xs), back_prop=False)[1]
+    elif construct == "scan":
+        y = cc.scan(lambda a, e: a * e, xs, back_prop=False)
+    else:
+        y = cc.map_fn(lambda e: e * e, xs, back_prop=False)
+    assert cc.gradients(cc.reduce_sum(y), [xs]) == [None]
+    assert cc.gradients(cc.reduce_sum(y) + cc.reduce_sum(xs), [xs])[0] is not None
+    with Session() as sess:   # the values are those of the loop with back_prop
+        assert sess.run(y, {xs: np.array([1.0, 2.0, 3.0])}).shape == (3,)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_an_input_a_construct_s_result_does_not_depend_on_has_no_gradient(target: str) -> None:
+    x = cc.placeholder("float64", shape=(2,), name="x")
+    z = cc.placeholder("float64", shape=(2,), name="z")
+    c = cc.placeholder("float64", shape=(2,), name="c")
+    # q depends on z only; y on x, and on c through w after the first iteration.
+    _, y, q, _ = cc.while_loop(lambda i, y, q, w: i < 2, lambda i, y, q, w: (i + 1, y * x + w, q + z, w + c),
+                               (0, x, z, cc.zeros_like(x)))
+    p = cc.placeholder("bool", shape=(), name="p")
+    a, b = cc.cond(p, lambda: (x * 2.0, z * 3.0), lambda: (x, z + c))
+    assert cc.gradients(y, [z]) == [None]
+    assert cc.gradients(q, [x, c]) == [None, None]
+    assert cc.gradients(a, [z, c]) == [None, None]
+    dy_dx, dy_dc = cc.gradients(y, [x, c])
+    db_dc, db_dz = cc.gradients(b, [c, z])
+    with Session(target=target) as sess:
+        feed = {x: np.array([2.0, 3.0]), z: np.ones(2), c: np.ones(2), p: False}
+        got = sess.run([dy_dx, dy_dc, db_dc, db_dz], feed)
+    # y = (x*x + 0)*x + c = x**3 + c: d/dx = 3x**2, d/dc = 1; b = z + c.
+    np.testing.assert_allclose(got[0], 3.0 * np.array([2.0, 3.0]) ** 2)
+    np.testing.assert_allclose(got[1], np.ones(2))
+    np.testing.assert_allclose(got[2], np.ones(2))
+    np.testing.assert_allclose(got[3], np.ones(2))
+
+
+def test_cond_unpacks_one_result_unless_strict_as_in_tf1() -> None:
+    x = cc.placeholder("float64", shape=(), name="x")
+    single = cc.cond(x > 0.0, lambda: [x * 2.0], lambda: [x * 3.0])
+    kept = cc.cond(x > 0.0, lambda: [x * 2.0], lambda: [x * 3.0], strict=True)
+    assert isinstance(single, cc.Tensor)
+    assert isinstance(kept, list) and len(kept) == 1
+    with Session() as sess:
+        assert sess.run([single, kept[0]], {x: -1.0}) == [-3.0, -3.0]
+
+
+def test_while_loop_takes_tf1_s_positional_arguments() -> None:
+    # TF1: (cond, body, loop_vars, shape_invariants, parallel_iterations, back_prop, swap_memory, name,
+    # maximum_iterations, return_same_structure)
+    out = cc.while_loop(lambda i: i < 100, lambda i: i + 1, [0], None, 10, True, False, "counted", 5)
+    assert out.name.startswith("counted")
+    with Session() as sess:
+        assert sess.run(out) == 5
+
+
+def test_a_fori_loop_body_returning_another_structure_names_the_users_function() -> None:
+    x = cc.placeholder("float32", shape=(3,), name="x")
+
+    def my_body(i, v):
+        return (v, v)
+    line = my_body.__code__.co_firstlineno
+    with pytest.raises(ValueError, match=rf"fori_loop: body_fun \(defined at .*test_control_flow.py:{line}\) "
+                                         r"returns \(tensor, tensor\) but init_val is tensor"):
+        cc.fori_loop(0, 3, my_body, x)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_foldl_and_foldr_reduce_in_order_with_structures_and_gradients(target: str) -> None:
+    x = cc.placeholder("float64", shape=(3,), name="x")
+    left = cc.foldl(lambda acc, e: acc * 10.0 + e, x)
+    right = cc.foldr(lambda acc, e: acc * 10.0 + e, x)
+    product = cc.foldl(lambda acc, e: acc * e, x, initializer=cc.constant(2.0, "float64"))
+    pair = cc.foldr(lambda acc, e: (acc[0] + e, acc[1] * e), x,
+                    initializer=(cc.constant(0.0, "float64"), cc.constant(1.0, "float64")))
+    (grad,) = cc.gradients(left + right + product, [x])
+    with Session(target=target) as sess:
+        got = sess.run([left, right, product, pair, grad], {x: np.array([1.0, 2.0, 3.0])})
+    assert got[:3] == [123.0, 321.0, 12.0]
+    assert tuple(got[3]) == (6.0, 6.0)
+    # d/dx of 100a + 10b + c, 100c + 10b + a and 2abc
+    np.testing.assert_allclose(got[4], [113.0, 26.0, 105.0])
