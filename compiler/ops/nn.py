@@ -43,11 +43,14 @@ def log_softmax(logits: Any, axis: int | None = None, name: str | None = None, d
 
 
 def softmax(logits: Any, axis: int | None = None, name: str | None = None, dim: int | None = None) -> Tensor:
-    """``exp(log_softmax(logits))``: each slice along ``axis`` (the last by default; TF1's older
-    name: ``dim``) sums to 1."""
+    """``exp(x - max) / sum(exp(x - max))`` along ``axis`` (the last by default; TF1's older name:
+    ``dim``), as TF1's kernel: each slice sums to 1, and each value is within a few ulps (not
+    ``exp(log_softmax)``, whose rounding of the log grows with the logits' spread)."""
     axis = renamed_argument("softmax", "axis", axis, "dim", dim, default=-1)
     with composite_scope(name or "Softmax", [logits]):
-        return exp(log_softmax(_float_features("softmax", logits), axis=axis))
+        logits = _float_features("softmax", logits)
+        exponentials = exp(logits - stop_gradient(reduce_max(logits, axis=axis, keepdims=True)))
+        return exponentials / reduce_sum(exponentials, axis=axis, keepdims=True)
 
 
 def softmax_cross_entropy_with_logits(_sentinel: None = None, labels: Any = None, logits: Any = None,
@@ -153,7 +156,9 @@ def elu(features: Any, name: str | None = None) -> Tensor:
     ``min(x, 0)``: no overflow, so no ``inf * 0`` in the gradient of the unused branch."""
     with composite_scope(name or "Elu", [features]):
         x = _float_features("elu", features)
-        return where(less_equal(x, 0.0), expm1(minimum(x, 0.0)), x)   # NaN takes x's branch: gradient g
+        # As TF1's kernels: x < 0 picks the exponential (so 0 has gradient 1 and -0.0 stays -0.0);
+        # NaN takes x's branch: gradient g.
+        return where(less(x, 0.0), expm1(minimum(x, 0.0)), x)
 
 
 def gelu(features: Any, approximate: bool = False, name: str | None = None) -> Tensor:
@@ -392,7 +397,7 @@ def selu(features: Any, name: str | None = None) -> Tensor:
     ``alpha`` (the self-normalising constants alpha = 1.6733, scale = 1.0507, as TF1)."""
     with composite_scope(name or "Selu", [features]):
         x = _float_features("selu", features)
-        return where(less_equal(x, 0.0), expm1(minimum(x, 0.0)) * (_SELU_SCALE * _SELU_ALPHA), x * _SELU_SCALE)
+        return where(less(x, 0.0), expm1(minimum(x, 0.0)) * (_SELU_SCALE * _SELU_ALPHA), x * _SELU_SCALE)
 
 
 def swish(features: Any, name: str | None = None) -> Tensor:

@@ -612,3 +612,35 @@ def test_the_log_uniform_sampler_draws_zipf_classes_with_their_expected_counts()
     np.testing.assert_allclose(np.bincount(drawn, minlength=10) / 20000, probability, atol=0.01)
     np.testing.assert_allclose(expected_true[:, 0], 20000 * probability[[0, 9]], rtol=1e-5)
     np.testing.assert_allclose(expected_sampled, 20000 * probability[drawn], rtol=1e-5)
+
+
+def test_elu_and_selu_at_zero_follow_tf1_s_kernels() -> None:
+    """TF1 picks the exponential only for x < 0: the gradient at 0 is 1 (selu: scale), and
+    -0.0 stays -0.0."""
+    x = cc.placeholder("float32", shape=(3,), name="x")
+    outputs = [cc.nn.elu(x), cc.nn.selu(x)]
+    grads = [cc.gradients(cc.reduce_sum(y), [x])[0] for y in outputs]
+    with Session() as sess:
+        elu, selu, elu_grad, selu_grad = sess.run(outputs + grads, {x: np.array([0.0, -0.0, -1.0], np.float32)})
+    np.testing.assert_allclose(elu_grad, [1.0, 1.0, np.exp(-1.0)], rtol=1e-6)
+    np.testing.assert_allclose(selu_grad[:2], [1.0507009873554805] * 2, rtol=1e-6)
+    assert np.signbit(elu[1]) and np.signbit(selu[1])
+
+
+def test_softmax_is_as_accurate_as_tf1_s_kernel() -> None:
+    """exp(x - max) / sum: a uniform row is exactly 1/n, and wide logits lose only what rounding
+    x - max costs (exp(log_softmax(x)) lost twice that)."""
+    x = cc.placeholder("float32", shape=(None, None), name="x")
+    y = cc.nn.softmax(x)
+    logits = (np.random.default_rng(0).standard_normal((64, 100)) * 30).astype(np.float32)
+    with Session() as sess:
+        for n in (3, 10, 1000):
+            assert np.all(sess.run(y, {x: np.zeros((2, n), np.float32)}) == np.float32(1.0 / n))
+        got = sess.run(y, {x: logits})
+    # The reference starts from the rounded x - max, as every float32 kernel must.
+    shifted = (logits - logits.max(axis=1, keepdims=True)).astype(np.float64)
+    reference = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
+    seen = reference > 1e-30
+    ulps = np.abs(got[seen] - reference[seen]) / np.spacing(reference[seen].astype(np.float32))
+    assert ulps.max() <= 4.0, ulps.max()
+    np.testing.assert_allclose(got.sum(axis=1), 1.0, rtol=1e-6)
