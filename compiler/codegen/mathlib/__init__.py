@@ -19,10 +19,11 @@ give results that differ from the CPU's.
 
 float64 functions are evaluated in float64 with double-length (two-double)
 corrections.  float32 functions take the cheapest route that stays below
-1 ulp: exp, log and log1p in float32 with FMA-based error compensation;
-expm1, tanh, sigmoid, sin, cos, erf (and pow) in plain double, rounded once
-to float32.  Special values follow IEEE / numpy semantics.  sin and cos
-reduce by Cody-Waite for |x| < 2**40 and by Payne-Hanek beyond.
+1 ulp: exp, log, log1p, tanh and sigmoid in float32 with FMA-based error
+compensation (tanh and sigmoid carry exp as a float32 pair); expm1, sin, cos,
+erf (and pow) in plain double, rounded once to float32.  Special values
+follow IEEE / numpy semantics.  sin and cos reduce by Cody-Waite for
+|x| < 2**40 and by Payne-Hanek beyond.
 
 Modules, each depending only on those listed before it:
 

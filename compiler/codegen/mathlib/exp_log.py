@@ -156,16 +156,18 @@ def exp_hi_lo(ops: Ops, x: ir.Value) -> tuple[ir.Value, ir.Value]:
 #
 # Two routes, both with one final rounding that dominates the error:
 #
-# * exp, log, log1p in float32 (16 lanes per AVX-512 vector): a short
-#   polynomial, and the last addition 1 + p (exp) or k*ln2 + p (log) split with
-#   an exact two-sum so that only the final sum rounds.  Max error (all 2**32
-#   inputs): exp 0.82, log 0.87, log1p 0.94 ulp.
-# * expm1, tanh, sigmoid in double: a float32 argument is exact in double and
-#   a plain double evaluation with relative error ~2**-31 rounds (fptrunc:
-#   round to nearest, gradual underflow, overflow to inf) to within 0.51 ulp
-#   (all 2**32 inputs: expm1 0.505, tanh 0.504, sigmoid 0.501 ulp).
-#   No double-length arithmetic and no case split is needed, which more than
-#   pays for the halved vector width.
+# * exp, log, log1p in float32 (16 lanes per AVX-512 vector, 8 per AVX2): a
+#   short polynomial, and the last addition 1 + p (exp) or k*ln2 + p (log)
+#   split with an exact two-sum so that only the final sum rounds.  Max error
+#   (all 2**32 inputs): exp 0.82, log 0.87, log1p 0.94 ulp.  tanh and sigmoid
+#   build on exp as a float32 pair (exp_f32_hi_lo) with one division carried
+#   to double length (tanh_sigmoid.py): tanh 0.74, sigmoid 0.83 ulp.  In
+#   double they were 0.50 ulp but 10-17% slower on AVX2, whose double vectors
+#   hold 4 lanes and divide at a quarter of the float rate.
+# * expm1 in double: a float32 argument is exact in double and a plain double
+#   evaluation with relative error ~2**-31 rounds (fptrunc: round to nearest,
+#   gradual underflow, overflow to inf) to within 0.51 ulp (all 2**32 inputs:
+#   0.505 ulp).
 #
 # Coefficients: minimax fits (Lawson's iteratively reweighted least squares,
 # with mpmath references) for the weighted error given with each table; float32
@@ -218,30 +220,76 @@ def _estrin_pairs(ops: Ops, r: ir.Value, r2: ir.Value, coefficients: Sequence[fl
     return ops.fma(ops.fma(a45, r2, a23), r2, a01)
 
 
-def _exp_f32(ops: Ops, x: ir.Value) -> ir.Value:
-    """exp in float32: n = rint(x/ln2), r = x - n*ln2, 2**n * exp(r).
+@dataclass(frozen=True)
+class Float32ExpParts:
+    """exp(x) = 2**n * (hi + tail) for float32, with r = x - n*ln2 and its rounding error."""
 
-    r_hi = x - n*ln2_hi is exact (ln2_hi has 12 trailing zero bits), r is
-    rounded once.  exp(r) = (1 + r) + r**2*Q(r) with 1 + r split exactly into
-    hi + lo (|r| < 1), so only the last addition rounds.  2**n is applied as
-    2**n1 * 2**n2, both normal: subnormal results round once, and overflow
-    happens exactly when it should.
+    hi: ir.Value
+    tail: ir.Value
+    n: ir.Value
+    n_float: ir.Value
+    r_hi: ir.Value
+    r: ir.Value
+
+
+def _exp_f32_parts(ops: Ops, x: ir.Value) -> Float32ExpParts:
+    """The reduction and polynomial of the float32 exp, for a clamped x.
+
+    n = rint(x/ln2) (from the bits of a shifted sum), r_hi = x - n*ln2_hi is
+    exact (ln2_hi has 12 trailing zero bits) and r = r_hi - n*ln2_lo rounds
+    once.  exp(r) = (1 + r) + r**2*Q(r) with 1 + r split exactly into hi + lo
+    (|r| < 1), so hi + tail, tail = lo + r**2*Q(r), has only tail's rounding.
     """
     b = ops.b
     fmt = ops.fmt
-    # Past the clamp the result is 0 or inf; NaN flows through the arithmetic.
-    x = ops.clamp_keep_nan(x, fmt.exp_clamp_lo, fmt.exp_clamp_hi)
     shifted = ops.fma(x, ops.f(fmt.log2e), ops.f(F32_SHIFTER))
     n_float = ops.sub(shifted, ops.f(F32_SHIFTER))
-    r = ops.fma(n_float, ops.f(-fmt.ln2_lo), ops.fma(n_float, ops.f(-fmt.ln2_hi), x))
+    r_hi = ops.fma(n_float, ops.f(-fmt.ln2_hi), x)
+    r = ops.fma(n_float, ops.f(-fmt.ln2_lo), r_hi)
     r2 = ops.mul(r, r)
     q = _estrin_pairs(ops, r, r2, _F32_EXP_Q)
     hi = ops.add(ops.f(1.0), r)
     lo = ops.add(ops.sub(ops.f(1.0), hi), r)
-    e = ops.add(hi, ops.fma(r2, q, lo))
     n = b.sub(b.bitcast(shifted, ops.ity), b.bitcast(ops.f(F32_SHIFTER), ops.ity))
-    n1, n2 = split_exponent(ops, n)
-    return ops.mul(ops.mul(e, power_of_two(ops, n1)), power_of_two(ops, n2))
+    return Float32ExpParts(hi, ops.fma(r2, q, lo), n, n_float, r_hi, r)
+
+
+def _scale_by_parts(ops: Ops, parts: Float32ExpParts, *values: ir.Value) -> list[ir.Value]:
+    """Each value * 2**n as two normal scalings: a subnormal result rounds once, overflow when it should."""
+    n1, n2 = split_exponent(ops, parts.n)
+    pow_n1, pow_n2 = power_of_two(ops, n1), power_of_two(ops, n2)
+    return [ops.mul(ops.mul(value, pow_n1), pow_n2) for value in values]
+
+
+def _exp_f32(ops: Ops, x: ir.Value) -> ir.Value:
+    """exp in float32: 2**n * (hi + tail), see _exp_f32_parts."""
+    # Past the clamp the result is 0 or inf; NaN flows through the arithmetic.
+    x = ops.clamp_keep_nan(x, ops.fmt.exp_clamp_lo, ops.fmt.exp_clamp_hi)
+    parts = _exp_f32_parts(ops, x)
+    return _scale_by_parts(ops, parts, ops.add(parts.hi, parts.tail))[0]
+
+
+def exp_f32_hi_lo(ops: Ops, x: ir.Value, *, exact_reduction: bool = True,
+                  normal_scale: bool = False) -> tuple[ir.Value, ir.Value]:
+    """exp(x) as hi + lo in float32 for x in [exp_clamp_lo, 0] (or NaN).
+
+    hi + tail is split exactly, and with ``exact_reduction`` r's own rounding
+    error r_lo (r_hi - r is exact: r is within n*ln2_lo of r_hi) enters as
+    exp(r + r_lo) ~ exp(r)*(1 + r_lo): hi + lo has relative error ~2**-27
+    (2**-25.5 without), against 2**-24 for hi alone.  Where the result is
+    subnormal, hi rounds once and lo underflows.  ``normal_scale`` promises
+    x >= -87 (2**n normal: one scaling rather than two).
+    """
+    parts = _exp_f32_parts(ops, x)
+    e_hi, e_lo = fast_two_sum(ops, parts.hi, parts.tail)  # |tail| < 0.07 < |hi|
+    if exact_reduction:
+        r_lo = ops.fma(parts.n_float, ops.f(-ops.fmt.ln2_lo), ops.sub(parts.r_hi, parts.r))
+        e_lo = ops.fma(e_hi, r_lo, e_lo)
+    if normal_scale:
+        scale = power_of_two(ops, parts.n)
+        return ops.mul(e_hi, scale), ops.mul(e_lo, scale)
+    hi, lo = _scale_by_parts(ops, parts, e_hi, e_lo)
+    return hi, lo
 
 
 def _log_f32_core(ops: Ops, x: ir.Value, correction: ir.Value | None,
