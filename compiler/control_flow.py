@@ -935,6 +935,9 @@ def scan(fn: Callable[[Any, Any], Any], elems: Any, initializer: Any = None, par
             *acc, rows = arguments
             new = fn(rebuild_acc(list(acc)), rebuild_elems(list(rows)))
             new_leaves, _ = flatten(new)
+            if any(leaf is None for leaf in new_leaves):
+                raise TypeError(located(f"scan: fn (defined at {function_location(fn)}) returned None where a "
+                                        "tensor was expected", location))
             if len(new_leaves) != len(acc):
                 raise ValueError(located(f"scan: fn (defined at {function_location(fn)}) returns {len(new_leaves)} "
                                          f"tensors for an accumulator of {len(acc)}", location))
@@ -1020,6 +1023,10 @@ def map_fn(fn: Callable[[Any], Any], elems: Any, dtype: Any = None, parallel_ite
             raise ValueError(located("map_fn: elems is empty (no element to learn fn's result from)", location))
         probe = fn(rebuild([t[0] for t in leaves]))        # its shapes and structure only
         probe_leaves, rebuild_result = flatten(probe)
+        if not probe_leaves or any(leaf is None for leaf in probe_leaves):
+            raise TypeError(located(f"map_fn: fn (defined at {function_location(fn)}) returned "
+                                    f"{'no tensor' if not probe_leaves else 'None'} where a tensor was expected",
+                                    location))
         start = [zeros_like(convert_to_tensor(t)) for t in probe_leaves]
         stacked = scan(lambda _, element: fn(element), elems, initializer=rebuild_result(start),
                        back_prop=back_prop, name="scan")

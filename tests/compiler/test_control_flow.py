@@ -775,3 +775,17 @@ def test_foldl_and_foldr_reduce_in_order_with_structures_and_gradients(target: s
     assert tuple(got[3]) == (6.0, 6.0)
     # d/dx of 100a + 10b + c, 100c + 10b + a and 2abc
     np.testing.assert_allclose(got[4], [113.0, 26.0, 105.0])
+
+
+@pytest.mark.parametrize("construct", ["scan", "map_fn"])
+def test_a_scan_or_map_fn_function_returning_none_is_an_error_naming_it(construct: str) -> None:
+    x = cc.placeholder("float32", shape=(3,), name="x")
+
+    def returns_nothing(*_):
+        return None
+    line = returns_nothing.__code__.co_firstlineno
+    with pytest.raises(TypeError, match=rf"{construct}: fn \(defined at .*test_control_flow.py:{line}\) returned None"):
+        if construct == "scan":
+            cc.scan(returns_nothing, x, initializer=cc.constant(0.0))
+        else:
+            cc.map_fn(returns_nothing, x)
