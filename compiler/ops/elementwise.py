@@ -14,6 +14,7 @@ from .. import dtypes
 from ..errors import DTypeError, ShapeError
 from ..graph import Operation, Tensor, located
 from ..shapes import RuleError, broadcast_shapes, format_shape
+from .array import zeros_like
 from .base import OpDef, composite_scope, convert_to_tensor, literal_as
 from .broadcast import unbroadcast
 from .rules import dtype_from_attrs, floating_dtype, no_gradient, numeric_dtype, same_dtype
@@ -115,7 +116,7 @@ Softsign = elementwise("Softsign", lambda sb, x: sb.div(x, sb.add(sb.abs(x), 1))
                        lambda op, g: [g / square(abs(op.inputs[0]) + 1.0)], floating_dtype)
 Sign = elementwise("Sign",
                    lambda sb, x: sb.select(sb.gt(x, 0), 1, sb.select(sb.lt(x, 0), -1, sb.add(x, 0))),  # -0 + 0 = +0
-                   np.sign, lambda op, g: [None], numeric_dtype)
+                   np.sign, lambda op, g: [zeros_like(op.inputs[0])], numeric_dtype)   # TF1's: zeros, not None
 Tanh = elementwise("Tanh", lambda sb, x: sb.tanh(x), np.tanh,
                    lambda op, g: [g * (1.0 - square(op.outputs[0]))], floating_dtype)
 Sigmoid = elementwise("Sigmoid", lambda sb, x: sb.sigmoid(x), lambda x: 1.0 / (1.0 + np.exp(-x)),

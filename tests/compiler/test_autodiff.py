@@ -444,3 +444,14 @@ def test_gradients_do_not_copy_the_graphs_operations_for_each_op(monkeypatch) ->
         monkeypatch.setattr(cc.Graph, "get_operations", counting)
         cc.gradients(cc.reduce_sum(y), [x])
     assert len(copies) <= 2
+
+
+def test_sign_has_a_zero_gradient_as_in_tf1() -> None:
+    """TF1's Sign gradient is zeros (not None): a loss reached only through sign trains nothing,
+    without "no gradients" errors."""
+    w = cc.Variable(np.array([1.0, -2.0, 0.0]), name="w")
+    (grad,) = cc.gradients(cc.reduce_sum(cc.sign(w) * 3.0), [w])
+    assert grad is not None
+    with Session() as sess:
+        sess.run(cc.global_variables_initializer())
+        assert sess.run(grad).tolist() == [0.0, 0.0, 0.0]
