@@ -861,8 +861,7 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Tensor, Any], Any], in
 
     def body(i: Tensor, val: Any) -> Any:
         new = body_fun(i, val)
-        if not _same_structure(new, val) and not (isinstance(new, (list, tuple)) and len(new) == 1
-                                                  and _same_structure(new[0], val)):
+        if not _same_structure(new, val):
             raise ValueError(located(
                 f"fori_loop: body_fun (defined at {function_location(body_fun)}) returns "
                 f"{_describe_structure(new)} but init_val is {_describe_structure(init_val)}", location))
