@@ -496,8 +496,12 @@ def embedding_lookup(params: Any, ids: Any, partition_strategy: str = "mod", nam
                                                                                             partition_strategy))])
         if max_norm is None:
             return rows
-        norms = sqrt(reduce_sum(square(rows), axis=list(range(len(ids.shape), len(rows.shape))), keepdims=True))
-        return rows * where(greater(norms, max_norm), max_norm / maximum(norms, 1e-30), 1.0)
+        # TF1's clip_by_norm of each row: rows * max_norm / max(norm, max_norm), with sqrt (whose
+        # gradient is infinite at 0) taken only where the sum is positive: a zero row stays finite.
+        sums = reduce_sum(square(rows), axis=list(range(len(ids.shape), len(rows.shape))), keepdims=True)
+        positive = greater(sums, 0.0)
+        norms = where(positive, sqrt(where(positive, sums, 1.0)), sums)
+        return rows * max_norm / maximum(norms, max_norm)
 
 
 def _shard_rows(shards: list[Tensor], ids: Tensor, partition_strategy: str) -> list[Tensor]:

@@ -644,3 +644,18 @@ def test_softmax_is_as_accurate_as_tf1_s_kernel() -> None:
     ulps = np.abs(got[seen] - reference[seen]) / np.spacing(reference[seen].astype(np.float32))
     assert ulps.max() <= 4.0, ulps.max()
     np.testing.assert_allclose(got.sum(axis=1), 1.0, rtol=1e-6)
+
+
+@pytest.mark.parametrize("target", ["cpu", "reference"])
+def test_embedding_lookup_max_norm_has_tf1_s_gradient_at_a_zero_row_and_at_the_bound(target: str) -> None:
+    """TF1 clips each row with clip_by_norm: a zero row's gradient is finite (sqrt is taken only
+    where the sum is positive) and a row whose norm equals max_norm passes its gradient through
+    the norm (max, not a strict comparison)."""
+    table = cc.Variable(np.array([[0.0, 0.0], [3.0, 4.0]]), name="table")
+    rows = cc.nn.embedding_lookup(table, cc.constant(np.array([0, 1])), max_norm=5.0)
+    (grad,) = cc.gradients(cc.reduce_sum(rows * cc.constant(np.array([1.0, 2.0]))), [table])
+    with Session(target=target) as sess:
+        sess.run(cc.global_variables_initializer())
+        got = sess.run(grad)
+    # d/dr of 5 r/|r| . (1, 2) at r = (3, 4): (5/|r|) (w - r (r.w)/|r|**2) = (-0.32, 0.24)
+    np.testing.assert_allclose(got, [[1.0, 2.0], [-0.32, 0.24]], atol=1e-12)
