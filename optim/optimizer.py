@@ -217,6 +217,7 @@ class Optimizer:
                     if grad is None:
                         continue
                     with graph.nested_scope("update_" + var.op.name):
+                        grad = _only_rows_looked_up(grad, var)
                         if self._updates_only_gathered_rows:
                             self._rows_looked_up = _rows_looked_up(grad, var)
                         try:
@@ -392,38 +393,58 @@ def _flatten_var_list(var_list: Any) -> list[Any]:
 ROW_WISE_CLIPS: "weakref.WeakKeyDictionary[Tensor, Tensor]" = weakref.WeakKeyDictionary()
 
 
-def _gathered_indices(grad: Tensor) -> list[Tensor] | None:
+def _gathered_indices(grad: Tensor, zeros_moved: list[Tensor] | None = None) -> list[Tensor] | None:
     """The indices of the row lookups (``gather`` along axis 0) whose gradients, summed, are
-    ``grad``; None if anything else contributes to it."""
+    ``grad``; None if anything else contributes to it. The clips on the way that may turn the
+    zeros of rows not looked up into something else are appended to ``zeros_moved``."""
     clipped = ROW_WISE_CLIPS.get(grad)
     if clipped is not None:
-        return _gathered_indices(clipped)
+        return _gathered_indices(clipped, zeros_moved)
     name = grad.op.opdef.name
     if name == "GatherGrad":
         return [grad.op.inputs[1]] if grad.op.attrs["axis"] == 0 else None
     inputs = grad.op.inputs
     if name in ("Identity", "Neg", "Cast"):   # a table cast before its lookup: TF1 casts the slices
-        return _gathered_indices(inputs[0])
+        return _gathered_indices(inputs[0], zeros_moved)
     # clip_by_value with scalar bounds (and clip_by_norm, above): TF1 clips the slices and keeps
     # them slices (the rows not looked up are not updated, whatever the clip makes of their zeros).
     if name == "ClipByValue" and all(all(d == 1 for d in bound.shape) for bound in inputs[1:]):
-        return _gathered_indices(inputs[0])
+        if zeros_moved is not None and not _brackets_zero(inputs[1], inputs[2]):
+            zeros_moved.append(grad)
+        return _gathered_indices(inputs[0], zeros_moved)
     # Scaled by a scalar (clip_by_global_norm's factor, a mean's 1/n): still zero off the rows.
     if name in ("Mul", "Div") and len(inputs) == 2:
         scalars = [all(d == 1 for d in t.shape) for t in inputs]
         for position in ((0,) if name == "Div" else (0, 1)):
             if scalars[1 - position] and inputs[position].shape == grad.shape:
-                return _gathered_indices(inputs[position])
+                return _gathered_indices(inputs[position], zeros_moved)
         return None
     if name in ("Add", "AddN") and grad.op.inputs and all(t.shape == grad.shape for t in grad.op.inputs):
         found: list[Tensor] = []
         for term in grad.op.inputs:
-            indices = _gathered_indices(term)
+            indices = _gathered_indices(term, zeros_moved)
             if indices is None:
                 return None
             found.extend(indices)
         return found
     return None
+
+
+def _brackets_zero(low: Tensor, high: Tensor) -> bool:
+    """Whether clipping to [low, high] certainly leaves 0 at 0 (both bounds constants around it)."""
+    if low.op.opdef.name != "Const" or high.op.opdef.name != "Const":
+        return False
+    return bool(np.all(np.asarray(low.op.attrs["value"]) <= 0) and np.all(np.asarray(high.op.attrs["value"]) >= 0))
+
+
+def _only_rows_looked_up(grad: Tensor, var: cc.Variable) -> Tensor:
+    """``grad`` with the rows not looked up set back to zero where a clip on its way may have moved
+    them (clip_by_value(g, 0.5, 1.0) makes their zeros 0.5): TF1 clips only the looked-up slices."""
+    zeros_moved: list[Tensor] = []
+    if _gathered_indices(grad, zeros_moved) is None or not zeros_moved:
+        return grad
+    rows = _rows_looked_up(grad, var)
+    return grad if rows is None else cc.where(rows, grad, cc.zeros_like(grad))
 
 
 def _rows_looked_up(grad: Tensor, var: cc.Variable) -> Tensor | None:

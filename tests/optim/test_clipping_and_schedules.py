@@ -396,3 +396,24 @@ def test_schedule_errors(call: Callable[[cc.Variable], Any], error: type, match:
         step = optim.get_or_create_global_step()
         with pytest.raises(error, match=match):
             call(step)
+
+
+@pytest.mark.parametrize("bounds", ["constants", "tensors"])
+@pytest.mark.parametrize("optimizer", ["sgd", "adagrad", "adam", "momentum"])
+def test_clip_by_value_away_from_zero_leaves_the_rows_not_looked_up(bounds: str, optimizer: str) -> None:
+    """TF1 clips only the looked-up slices: clip_by_value(g, 0.5, 1.0) made the zeros of the other
+    rows 0.5, and the optimizers with a dense update moved them."""
+    graph = cc.Graph()
+    with graph.as_default():
+        variable = cc.Variable(np.zeros((3, 2)), name="table")
+        loss = cc.reduce_sum(cc.gather(variable, cc.constant(np.array([0]))))
+        opt = {"sgd": lambda: optim.GradientDescentOptimizer(0.1), "adagrad": lambda: optim.AdagradOptimizer(0.1),
+               "adam": lambda: optim.AdamOptimizer(0.1), "momentum": lambda: optim.MomentumOptimizer(0.1, 0.9)}[optimizer]()
+        ((grad, var),) = opt.compute_gradients(loss, [variable])
+        low, high = (0.5, 1.0) if bounds == "constants" else (cc.placeholder_with_default(np.float64(0.5), ()), 1.0)
+        train = opt.apply_gradients([(cc.clip_by_value(grad, low, high), var)])
+    with Session(graph) as sess:
+        sess.run(train)
+        after = sess.run(variable)
+    assert np.all(after[0] != 0.0)
+    assert after[1:].tolist() == [[0.0, 0.0], [0.0, 0.0]]
