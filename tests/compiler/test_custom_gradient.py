@@ -341,7 +341,8 @@ def test_override_with_an_op_type_name_straight_through_sign(graph) -> None:
     (g,) = cc.gradients(cc.reduce_sum(s * 3.0), [x])
     (got,) = _run_both(graph, [g], {x: X})
     np.testing.assert_allclose(got, 3.0)
-    assert cc.gradients(cc.reduce_sum(cc.sign(x)), [x]) == [None]
+    (plain,) = cc.gradients(cc.reduce_sum(cc.sign(x)), [x])   # outside the map: TF1's zeros
+    np.testing.assert_allclose(_run_both(graph, [plain], {x: X})[0], 0.0)
 
 
 def test_nested_override_maps(graph) -> None:
