@@ -719,7 +719,8 @@ class Saver:
         directory and deletes this Saver's checkpoints beyond ``max_to_keep``, and the stale
         temporaries that earlier saves with this prefix left when killed midway. TF1's other
         arguments: ``latest_filename`` names the index (default "checkpoint"), ``write_state=False``
-        leaves it alone; ``meta_graph_suffix`` and ``write_meta_graph`` change nothing (graphgrad
+        leaves it alone and neither records nor deletes a checkpoint (with ``max_to_keep`` None or
+        0 the index names only the latest, as TF1's); ``meta_graph_suffix`` and ``write_meta_graph`` change nothing (graphgrad
         writes no meta graph: the graph is the Python that builds it).
 
         >>> import os, tempfile
@@ -764,15 +765,23 @@ class Saver:
                                      "(e.g. 'DIR/model')"))
         # Kept as absolute paths: a later chdir must not make max_to_keep delete another file.
         absolute = os.path.abspath(save_path)
-        kept = [p for p in self._last_checkpoints if p != absolute] + [absolute]
+        # As TF1's: without write_state nothing is recorded or deleted; with max_to_keep None or 0
+        # nothing is recorded and the index names only this checkpoint. The bookkeeping changes
+        # only once the checkpoint is written.
+        next_kept_time = self._next_kept_time
         removed: list[str] = []
-        self._saved_at[absolute] = time.time()
-        if self._max_to_keep:
+        if not write_state:
+            kept = list(self._last_checkpoints)
+        elif not self._max_to_keep:
+            kept = [absolute]
+        else:
+            kept = [p for p in self._last_checkpoints if p != absolute] + [absolute]
             removed, kept = kept[:-self._max_to_keep], kept[-self._max_to_keep:]
-            for path in list(removed):   # TF1: one checkpoint per keep_checkpoint_every_n_hours survives
-                if self._saved_at.get(path, 0.0) >= self._next_kept_time:
+            for path in list(removed):   # TF1: one per keep_checkpoint_every_n_hours survives, on a fixed grid
+                if self._saved_at.get(path, 0.0) >= next_kept_time:
                     removed.remove(path)
-                    self._next_kept_time = self._saved_at[path] + self._keep_every
+                    next_kept_time += self._keep_every
+        saved_at = time.time()
         if writes:
             try:
                 try:
@@ -793,7 +802,10 @@ class Saver:
             failure = comm.bcast(None, root=0)
             if failure is not None:
                 raise CheckpointError(f"Saver.save: rank 0 could not write {save_path!r}: {failure}")
-        self._last_checkpoints = kept
+        if write_state:
+            self._saved_at[absolute] = saved_at
+            self._next_kept_time = next_kept_time
+            self._last_checkpoints = kept if self._max_to_keep else []
         return save_path
 
     def _write(self, values: dict[str, Any], save_path: str, step: int | None, directory: str, prefix: str,

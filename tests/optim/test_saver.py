@@ -559,13 +559,15 @@ def test_max_to_keep_deletes_older_checkpoints(graph, tmp_path) -> None:
         assert np.array_equal(sess.run(w), [4.0, 4.0])
 
         keep_all = optim.Saver(max_to_keep=None)
-        for number in range(7):
-            keep_all.save(sess, str(tmp_path / "all"), global_step=number)
+        paths = [keep_all.save(sess, str(tmp_path / "all"), global_step=number) for number in range(7)]
         assert len([n for n in os.listdir(tmp_path) if n.startswith("all-")]) == 7
         assert optim.latest_checkpoint(str(tmp_path)) == str(tmp_path / "all-6")
+        # As TF1's: keeping all, nothing is recorded and the index names only the latest.
+        assert keep_all.last_checkpoints == []
+        assert optim.get_checkpoint_state(str(tmp_path)).all_model_checkpoint_paths == [str(tmp_path / "all-6")]
 
         recovered = optim.Saver(max_to_keep=3)
-        recovered.recover_last_checkpoints(keep_all.last_checkpoints)
+        recovered.recover_last_checkpoints(paths)
         recovered.save(sess, str(tmp_path / "all"), global_step=7)
         assert sorted(n for n in os.listdir(tmp_path) if n.startswith("all-")) == ["all-5", "all-6", "all-7"]
 
@@ -851,9 +853,12 @@ def test_tf1_save_options_index_name_state_and_kept_hours(graph, tmp_path) -> No
                            write_meta_graph=False)
         assert optim.latest_checkpoint(str(tmp_path / "a"), latest_filename="index") == first
         assert optim.latest_checkpoint(str(tmp_path / "a")) is None          # no file "checkpoint"
-        saver.save(sess, str(tmp_path / "a" / "m"), global_step=2, latest_filename="index", write_state=False)
+        second = saver.save(sess, str(tmp_path / "a" / "m"), global_step=2, latest_filename="index",
+                            write_state=False)
         state = optim.get_checkpoint_state(str(tmp_path / "a"), latest_filename="index")
         assert state.model_checkpoint_path == first and state.all_model_checkpoint_paths == [first]
+        # TF1 records and deletes nothing without write_state: the index's checkpoint is still there.
+        assert os.path.isfile(first) and os.path.isfile(second) and saver.last_checkpoints == [first]
         hourly = optim.Saver([v], max_to_keep=1, keep_checkpoint_every_n_hours=1e-12)   # every save is due
         for step in range(3):
             hourly.save(sess, str(tmp_path / "b" / "m"), global_step=step)
@@ -898,3 +903,31 @@ def test_restore_is_seen_whole_by_steps_on_other_threads(graph, tmp_path) -> Non
                 thread.join()
         assert float(sess.run(apart)) == 0.0
     assert seen and max(seen) == 0.0
+
+
+def test_keep_checkpoint_every_n_hours_keeps_one_per_period_on_a_fixed_grid(graph, tmp_path, monkeypatch) -> None:
+    """TF1 moves the next due time by one period per checkpoint kept; it restarted from the kept
+    checkpoint's own time, keeping one per ~100 minutes for saves every 50 and a 1 hour period.
+    A save that fails keeps the bookkeeping as it was (the checkpoint due was then deleted)."""
+    import optim.saver as saver_module
+    clock = [1_000_000.0]
+    monkeypatch.setattr(saver_module.time, "time", lambda: clock[0])
+    v = cc.Variable(np.float32(1.0), name="v")
+    saver = optim.Saver([v], max_to_keep=1, keep_checkpoint_every_n_hours=1.0)
+    with Session(graph) as sess:
+        for minute in range(0, 601, 50):
+            clock[0] = 1_000_000.0 + minute * 60 + 1
+            if minute == 450:   # a full disk: nothing written, nothing forgotten
+                monkeypatch.setattr(saver_module.os, "replace", _raise_no_space)
+                with pytest.raises(OSError):
+                    saver.save(sess, str(tmp_path / "m"), global_step=minute)
+                monkeypatch.undo()
+                monkeypatch.setattr(saver_module.time, "time", lambda: clock[0])
+                continue
+            saver.save(sess, str(tmp_path / "m"), global_step=minute)
+    kept = sorted(int(name.split("-")[1]) for name in os.listdir(tmp_path) if name.startswith("m-"))
+    assert kept == [100, 150, 200, 250, 300, 400, 500, 550, 600]
+
+
+def _raise_no_space(*_: object) -> None:
+    raise OSError(28, "No space left on device")
