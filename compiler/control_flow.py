@@ -29,7 +29,7 @@ from . import dtypes
 from .custom_gradient import CUSTOM_GRADIENT_CALLS, CustomGradientCall
 from .errors import DTypeError, NoGradientError, ShapeError
 from .graph import Graph, Operation, SourceLocation, Tensor, get_default_graph, located, user_location
-from .ops.array import identity, reshape, zeros_like
+from .ops.array import expand_dims, identity, zeros_like
 from .ops.base import apply, constant, convert_to_tensor
 from .ops.control import Cond, RegionOutput, RegionParam, SavedValue, StackRead, While, assigned_variables
 from .ops.elementwise import cast, less
@@ -926,8 +926,7 @@ def scan(fn: Callable[[Any, Any], Any], elems: Any, initializer: Any = None, par
             skip = 0
         steps = length - skip
         if steps == 0:
-            stacked = [reshape(t, (1,) + tuple(t.shape)) if skip else
-                       zeros_like(constant(np.zeros((0,) + tuple(t.shape), t.dtype))) for t in init]
+            stacked = [expand_dims(t, 0) if skip else zeros_like(expand_dims(t, 0)[:0]) for t in init]
             return rebuild_acc(stacked)
 
         def body(*arguments: Any) -> Any:
@@ -1035,7 +1034,7 @@ def map_fn(fn: Callable[[Any], Any], elems: Any, dtype: Any = None, parallel_ite
 def _stacked_steps(history: Tensor, final: Tensor, steps: int) -> Tensor:
     """A loop variable's value after each of ``steps`` iterations (the loop ran all of them): its
     stack from the second row on, then its final value."""
-    last = reshape(final, (1,) + tuple(final.shape))
+    last = expand_dims(final, 0)   # not a reshape: two unknown sizes would be two -1s
     return concat([history[1:], last], axis=0) if steps > 1 else last
 
 

@@ -124,9 +124,15 @@ def _run_control(op: Operation, inputs: list[np.ndarray], variables: dict[Tensor
 
         def captures(which: int) -> list[np.ndarray]:
             # A captured variable that the loop has assigned by now is read as it is now (the
-            # compiled targets read its buffer): a condition that reads what the body assigns.
-            return [state[op.inputs[j]] if op.inputs[j] in state and state[op.inputs[j]] is not variables.get(
-                op.inputs[j]) else inputs[j] for j in op.attrs["captures_of"][which]]
+            # compiled targets read its buffer): a condition that reads what the body assigns, or
+            # the random counter that each iteration advances, also where an enclosing construct
+            # passed the variable in as one of its own captures.
+            found = []
+            for j in op.attrs["captures_of"][which]:
+                variable = _variable_behind(op.inputs[j])
+                found.append(state[variable] if variable in state and state[variable] is not variables.get(variable)
+                             else inputs[j])
+            return found
         elements = inputs[count:count + op.attrs["sliced"]]
         first_row, row_step = op.attrs["rows"]
         current = [np.array(v) for v in inputs[:count]]
@@ -153,6 +159,18 @@ def _run_control(op: Operation, inputs: list[np.ndarray], variables: dict[Tensor
         token = np.array(trips, dtype=np.int64)
     assigned = {v: value for v, value in state.items() if value is not variables.get(v)}
     return token, results, assigned
+
+
+def _variable_behind(tensor: Tensor) -> Tensor:
+    """The variable a region's capture parameter stands for (through enclosing regions), else
+    ``tensor`` itself."""
+    while tensor.op.type == "RegionParam" and tensor.op.region is not None:
+        region = tensor.op.region
+        position = region.params.index(tensor) - region.arguments
+        if position < 0:
+            break
+        tensor = region.captures[position]
+    return tensor
 
 
 def _stacked(rows: list[np.ndarray], shape: tuple, dtype: np.dtype, length: int) -> np.ndarray:

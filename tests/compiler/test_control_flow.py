@@ -789,3 +789,50 @@ def test_a_scan_or_map_fn_function_returning_none_is_an_error_naming_it(construc
             cc.scan(returns_nothing, x, initializer=cc.constant(0.0))
         else:
             cc.map_fn(returns_nothing, x)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_scan_map_fn_and_foldl_carry_values_with_two_unknown_sizes(target: str) -> None:
+    x = cc.placeholder("float32", (4, None, None), name="x")
+    running = cc.scan(lambda h, r: h + r, x, initializer=cc.zeros_like(x[0]))
+    doubled = cc.map_fn(lambda r: r * 2.0, x)
+    total = cc.foldl(lambda acc, r: acc + r, x)
+    empty = cc.placeholder("float32", (0, None, None), name="empty")
+    none_run = cc.scan(lambda h, r: h + r, empty, initializer=cc.zeros_like(x[0]))
+    values = np.arange(24, dtype=np.float32).reshape(4, 2, 3)
+    with Session(target=target) as sess:
+        got = sess.run([running, doubled, total, none_run], {x: values, empty: np.zeros((0, 2, 3), np.float32)})
+    np.testing.assert_array_equal(got[0], np.cumsum(values, axis=0))
+    np.testing.assert_array_equal(got[1], values * 2.0)
+    np.testing.assert_array_equal(got[2], values.sum(axis=0))
+    assert got[3].shape == (0, 2, 3)
+
+
+@pytest.mark.parametrize("nesting", ["while-in-while", "while-in-cond", "scan-in-scan"])
+def test_random_numbers_in_a_nested_loop_are_the_same_on_the_reference_target(nesting: str) -> None:
+    """Each iteration of an inner loop draws new numbers; the reference target read the counter as
+    the enclosing construct captured it and repeated the first iteration's numbers."""
+    graph = cc.Graph()
+    with graph.as_default():
+        cc.set_random_seed(1)
+
+        def inner() -> cc.Tensor:
+            if nesting == "scan-in-scan":
+                return cc.scan(lambda a, _: cc.random_uniform((2,), seed=5), cc.zeros((3, 1)),
+                               initializer=cc.zeros((2,)))
+            return cc.while_loop(lambda j, a: j < 3, lambda j, a: (j + 1, cc.concat(
+                [a[1:], cc.expand_dims(cc.random_uniform((2,), seed=5), 0)], 0)), (0, cc.zeros((3, 2))))[1]
+        if nesting == "while-in-while":
+            rows = cc.while_loop(lambda i, b: i < 2, lambda i, b: (i + 1, cc.concat([b[3:], inner()], 0)),
+                                 (0, cc.zeros((6, 2))))[1]
+        elif nesting == "while-in-cond":
+            rows = cc.cond(cc.constant(True), inner, lambda: cc.zeros((3, 2)))
+        else:
+            rows = cc.reshape(cc.scan(lambda a, _: cc.reshape(inner(), (6,)), cc.zeros((2, 1)),
+                                      initializer=cc.zeros((6,))), (-1, 2))
+    got = {}
+    for target in ["cpu", "reference"]:
+        with Session(graph, target=target) as sess:
+            got[target] = sess.run(rows)
+    assert len(np.unique(got["cpu"], axis=0)) == len(got["cpu"])
+    np.testing.assert_allclose(got["reference"], got["cpu"], rtol=1e-6)
