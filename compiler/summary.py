@@ -35,6 +35,7 @@ Runs of empty buckets are collapsed when encoded, as TF1 does.
 from __future__ import annotations
 
 import os
+import re
 import struct
 import time
 import zlib
@@ -91,9 +92,23 @@ def default_bucket_limits(growth: float = DEFAULT_BUCKET_GROWTH) -> tuple[float,
     return tuple([-value for value in reversed(positive)] + [0.0] + positive)
 
 
+_INVALID_TAG_CHARACTERS = re.compile(r"[^-/\w.]")
+
+
+def _scope_and_family(name: str, family: str | None) -> tuple[str, str | None]:
+    """TF1's summary scope: ``name`` (and ``family``) with the characters a tag cannot hold made
+    ``_`` and leading slashes dropped ("train loss" is "train_loss"), the scope under the family."""
+    name = _INVALID_TAG_CHARACTERS.sub("_", str(name)).lstrip("/")
+    if family is None:
+        return name, None
+    family = _INVALID_TAG_CHARACTERS.sub("_", str(family)).lstrip("/")
+    return f"{family}/{name}", family
+
+
 def _packed(layout: tuple[LayoutEntry, ...], packed_values: Tensor, name: str,
-            collections: Sequence[str] | None) -> Tensor:
-    summary = StopGradient(packed_values, _summary_layout=layout, name=name)
+            collections: Sequence[str] | None, family: str | None = None) -> Tensor:
+    # As TF1's, a family prefixes the tag once more (TensorBoard's tab): "train/train/loss".
+    summary = StopGradient(packed_values, _summary_layout=layout, _summary_family=family, name=name)
     graph = summary.graph
     for key in (SUMMARIES,) if collections is None else collections:
         graph.add_to_collection(key, summary)
@@ -104,8 +119,9 @@ def _as_vector(value: Tensor) -> Tensor:
     return reshape(cast(value, dtypes.float64), [1])
 
 
-def scalar(name: str, tensor: Any, collections: Sequence[str] | None = None) -> Tensor:
-    """A summary of one scalar value; its tag is ``name`` in the current name scope (made unique).
+def scalar(name: str, tensor: Any, collections: Sequence[str] | None = None, family: str | None = None) -> Tensor:
+    """A summary of one scalar value; its tag is ``name`` in the current name scope (made unique;
+    characters a tag cannot hold become ``_``, and a ``family`` goes in front, as TF1's).
 
     Added to ``collections`` (default: the summaries collection that ``merge_all`` reads).
     Fetching it gives a serialized ``Summary`` with one ``simple_value``.
@@ -115,18 +131,20 @@ def scalar(name: str, tensor: Any, collections: Sequence[str] | None = None) -> 
     >>> cc.summary.scalar("loss", loss).shape
     (1,)
     """
+    name, family = _scope_and_family(name, family)
     with composite_scope(name, [tensor]):
         value = tensor if isinstance(tensor, Tensor) else constant(tensor, dtype=dtypes.float32)
         if value.shape != ():
             raise ShapeError(located(f"summary.scalar {name!r}: needs a scalar, got a tensor of shape "
                                      f"{value.shape}"))
         packed_values = _as_vector(value)
-    return _packed((("scalar", ""),), packed_values, name, collections)
+    return _packed((("scalar", ""),), packed_values, name, collections, family)
 
 
-def histogram(name: str, values: Any, bucket_limits: Sequence[float] | None = None,
-              collections: Sequence[str] | None = None) -> Tensor:
-    """A histogram of all elements of ``values`` (any shape), computed inside the compiled step.
+def histogram(name: str, values: Any, collections: Sequence[str] | None = None, family: str | None = None,
+              bucket_limits: Sequence[float] | None = None) -> Tensor:
+    """A histogram of all elements of ``values`` (any shape), computed inside the compiled step
+    (TF1's arguments and tags, as ``scalar``'s).
 
     ``bucket_limits`` (increasing) defaults to ``default_bucket_limits()``. Bucket ``i`` counts
     the values ``v`` with ``limits[i-1] <= v < limits[i]``, as TF1 does; the last bucket also takes
@@ -143,6 +161,7 @@ def histogram(name: str, values: Any, bucket_limits: Sequence[float] | None = No
     if not limits or any(not later > earlier for earlier, later in zip(limits, limits[1:])):
         raise ValueError(located(f"summary.histogram {name!r}: bucket_limits must be a non-empty "
                                  "increasing sequence"))
+    name, family = _scope_and_family(name, family)
     with composite_scope(name, [values]):
         value_tensor = values if isinstance(values, Tensor) else constant(values, dtype=dtypes.float32)
         flat = cast(reshape(value_tensor, [-1]), dtypes.float64)
@@ -152,10 +171,11 @@ def histogram(name: str, values: Any, bucket_limits: Sequence[float] | None = No
         statistics = [reduce_min(flat), reduce_max(flat), element_count(flat),
                       reduce_sum(flat), reduce_sum(multiply(flat, flat))]
         packed_values = concat([_as_vector(statistic) for statistic in statistics] + [below], 0)
-    return _packed((("histogram", "", limits),), packed_values, name, collections)
+    return _packed((("histogram", "", limits),), packed_values, name, collections, family)
 
 
-def image(name: str, tensor: Any, max_outputs: int = 3, collections: Sequence[str] | None = None) -> Tensor:
+def image(name: str, tensor: Any, max_outputs: int = 3, collections: Sequence[str] | None = None,
+          family: str | None = None) -> Tensor:
     """Up to ``max_outputs`` images of the NHWC batch ``tensor`` (1, 3 or 4 channels: grey, RGB,
     RGBA), as TF1's ``tf.summary.image``. Integer pixels (0..255; a numpy ``uint8`` array is
     accepted as a constant) are kept; float pixels are scaled inside the step, each image by its
@@ -179,6 +199,7 @@ def image(name: str, tensor: Any, max_outputs: int = 3, collections: Sequence[st
     """
     if max_outputs < 1:
         raise ValueError(f"summary.image {name!r}: max_outputs must be at least 1, got {max_outputs}")
+    name, family = _scope_and_family(name, family)
     with composite_scope(name, [tensor]):
         if isinstance(tensor, Tensor):
             images = tensor
@@ -197,7 +218,7 @@ def image(name: str, tensor: Any, max_outputs: int = 3, collections: Sequence[st
         image_count = _as_vector(element_count(first_images, axis=0))
         packed_values = concat([image_count, reshape(pixels, [-1])], 0)
     image_shape = tuple(int(size) for size in images.shape[1:])
-    return _packed((("image", "", image_shape, int(max_outputs)),), packed_values, name, collections)
+    return _packed((("image", "", image_shape, int(max_outputs)),), packed_values, name, collections, family)
 
 
 def _float_image_as_bytes(images: Tensor) -> Tensor:
@@ -241,6 +262,7 @@ def text(name: str, text_value: str, collections: Sequence[str] | None = None) -
     except UnicodeEncodeError as error:   # a lone surrogate: no event file can hold it
         raise ValueError(located(f"summary.text {name!r}: the text is not valid Unicode ({error.reason} at "
                                  f"position {error.start})")) from None
+    name, _ = _scope_and_family(name, None)
     with composite_scope(name, []):
         # Nothing is computed; one zero keeps the packed values a vector like every summary's.
         packed_values = constant(np.zeros(1, np.float64))
@@ -301,8 +323,9 @@ def merge_all(key: str = SUMMARIES, graph: Graph | None = None) -> Tensor | None
 
 def _named_layout(summary: Tensor) -> tuple[LayoutEntry, ...]:
     """The layout of ``summary`` with each tag filled in (a tag left empty is the summary's name)."""
-    return tuple((entry[0], entry[1] or summary.op.name) + tuple(entry[2:])
-                 for entry in summary.op.attrs["_summary_layout"])
+    family = summary.op.attrs.get("_summary_family")
+    tag = summary.op.name if family is None else f"{family}/{summary.op.name}"
+    return tuple((entry[0], entry[1] or tag) + tuple(entry[2:]) for entry in summary.op.attrs["_summary_layout"])
 
 
 def _tensorboard_protos() -> tuple[Any, Any]:
@@ -316,6 +339,8 @@ def _tensorboard_protos() -> tuple[Any, Any]:
 
 def _histogram_proto(summary_pb2: Any, numbers: np.ndarray, limits: tuple[float, ...]) -> Any:
     low, high, count, total, total_squares = (float(number) for number in numbers[:_HISTOGRAM_STATISTICS])
+    if count == 0:   # TF1's empty histogram: min DBL_MAX, max -DBL_MAX (the reductions give inf, -inf)
+        low, high = float(np.finfo(np.float64).max), float(-np.finfo(np.float64).max)
     below = numbers[_HISTOGRAM_STATISTICS:]
     counts = np.diff(below, prepend=0.0)
     counts[-1] = count - (below[-2] if len(below) > 1 else 0.0)

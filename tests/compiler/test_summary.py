@@ -309,3 +309,25 @@ def test_a_nan_in_a_histogram_is_an_error_naming_the_tag(target: str) -> None:
         sess.run(summary, {values: np.array([np.inf, 1.0, -np.inf], "float32")})   # infinities have buckets
         with pytest.raises(cc.NumericsError, match="NaN in the values of summary.histogram 'weights'"):
             sess.run(summary, {values: np.array([np.nan, 1.0, 2.0], "float32")})
+
+
+def test_tags_arguments_and_empty_histograms_follow_tf1() -> None:
+    """TF1 cleans a summary's name into a tag ("train loss" is "train_loss", "a:b" is "a_b", a
+    leading "/" is dropped), puts a family in front (scope and tag: "train/train/loss"), takes
+    histogram's third positional argument as its collections, and writes an empty histogram's
+    min and max as DBL_MAX and -DBL_MAX."""
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.constant(1.5)
+        cleaned = [cc.summary.scalar(name, x) for name in ("train loss", "a:b", "/abs")]
+        family = cc.summary.scalar("loss", x, family="train")
+        values = cc.placeholder("float32", (None,), name="values")
+        histogram = cc.summary.histogram("h", values, ["mine"])
+        assert graph.get_collection("mine") == [histogram]
+    with Session(graph) as sess:
+        encoded = sess.run(cleaned + [family, histogram], {values: np.zeros(0, np.float32)})
+    tags = [[value.tag for value in Summary.FromString(e).value] for e in encoded[:4]]
+    assert tags == [["train_loss"], ["a_b"], ["abs"], ["train/train/loss"]]
+    (empty,) = Summary.FromString(encoded[4]).value
+    assert (empty.histo.num, empty.histo.min, empty.histo.max) == (0.0, np.finfo(np.float64).max,
+                                                                   -np.finfo(np.float64).max)
