@@ -14,7 +14,6 @@ from .. import dtypes
 from ..errors import DTypeError, ShapeError
 from ..graph import Operation, Tensor, located
 from ..shapes import RuleError, broadcast_shapes, format_shape
-from .array import zeros_like
 from .base import OpDef, composite_scope, convert_to_tensor, literal_as
 from .broadcast import unbroadcast
 from .rules import dtype_from_attrs, floating_dtype, no_gradient, numeric_dtype, same_dtype
@@ -114,9 +113,16 @@ Abs = elementwise("Abs", lambda sb, x: sb.abs(x), np.abs,
 Softsign = elementwise("Softsign", lambda sb, x: sb.div(x, sb.add(sb.abs(x), 1)),
                        lambda x: np.asarray(x) / (np.abs(x) + 1),
                        lambda op, g: [g / square(abs(op.inputs[0]) + 1.0)], floating_dtype)
+def _zeros_like_input(op: Operation) -> Tensor:
+    """Zeros of the shape and dtype of ``op``'s input (TF1's gradient of sign): ``x < x`` is false
+    everywhere, NaN included. (``array.zeros_like`` would make the ops modules import each other.)"""
+    x = op.inputs[0]
+    return cast(less(x, x), x.dtype)
+
+
 Sign = elementwise("Sign",
                    lambda sb, x: sb.select(sb.gt(x, 0), 1, sb.select(sb.lt(x, 0), -1, sb.add(x, 0))),  # -0 + 0 = +0
-                   np.sign, lambda op, g: [zeros_like(op.inputs[0])], numeric_dtype)   # TF1's: zeros, not None
+                   np.sign, lambda op, g: [_zeros_like_input(op)], numeric_dtype)
 Tanh = elementwise("Tanh", lambda sb, x: sb.tanh(x), np.tanh,
                    lambda op, g: [g * (1.0 - square(op.outputs[0]))], floating_dtype)
 Sigmoid = elementwise("Sigmoid", lambda sb, x: sb.sigmoid(x), lambda x: 1.0 / (1.0 + np.exp(-x)),
