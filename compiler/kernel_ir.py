@@ -73,7 +73,7 @@ PRIMITIVES: dict[str, int] = {
     **{name: 2 for name in _ARITHMETIC},
     **{name: 1 for name in _UNARY_FLOAT},
     **{name: 2 for name in _COMPARISON},
-    "neg": 1, "abs": 1, "isnan": 1, "select": 3, "cast": 1, "pow": 2,
+    "neg": 1, "abs": 1, "isnan": 1, "select": 3, "cast": 1, "pow": 2, "floormod": 2,
     "logical_and": 2, "logical_or": 2, "logical_not": 1,
     # Integer index arithmetic (truncating, as C): used by ops that compute where to read.
     "index_div": 2, "index_rem": 2,

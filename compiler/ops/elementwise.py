@@ -521,28 +521,37 @@ def floordiv(x: Any, y: Any, name: str | None = None) -> Tensor:
         return where(equal(y, 0), 0, where(equal(y, -1), negative(x), quotient))
 
 
+def _floormod_reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.mod(x, y)   # C's fmod, then y added where the signs differ: exact
+
+
+def _floormod_grad(op: Operation, g: Tensor) -> list[Tensor]:
+    x, y = op.inputs   # TF1's: x - floor(x / y) * y with the floor held constant
+    return [unbroadcast(g, x), unbroadcast(negative(g) * floor(divide(x, y)), y)]
+
+
+FloorMod = elementwise("FloorMod", lambda sb, x, y: sb.floormod(x, y), _floormod_reference, _floormod_grad,
+                       floating_dtype)
+
+
 def floormod(x: Any, y: Any, name: str | None = None) -> Tensor:
     """The remainder of ``x / y`` with the sign of ``y``, as Python's ``%`` (TF1's ``floormod``
-    and ``mod``; also ``x % y``). Floats: ``x - floor(x / y) * y`` in float64, reduced once more
-    into ``[0, y)`` (exact for float32 while the quotient is below 2**29); ``x % inf`` is ``x``
-    where ``x`` has the sign of ``inf``, else ``inf``, as Python's. int32: exact, through float64;
-    ``x % 0`` is 0, as numpy's.
+    and ``mod``; also ``x % y``). Floats: numpy's ``%``, from an exact remainder (mathlib's
+    ``remainder``: exact for every float32, and for float64 while ``|x / y| < 2**400``, NaN
+    beyond), then ``y`` added where the signs differ; ``x % inf`` is ``x`` where ``x`` has
+    the sign of ``inf``, else ``inf``; ``x % 0`` is NaN. int32: exact, through float64; ``x % 0``
+    is 0, as numpy's.
 
     >>> import compiler as cc
     >>> (cc.constant([7.0, -7.0]) % 3.0).shape
     (2,)
     """
+    x, y = _division_operands("floormod", x, y)
+    if dtypes.is_floating(x.dtype):
+        return FloorMod(x, y, name=name)
     with composite_scope(name or "FloorMod", [x, y]):
-        x, y = _division_operands("floormod", x, y)
         wide_x, wide_y = cast(x, dtypes.float64), cast(y, dtypes.float64)
-        if dtypes.is_floating(x.dtype):
-            first = subtract(wide_x, multiply(floor(divide(wide_x, wide_y)), wide_y))
-            # A huge quotient rounds: its remainder may fall outside [0, y); reduce it once more.
-            second = cast(subtract(first, multiply(floor(divide(first, wide_y)), wide_y)), x.dtype)
-            same_sign = logical_or(equal(x, 0.0), equal(less(x, 0.0), less(y, 0.0)))
-            finite_x = less(abs(x), float("inf"))    # an infinite or NaN x has no remainder: NaN
-            by_infinity = where(finite_x, where(same_sign, x, y), float("nan"))
-            return where(equal(abs(y), float("inf")), by_infinity, second)
         remainder = cast(subtract(wide_x, multiply(floor(divide(wide_x, wide_y)), wide_y)), x.dtype)
         return where(equal(y, 0), 0, remainder)
 

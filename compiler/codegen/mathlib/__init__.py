@@ -34,6 +34,7 @@ Modules, each depending only on those listed before it:
   evaluations the functions below build on.
 - ``tanh_sigmoid``: tanh and sigmoid.
 - ``power``: pow.
+- ``remainder``: floormod (an exact remainder, reduced by FMA steps).
 - ``erf``: erf.
 - ``trig``: notes on sin and cos, their kernels and the Cody-Waite reduction.
 - ``payne_hanek``: the large-argument reduction and its table of 2/pi.
@@ -46,6 +47,7 @@ from __future__ import annotations
 from .erf import emit_erf
 from .exp_log import emit_exp, emit_expm1, emit_log, emit_log1p
 from .power import emit_pow
+from .remainder import emit_floormod
 from .tanh_sigmoid import emit_sigmoid, emit_tanh
 from .trig_dispatch import emit_cos, emit_sin
 
@@ -57,6 +59,7 @@ __all__ = [
     "emit_tanh",
     "emit_sigmoid",
     "emit_pow",
+    "emit_floormod",
     "emit_sin",
     "emit_cos",
     "emit_erf",
