@@ -279,6 +279,10 @@ def in_top_k(predictions: Any, targets: Any, k: int, name: str | None = None) ->
                                      f"{format_shape(predictions.shape)} and {format_shape(targets.shape)}"))
         if not dtypes.is_integer(targets.dtype):
             raise DTypeError(located(f"in_top_k: targets must be int32 or int64, got {targets.dtype.name}"))
+        batch, target_count = predictions.shape[0], targets.shape[0]
+        if batch is not None and target_count is not None and batch != target_count:
+            raise ShapeError(located(f"in_top_k: predictions {format_shape(predictions.shape)} and targets "
+                                     f"{format_shape(targets.shape)} have different batch sizes"))
         classes = predictions.shape[-1]
         if classes is None:
             raise ShapeError(located(f"in_top_k: the class dimension of predictions "

@@ -544,8 +544,9 @@ def norm(tensor: Any, ord: Any = "euclidean", axis: int | Sequence[int] | None =
     axis, keepdims = _tf1_reduce_arguments("norm", axis, keepdims, None, keep_dims)
     pair = isinstance(axis, (list, tuple)) and len(axis) == 2
     if isinstance(ord, bool) or not (ord in ("euclidean", "fro") or (ord in (1, 2, np.inf) and not pair)):
-        raise ValueError(located(f"norm: ord {ord!r} is not available" + (" for a matrix (axis of two)" if pair else "")
-                                 + "; use 'euclidean' ('fro', 2)" + ("" if pair else ", 1 or np.inf")))
+        raise ValueError(located(f"norm: ord {ord!r} is not available" + (
+            " for a matrix (axis of two); use 'euclidean' or 'fro' (the Frobenius norm)" if pair
+            else "; use 'euclidean' (2), 1 or np.inf")))
     with composite_scope(name or "norm", [tensor]):
         x = convert_to_tensor(tensor)
         if ord == 1:

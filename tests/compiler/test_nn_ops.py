@@ -659,3 +659,18 @@ def test_embedding_lookup_max_norm_has_tf1_s_gradient_at_a_zero_row_and_at_the_b
         got = sess.run(grad)
     # d/dr of 5 r/|r| . (1, 2) at r = (3, 4): (5/|r|) (w - r (r.w)/|r|**2) = (-0.32, 0.24)
     np.testing.assert_allclose(got, [[1.0, 2.0], [-0.32, 0.24]], atol=1e-12)
+
+
+@pytest.mark.parametrize("rows, targets", [(1, 3), (3, 1), (3, 4)])
+def test_in_top_k_refuses_predictions_and_targets_of_different_batch_sizes(rows: int, targets: int) -> None:
+    """A size-1 side was broadcast: (1, 4) predictions against 3 targets gave 3 answers."""
+    predictions = cc.constant(np.zeros((rows, 4), np.float32))
+    with pytest.raises(cc.ShapeError, match=r"in_top_k: predictions \(\d, 4\) and targets \(\d,\) have different "
+                                            r"batch sizes .*test_nn_ops.py"):
+        cc.nn.in_top_k(predictions, cc.constant(np.zeros(targets, np.int32)), 1)
+
+
+def test_norm_refusing_ord_2_for_a_matrix_suggests_what_it_takes() -> None:
+    with pytest.raises(ValueError, match=r"norm: ord 2 is not available for a matrix \(axis of two\); use "
+                                         r"'euclidean' or 'fro'"):
+        cc.norm(cc.constant(np.ones((2, 2))), ord=2, axis=[0, 1])
