@@ -41,6 +41,7 @@ from llvmlite import ir
 
 from . import sanitizer
 from .common import I32, I64, PTR, declare_function, emit_loop, memory_type
+from .mathlib.trig_dispatch import StringAttributes
 
 
 @dataclass(frozen=True)
@@ -186,12 +187,21 @@ class ScheduledKernel:
 
 # -- NVPTX -----------------------------------------------------------------------------------------
 
+_THREADS_WITHOUT_A_REGISTER_LIMIT = 65536 // 256   # 256 threads of 255 registers fit a block
+
+
 def emit_ptx_kernel(module: ir.Module, scheduled: ScheduledKernel, async_copies: bool = False) -> ir.Function:
     """The kernel as a ``.entry`` with the special registers, shared memory and ``barrier0``;
     with ``async_copies`` (sm_80 and later) an ``AsyncCopy`` issues ``cp.async``."""
     function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * scheduled.buffer_count),
                            name=scheduled.name)
     function.calling_convention = "ptx_kernel"
+    # A block has 65536 registers (sm_80, sm_90) and a thread at most 255: past 256 threads, tell
+    # ptxas the block size (".maxntid"), so that it keeps each thread's registers within the
+    # block's share, spilling rather than making a kernel that cannot launch. (Not below: there
+    # it changes nothing that has to change, and its register heuristics differ.)
+    if scheduled.launch.block > _THREADS_WITHOUT_A_REGISTER_LIMIT:
+        function.attributes = StringAttributes([f'"nvvm.maxntid"="{scheduled.launch.block}"'])
     for argument in function.args:
         argument.add_attribute("noalias")
         # Every buffer the runtime hands a kernel starts on a 256-byte (cuMemAlloc) or 64-byte

@@ -226,3 +226,26 @@ def test_default_schedules_assemble_without_spills(dtype: str, tmp_path) -> None
         # The 512x512 product is 64 tiles, too few for a large GPU: split-K adds the kernel summing its slices.
         assert "split-K partials, 5 slices" in kernels and "split-K sum of 5 partials" in kernels
         assert assembled.spill_stores == [0] * 4
+
+
+@pytest.mark.skipif(PTXAS is None, reason="ptxas (CUDA toolkit) is not on PATH")
+def test_a_kernel_of_1024_thread_blocks_fits_a_blocks_registers(tmp_path) -> None:
+    """A block has 65536 registers: without .maxntid, ptxas gave a 1024-thread elementwise
+    kernel 80 per thread and a 1024-thread tiled GEMM 70, kernels no GPU could launch."""
+    graph = cc.Graph()
+    with graph.as_default():
+        a, b = cc.placeholder("float32", (300, 300)), cc.placeholder("float32", (300, 300))
+        x = cc.placeholder("float32", (4, 5000))
+        fetches = [a @ b, cc.erf(x) * cc.tanh(x) + cc.sigmoid(x) * cc.log1p(cc.abs(x)) + cc.exp(x) * cc.sin(x)]
+    feeds = {a: np.zeros((300, 300), "float32"), b: np.zeros((300, 300), "float32"), x: np.zeros((4, 5000), "float32")}
+    for limits in (GpuLimits(block=1024), GpuLimits(tile_m=128, tile_n=128, tile_k=8, thread_m=4, thread_n=4)):
+        with Session(graph, target="cuda-emulated", arch="sm_80", gpu_limits=limits) as gpu:
+            executable = gpu.compile(fetches, feeds)
+        ptx, kernels = executable.dump("ptx"), executable.dump("kernels")
+        launches = re.findall(r"(\S+): grid \d+ x block (\d+), shared \d+ B, (\d+) registers", kernels)
+        assert launches and any(int(block) == 1024 for _, block, _ in launches)
+        for name, block, registers in launches:
+            assert int(block) * int(registers) <= 65536, (name, block, registers)
+            if int(block) > 256:   # 256 threads of at most 255 registers fit without it
+                assert re.search(rf"\.entry {re.escape(name)}\b[^{{]*\.maxntid {block}\b", ptx), name
+        assemble(ptx, "sm_80", tmp_path)

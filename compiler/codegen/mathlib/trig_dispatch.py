@@ -42,7 +42,7 @@ _VECTOR_LANES = (2, 4, 8, 16)
 _PRESERVING_BITS = 256
 
 
-class _Attributes(FunctionAttributes):
+class StringAttributes(FunctionAttributes):
     """llvmlite's function attributes, also taking LLVM string attributes
     ('"name"' or '"name"="value"'), which llvmlite does not list."""
 
@@ -57,7 +57,7 @@ def _internal_function(module: ir.Module, name: str, fnty: ir.FunctionType,
                        attributes: Sequence[str]) -> ir.Function:
     function = ir.Function(module, fnty, name=name)
     function.linkage = "internal"
-    function.attributes = _Attributes(attributes)
+    function.attributes = StringAttributes(attributes)
     return function
 
 
