@@ -113,6 +113,8 @@ Abs = elementwise("Abs", lambda sb, x: sb.abs(x), np.abs,
 Softsign = elementwise("Softsign", lambda sb, x: sb.div(x, sb.add(sb.abs(x), 1)),
                        lambda x: np.asarray(x) / (np.abs(x) + 1),
                        lambda op, g: [g / square(abs(op.inputs[0]) + 1.0)], floating_dtype)
+
+
 def _zeros_like_input(op: Operation) -> Tensor:
     """Zeros of the shape and dtype of ``op``'s input (TF1's gradient of sign): ``x < x`` is false
     everywhere, NaN included. (``array.zeros_like`` would make the ops modules import each other.)"""
