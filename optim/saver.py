@@ -720,8 +720,9 @@ class Saver:
         temporaries that earlier saves with this prefix left when killed midway. TF1's other
         arguments: ``latest_filename`` names the index (default "checkpoint"), ``write_state=False``
         leaves it alone and neither records nor deletes a checkpoint (with ``max_to_keep`` None or
-        0 the index names only the latest, as TF1's); ``meta_graph_suffix`` and ``write_meta_graph`` change nothing (graphgrad
-        writes no meta graph: the graph is the Python that builds it).
+        0 the index names only the latest, as TF1's); ``meta_graph_suffix`` and
+        ``write_meta_graph`` change nothing (graphgrad writes no meta graph: the graph is the
+        Python that builds it).
 
         >>> import os, tempfile
         >>> import numpy as np, compiler as cc
