@@ -40,6 +40,8 @@ from .ops.random import RANDOM_OP_TYPES
 from .ops.slicing import reverse
 from .ops.sources import VariableOp
 from .shapes import format_shape
+from .variable_scope import (AUTO_REUSE, default_name_counts, get_variable_scope, set_default_name_counts,
+                             variable_scope)
 
 # -- nested structures ------------------------------------------------------------------------
 
@@ -999,8 +1001,9 @@ def map_fn(fn: Callable[[Any], Any], elems: Any, dtype: Any = None, parallel_ite
     """TF1's ``tf.map_fn``: ``fn`` applied to each element along the first dimension of ``elems``
     (a tensor or a structure of tensors of one length), the results stacked (in ``fn``'s result
     structure). One ``scan``: a compiled loop, differentiable. ``fn`` is also called once on the
-    first elements to learn its result's shapes (those ops are never run), so it should not make
-    variables; the length must be known when the graph is built and above 0.
+    first elements to learn its result's shapes (those ops are never run); the variables that call
+    makes through ``get_variable`` (a layer's) are the ones the loop uses. The length must be
+    known when the graph is built and above 0.
 
     >>> import numpy as np
     >>> import compiler as cc
@@ -1019,15 +1022,24 @@ def map_fn(fn: Callable[[Any], Any], elems: Any, dtype: Any = None, parallel_ite
             raise ValueError(located("map_fn: elems must be tensors with a first dimension to map over", location))
         if leaves[0].shape[0] == 0:
             raise ValueError(located("map_fn: elems is empty (no element to learn fn's result from)", location))
-        probe = fn(rebuild([t[0] for t in leaves]))        # its shapes and structure only
+        # fn's shapes and structure (those ops never run). The variables it makes (a layer's) are
+        # the loop's too: its second call names its scopes as the first did, and reuses them.
+        names_before = default_name_counts(graph)
+        probe = fn(rebuild([t[0] for t in leaves]))
+        names_after = default_name_counts(graph)
+        set_default_name_counts(graph, names_before)
         probe_leaves, rebuild_result = flatten(probe)
         if not probe_leaves or any(leaf is None for leaf in probe_leaves):
             raise TypeError(located(f"map_fn: fn (defined at {function_location(fn)}) returned "
                                     f"{'no tensor' if not probe_leaves else 'None'} where a tensor was expected",
                                     location))
         start = [zeros_like(convert_to_tensor(t)) for t in probe_leaves]
-        stacked = scan(lambda _, element: fn(element), elems, initializer=rebuild_result(start),
-                       back_prop=back_prop, name="scan")
+        def step(_: Any, element: Any) -> Any:
+            with variable_scope(get_variable_scope(), reuse=AUTO_REUSE, auxiliary_name_scope=False):
+                return fn(element)
+        step.__graphgrad_location__ = f"{function_location(fn)}, map_fn's fn"   # type: ignore[attr-defined]
+        stacked = scan(step, elems, initializer=rebuild_result(start), back_prop=back_prop, name="scan")
+        set_default_name_counts(graph, names_after)
         return stacked
 
 

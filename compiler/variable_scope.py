@@ -73,6 +73,17 @@ def _store(graph: Graph) -> _Store:
     return _STORES[graph]
 
 
+def default_name_counts(graph: Graph) -> dict[str, int]:
+    """How many times each scope was opened, which decides the next default name (``dense``,
+    ``dense_1``...): saved and set again around a function called twice that must make the same
+    variables (``map_fn``'s probe)."""
+    return dict(_store(graph).opened)
+
+
+def set_default_name_counts(graph: Graph, counts: dict[str, int]) -> None:
+    _store(graph).opened = dict(counts)
+
+
 def get_variable_scope() -> VariableScope:
     """The innermost open variable scope of the default graph (the root scope, named "", outside
     any)."""

@@ -836,3 +836,23 @@ def test_random_numbers_in_a_nested_loop_are_the_same_on_the_reference_target(ne
             got[target] = sess.run(rows)
     assert len(np.unique(got["cpu"], axis=0)) == len(got["cpu"])
     np.testing.assert_allclose(got["reference"], got["cpu"], rtol=1e-6)
+
+
+def test_map_fn_with_layers_makes_their_variables_once() -> None:
+    """map_fn calls fn once to learn its results, then in the loop: a layer made in fn failed
+    ('already exists') or, unnamed, made a second set of variables that the loop trained."""
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (4, 5), name="x")
+        y = cc.map_fn(lambda row: cc.layers.dense(cc.layers.dense(cc.expand_dims(row, 0), 3, name="named"), 2), x)
+        after = cc.layers.dense(x, 2)
+        variables = cc.trainable_variables()
+        names = [v.op.name for v in variables]
+        assert names == ["named/kernel", "named/bias", "dense/kernel", "dense/bias", "dense_1/kernel", "dense_1/bias"]
+        (grad,) = cc.gradients(cc.reduce_sum(y * y), [variables[0]])
+    with Session(graph) as sess:
+        rows = np.random.default_rng(0).normal(size=(4, 5)).astype(np.float32)
+        got, got_grad, kernel, bias, out_kernel, out_bias = sess.run([y, grad] + variables[:4], {x: rows})
+    expected = (rows @ kernel + bias) @ out_kernel + out_bias
+    np.testing.assert_allclose(got.reshape(4, 2), expected, rtol=1e-5, atol=1e-6)
+    assert np.any(got_grad != 0.0) and after.shape == (4, 2)
