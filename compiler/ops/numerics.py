@@ -52,12 +52,16 @@ def check_numerics(tensor: Any, message: str, name: str | None = None) -> Tensor
 
 def add_check_numerics_ops(graph: Graph | None = None) -> Operation:
     """One op that checks every float32/float64 value computed in the graph so far (TF1's
-    ``tf.add_check_numerics_ops``): fetch it with the step to check all of them."""
+    ``tf.add_check_numerics_ops``): fetch it with the step to check all of them. The values inside
+    a ``cond`` branch or a loop body cannot be checked from outside it (TF1 refuses such graphs
+    altogether): those are left to ``Session(check_numerics=True)``, which checks them too."""
     graph = graph or get_default_graph()
     checks = []
     with graph.as_default():
         for op in list(graph.get_operations()):
             if op.type in ("CheckNumerics", "Placeholder", "Variable") or len(op.outputs) != 1:
+                continue
+            if op.region is not None or op.traced_in is not None:   # inside a branch or loop body
                 continue
             output = op.outputs[0]
             if dtypes.is_floating(output.dtype) and op.opdef.kind in ("elementwise", "reduce", "layout"):

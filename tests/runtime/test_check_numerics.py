@@ -112,6 +112,26 @@ def test_add_check_numerics_ops_checks_every_float_value(target: str) -> None:
         assert np.isinf(sess.run(z, {x: np.array([0.0, 1000.0, 0.0])}))   # unchecked without the op
 
 
+@pytest.mark.parametrize("target", TARGETS)
+def test_add_check_numerics_ops_checks_what_is_outside_branches_and_loops(target: str) -> None:
+    """It refused a graph with a cond or a loop (it tried to check the values inside them from
+    outside); it checks the values around them, and the session's checks reach inside."""
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float64", (), name="x")
+        doubled = cc.while_loop(lambda t: t < 100.0, lambda t: t * 2.0, [x], maximum_iterations=20)
+        branch = cc.cond(x > 0.0, lambda: cc.exp(x), lambda: x)
+        logged = cc.log(doubled + branch)
+        checks = cc.add_check_numerics_ops()
+    with Session(graph, target=target) as sess:
+        assert np.isfinite(sess.run([logged, checks], {x: 1.0})[0])
+        with pytest.raises(cc.NumericsError, match=r"Log 'Log'"):
+            sess.run([logged, checks], {x: -1e3})
+    with Session(graph, target=target, check_numerics=True) as checked:
+        with pytest.raises(cc.NumericsError):
+            checked.run(logged, {x: 800.0})   # exp(800) inside the branch
+
+
 def test_checks_show_in_the_kernels_dump_and_not_without_them() -> None:
     graph, x, w, loss, train = _model()
     feeds = {x: np.ones((2, 3))}
