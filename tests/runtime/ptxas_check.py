@@ -47,6 +47,8 @@ def report() -> list[str]:
         kernels = sum(len(assembled.registers) for _, assembled in runs)
         spills = sum(sum(assembled.spill_stores) for _, assembled in runs)
         most = sorted(((max(assembled.registers, default=0), test) for test, assembled in runs), reverse=True)[:3]
-        lines.append(f"{arch}: {kernels} kernels in {len(runs)} assemblies, {spills} bytes of spill stores; most "
-                     "registers: " + ", ".join(f"{registers} ({test})" for registers, test in most))
+        spilling = [f"{test}: {sum(assembled.spill_stores)} B" for test, assembled in runs if any(assembled.spill_stores)]
+        lines.append(f"{arch}: {kernels} kernels in {len(runs)} assemblies, {spills} bytes of spill stores"
+                     + (" (" + ", ".join(spilling) + ")" if spilling else "") + "; most registers: "
+                     + ", ".join(f"{registers} ({test})" for registers, test in most))
     return lines
