@@ -41,7 +41,7 @@ from llvmlite import ir
 
 from . import sanitizer
 from .common import I32, I64, PTR, declare_function, emit_loop, memory_type
-from .mathlib.trig_dispatch import StringAttributes
+from .mathlib.core import StringAttributes
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
 """What every function of the library shares: the constants of each floating-point format,
 ``Ops`` (an IRBuilder bound to one float type, with the intrinsics and polynomial schemes), and
-the exact building blocks of double-length arithmetic (two-sum, two-product, division).
+the exact building blocks of double-length arithmetic (two-sum, two-product, division); and
+``StringAttributes``, LLVM function attributes as strings (the vector variants' and the GPU
+kernels' attributes, which llvmlite does not list).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from math import factorial
 from typing import Sequence
 
 from llvmlite import ir
+from llvmlite.ir.values import FunctionAttributes
 
 # ---------------------------------------------------------------------------
 # Constants per floating-point format
@@ -323,6 +326,17 @@ def signbit(ops: Ops, x: ir.Value) -> ir.Value:
 def wide_ops(builder: ir.IRBuilder) -> Ops:
     """Ops for double, the format most float32 functions are evaluated in."""
     return Ops(builder, ir.Constant(ir.DoubleType(), 0.0))
+
+
+class StringAttributes(FunctionAttributes):
+    """llvmlite's function attributes, also taking LLVM string attributes
+    ('"name"' or '"name"="value"'), which llvmlite does not list."""
+
+    def add(self, name: str) -> None:
+        if name.startswith('"'):
+            set.add(self, name)
+        else:
+            super().add(name)
 
 
 # Adding then subtracting 1.5 * 2**p-1 rounds a value of magnitude below

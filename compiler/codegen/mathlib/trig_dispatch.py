@@ -8,9 +8,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from llvmlite import ir
-from llvmlite.ir.values import FunctionAttributes
 
-from .core import FLOAT32, Ops, wide_ops
+from .core import FLOAT32, Ops, StringAttributes, wide_ops
 from .payne_hanek import sin_cos_large
 from .trig import TRIG_LARGE, sin_cos_f32_wide, sin_cos_f64
 
@@ -40,17 +39,6 @@ from .trig import TRIG_LARGE, sin_cos_f32_wide, sin_cos_f64
 _VECTOR_LANES = (2, 4, 8, 16)
 # Vector variants returning at least this many bits preserve the caller's registers.
 _PRESERVING_BITS = 256
-
-
-class StringAttributes(FunctionAttributes):
-    """llvmlite's function attributes, also taking LLVM string attributes
-    ('"name"' or '"name"="value"'), which llvmlite does not list."""
-
-    def add(self, name: str) -> None:
-        if name.startswith('"'):
-            set.add(self, name)
-        else:
-            super().add(name)
 
 
 def _internal_function(module: ir.Module, name: str, fnty: ir.FunctionType,
