@@ -425,7 +425,8 @@ def _uses_gemm(kernel: Kernel) -> bool:
     if kernel.window is not None:
         window, space = kernel.window, kernel.space
         return (window_product_pays(math.prod(space[a] for a in window.row_axes), space[window.column_axis],
-                                    math.prod(space[a] for a in window.depth_axes), kernel.out_dtype)
+                                    math.prod(space[a] for a in window.depth_axes), kernel.out_dtype,
+                                    None if window.pixel_rows else window.taps[2])
                 and _window_strides(kernel) is not None)
     if kernel.matmul is None:
         return False

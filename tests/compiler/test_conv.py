@@ -9,6 +9,7 @@ import pytest
 
 import compiler as cc
 from compiler.codegen import cpu
+from compiler.codegen.gemm import gemm_shape
 from runtime import Session
 
 CASES = [  # x shape, filter shape, conv2d arguments: each big enough for the window product
@@ -80,8 +81,6 @@ def test_window_products_equal_the_reference_on_any_thread_count(threads, monkey
 
 def test_small_products_keep_the_loop_nest() -> None:
     # A first layer's 3x3x1 taps are too little depth for the register tile: the nest runs it.
-    # (Its filter gradient, 9 taps by 32 features over every pixel, is a product on CPUs whose
-    # register tile is at most 9 rows tall: AVX2's.)
     graph = cc.Graph()
     with graph.as_default():
         x = cc.placeholder("float32", (2, 8, 8, 1))
@@ -89,6 +88,23 @@ def test_small_products_keep_the_loop_nest() -> None:
     with Session(graph) as sess:
         llvm = sess.compile(y, {x: np.ones((2, 8, 8, 1), "float32")}).dump("llvm")
     assert "graphgrad_gemm_window_" not in llvm
+
+
+@pytest.mark.parametrize("more_channels", [0, 1])
+def test_filter_gradients_of_few_channels_keep_the_loop_nest(more_channels) -> None:
+    # A filter gradient whose image has fewer channels than the register tile has rows would pack
+    # its panels element by element: the nest runs it (and from a tile's rows of channels, the library).
+    channels = gemm_shape(np.dtype("float32")).mr - 1 + more_channels
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (8, 16, 16, channels))
+        w = cc.placeholder("float32", (3, 3, channels, 32))
+        (dw,) = cc.gradients(cc.reduce_sum(cc.nn.conv2d(x, w, padding="SAME")), [w])
+    feeds = {x: np.ones((8, 16, 16, channels), "float32"), w: np.ones((3, 3, channels, 32), "float32")}
+    with Session(graph) as sess:
+        kernels = [kernel for kernel in sess.compile(dw, feeds).program.kernels
+                   if kernel.window is not None and not kernel.window.pixel_rows]
+    assert len(kernels) == 1 and cpu._uses_gemm(kernels[0]) == bool(more_channels)
 
 
 def test_window_products_match_finite_differences() -> None:
