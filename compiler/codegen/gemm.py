@@ -607,7 +607,14 @@ def _emit_pack_window(module: ir.Module, dtype: np.dtype, width: int, pixel_rows
             all_lanes, no_lanes = ir.Constant(padded_mask, [1] * padded), ir.Constant(padded_mask, [0] * padded)
             pixel_offset_step, _, pixel_w = depth_counter.steps[2]
             forward = b.icmp_signed(">", pixel_w, _const(0))
-            pixel_w_divisor = b.select(forward, pixel_w, _const(1))
+            # Per run, the pixel (last digit) from which its w leaves the image on the right:
+            # w = run_w + shift_w + j * pixel_w stays below the width for j < run_end.
+            run_ends = []
+            for _, (_, _, run_w) in runs:
+                room = b.sub(b.sub(image_width, _const(1)), b.add(run_w, depth_counter.base[2]))
+                run_ends.append(b.select(b.and_(forward, b.icmp_signed(">=", room, _const(0))),
+                                         b.add(b.udiv(room, b.select(forward, pixel_w, _const(1))), _const(1)),
+                                         _const(0)))
             first_rows = ir.Constant(ir.VectorType(i32, width), list(range(width)))
 
             def store_runs(b: ir.IRBuilder, masks: Sequence[ir.Value], offset: ir.Value, d: ir.Value) -> None:
@@ -629,12 +636,10 @@ def _emit_pack_window(module: ir.Module, dtype: np.dtype, width: int, pixel_rows
                 # steps took about a quarter of a filter gradient's time on a Zen 3).
                 steps = _min(b, b.sub(depth_counter.extents[2], digits[2]), b.sub(depth, d))
                 row_masks, pixel_masks = [], []
-                for mask, (_, run_h, run_w) in runs:
+                for (mask, (_, run_h, run_w)), run_end in zip(runs, run_ends):
                     row_inside = b.icmp_unsigned("<", b.add(run_h, h), height)
-                    first_w = b.add(run_w, w)
-                    w_inside = b.icmp_unsigned("<", first_w, image_width)
-                    fitting = b.add(b.udiv(b.sub(b.sub(image_width, _const(1)), first_w), pixel_w_divisor), _const(1))
-                    fitting = b.select(b.and_(w_inside, forward), fitting, _const(0))
+                    w_inside = b.icmp_unsigned("<", b.add(run_w, w), image_width)
+                    fitting = b.select(b.and_(w_inside, forward), b.sub(run_end, digits[2]), _const(0))
                     steps = b.select(row_inside, _min(b, steps, fitting), steps)
                     row_masks.append(b.and_(mask, b.select(row_inside, all_lanes, no_lanes)))
                     pixel_masks.append(b.and_(mask, b.select(b.and_(row_inside, w_inside), all_lanes, no_lanes)))
