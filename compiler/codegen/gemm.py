@@ -476,11 +476,12 @@ def _emit_pack_window(module: ir.Module, dtype: np.dtype, width: int, pixel_rows
 
     With pixels as rows, each pixel's channels are contiguous in the image, so panels of ``width``
     rows keep rows whole (``dst[r * depth + d]``): a tap's run of channels is copied a vector at a
-    time, after one bounds check per row. With taps as rows (the filter gradient), panels keep
-    depth steps (``dst[d * width + r]``): a panel's rows are the end of one tap's channels and the
-    start of the next, two masked contiguous loads per pixel, checked once along a row of pixels.
-    Elsewhere (channels not contiguous, or fewer than the vector) one masked gather reads a panel's
-    rows at a depth step."""
+    time, after one bounds check per row (a run shorter than a vector, an RGB image's 3 channels:
+    one masked load per row). With taps as rows (the filter gradient), panels keep depth steps
+    (``dst[d * width + r]``): a panel's rows are the end of one tap's channels and the start of the
+    next, two masked contiguous loads per pixel, checked once along a row of pixels. Elsewhere
+    (channels not contiguous, fewer channels than the tile's rows, a row's last depth steps) one
+    masked gather reads a panel's rows at a depth step."""
     name = f"pack_window_{'pixels' if pixel_rows else 'taps'}_{dtype.name}"
     existing = module.globals.get(name)
     if existing is not None:
@@ -552,8 +553,14 @@ def _emit_pack_window(module: ir.Module, dtype: np.dtype, width: int, pixel_rows
                 b.store(values, _gep(b, panel_dst, scalar, b.mul(d, _const(width))), align=dtype.itemsize)
 
         if pixel_rows:
-            def fast_step(b: ir.IRBuilder, d: ir.Value, digits: list[ir.Value], offset: ir.Value, h: ir.Value,
-                          w: ir.Value) -> ir.Value:
+            lane_mask = ir.VectorType(ir.IntType(1), lanes)
+            lane_load = declare_function(module, f"llvm.masked.load.v{lanes}{_vector_suffix(dtype)}.p0", lane_vector,
+                                         [PTR, i32, lane_mask, lane_vector])
+            lane_numbers = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
+            lane_zeros = ir.Constant(lane_vector, [0.0] * lanes)
+
+            def copy_run(b: ir.IRBuilder, d: ir.Value, digits: list[ir.Value], offset: ir.Value, h: ir.Value,
+                         w: ir.Value) -> ir.Value:
                 # The whole vectors of this tap's run of channels (within the block's depth): per
                 # row, one bounds check, then a vector at a time copied into the row (the checks
                 # per vector took about a fifth of an input gradient's time on a Zen 3).
@@ -572,15 +579,51 @@ def _emit_pack_window(module: ir.Module, dtype: np.dtype, width: int, pixel_rows
                             emit_loop(b, run, copy, name=f"copy{r}")
                         with zeroed:
                             def zero(b: ir.IRBuilder, vector: ir.Value, target=target) -> None:
-                                b.store(ir.Constant(lane_vector, [0.0] * lanes),
-                                        _gep(b, target, scalar, b.mul(vector, _const(lanes))), align=dtype.itemsize)
+                                b.store(lane_zeros, _gep(b, target, scalar, b.mul(vector, _const(lanes))),
+                                        align=dtype.itemsize)
                             emit_loop(b, run, zero, name=f"zero{r}")
                 return b.mul(run, _const(lanes))
+
+            def copy_short_run(b: ir.IRBuilder, d: ir.Value, digits: list[ir.Value], offset: ir.Value, h: ir.Value,
+                               w: ir.Value) -> ir.Value:
+                # Fewer channels left in this tap than a vector (an RGB image's 3): one masked load
+                # per row, stored as a whole vector; its lanes past the run land on the row's next
+                # depth steps (``fast_here``: a vector's room is left in the row), which the walk
+                # writes afterwards.
+                count = b.sub(channels, digits[2])
+                count_vector = b.insert_element(ir.Constant(ir.VectorType(I64, lanes), ir.Undefined), count,
+                                                ir.Constant(i32, 0))
+                count_vector = b.shuffle_vector(count_vector, ir.Constant(ir.VectorType(I64, lanes), ir.Undefined),
+                                                ir.Constant(ir.VectorType(i32, lanes), [0] * lanes))
+                in_run = b.icmp_signed("<", lane_numbers, count_vector)
+                for r, (row_offset, item_h, item_w) in enumerate(items):
+                    inside = inside_image(b, b.add(item_h, h), b.add(item_w, w))
+                    source = _gep(b, image, scalar, b.select(inside, b.add(row_offset, offset), _const(0)))
+                    mask = b.and_(in_run, b.select(inside, ir.Constant(lane_mask, [1] * lanes),
+                                                   ir.Constant(lane_mask, [0] * lanes)))
+                    values = b.call(lane_load, [source, ir.Constant(i32, dtype.itemsize), mask, lane_zeros])
+                    b.store(values, _gep(b, panel_dst, scalar, b.add(b.mul(_const(r), depth), d)),
+                            align=dtype.itemsize)
+                return count
+
+            def fast_step(b: ir.IRBuilder, d: ir.Value, digits: list[ir.Value], offset: ir.Value, h: ir.Value,
+                          w: ir.Value) -> ir.Value:
+                long_run = b.icmp_unsigned("<=", b.add(digits[2], _const(lanes)), channels)
+                with b.if_else(long_run) as (whole_vectors, short):
+                    with whole_vectors:
+                        long_step = copy_run(b, d, digits, offset, h, w)
+                        long_block = b.block
+                    with short:
+                        short_step = copy_short_run(b, d, digits, offset, h, w)
+                        short_block = b.block
+                stepped = b.phi(I64)
+                stepped.add_incoming(long_step, long_block)
+                stepped.add_incoming(short_step, short_block)
+                return stepped
             step = lanes
 
             def fast_here(b: ir.IRBuilder, d: ir.Value, digits: list[ir.Value]) -> ir.Value:
-                return b.and_(b.and_(contiguous_channels, b.icmp_signed("<=", b.add(d, _const(lanes)), depth)),
-                              b.icmp_unsigned("<=", b.add(digits[2], _const(lanes)), channels))
+                return b.and_(contiguous_channels, b.icmp_signed("<=", b.add(d, _const(lanes)), depth))
         else:
             # The panel's two runs of channels: rows [0, split) of the first tap, the rest of the next.
             # Loaded as vectors of a legal width (8 lanes for AVX2's 6 rows), masks built once.

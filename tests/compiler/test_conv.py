@@ -1,7 +1,8 @@
 """conv2d and its two gradients run as window products (a GEMM whose left matrix the CPU library
 packs straight from the image, ``kernel_ir.WindowMatmul``) equal the loop nests, the reference and
-finite differences, for every packing path: whole channel vectors, single taps, gathers, taps as
-rows in two runs, partial panels, strides, dilations and both paddings, on any thread count."""
+finite differences, for every packing path: whole channel vectors, runs shorter than a vector,
+single taps, gathers, taps as rows in two runs, partial panels, depth blocks that split a tap,
+strides, dilations and both paddings, on any thread count."""
 from __future__ import annotations
 
 import numpy as np
@@ -19,8 +20,9 @@ CASES = [  # x shape, filter shape, conv2d arguments: each big enough for the wi
     ((2, 12, 11, 13), (3, 3, 13, 18), dict(padding="SAME", strides=2)),     # strided (input grad: nest)
     ((1, 13, 12, 16), (3, 2, 16, 20), dict(padding="SAME", dilations=(2, 3))),
     ((5, 6, 7, 40), (2, 3, 40, 33), dict(padding="VALID", strides=(1, 2))),
+    ((2, 12, 11, 3), (11, 9, 3, 8), dict(padding="SAME")),                   # depth blocks split a tap
 ]
-IDS = ["channels32", "channels20", "channels3", "stride2", "dilated", "wide"]
+IDS = ["channels32", "channels20", "channels3", "stride2", "dilated", "wide", "channels3-deep"]
 
 
 def conv_and_gradients(x_shape, w_shape, kwargs, dtype):
