@@ -689,6 +689,9 @@ class Saver:
         self._max_to_keep = max_to_keep
         self._last_checkpoints: list[str] = []
         self._comm = comm
+        # Saves from several threads: each one's choice of what to keep and delete must see the
+        # others' checkpoints, or max_to_keep leaks files.
+        self._save_lock = threading.Lock()
 
     @property
     def last_checkpoints(self) -> list[str]:
@@ -754,7 +757,9 @@ class Saver:
                 raise TypeError(located(f"Saver.save: global_step must be an integer scalar, got {global_step!r}"))
             step = int(step_value)
             save_path = f"{save_path}-{step}"
-        directory = os.path.dirname(os.path.abspath(save_path))
+        # Where the OS puts the file: a symbolic link followed by ".." leads elsewhere than the
+        # path's text says, and the index must be written beside the checkpoint.
+        directory = os.path.realpath(os.path.dirname(save_path) or os.curdir)
         if os.path.isdir(save_path):
             raise ValueError(located(f"Saver.save: {save_path!r} is a directory; give a file path prefix "
                                      "inside it (e.g. 'DIR/model')"))
@@ -765,7 +770,16 @@ class Saver:
                                      f"directory's index file {index_name!r}; choose another prefix "
                                      "(e.g. 'DIR/model')"))
         # Kept as absolute paths: a later chdir must not make max_to_keep delete another file.
-        absolute = os.path.abspath(save_path)
+        absolute = os.path.join(directory, os.path.basename(save_path))
+        with self._save_lock:
+            self._save_locked(names, fetched, save_path, absolute, step, directory, prefix, index_name, write_state,
+                              comm, together, writes)
+        return save_path
+
+    def _save_locked(self, names: list[str], fetched: list[Any], save_path: str, absolute: str, step: int | None,
+                     directory: str, prefix: str, index_name: str, write_state: bool, comm: Any, together: bool,
+                     writes: bool) -> None:
+        """The part of ``save`` that writes and keeps the books, one save at a time."""
         # As TF1's: without write_state nothing is recorded or deleted; with max_to_keep None or 0
         # nothing is recorded and the index names only this checkpoint. The bookkeeping changes
         # only once the checkpoint is written.
@@ -786,7 +800,7 @@ class Saver:
         if writes:
             try:
                 try:
-                    self._write(dict(zip(names, fetched)), save_path, step, directory, prefix, kept, removed,
+                    self._write(dict(zip(names, fetched)), absolute, step, directory, prefix, kept, removed,
                                 index_name if write_state else None)
                 except OSError as error:   # the same kind of error, naming the checkpoint and the line
                     message = located(f"Saver.save: cannot write the checkpoint {save_path!r}: "
@@ -807,7 +821,6 @@ class Saver:
             self._saved_at[absolute] = saved_at
             self._next_kept_time = next_kept_time
             self._last_checkpoints = kept if self._max_to_keep else []
-        return save_path
 
     def _write(self, values: dict[str, Any], save_path: str, step: int | None, directory: str, prefix: str,
                kept: list[str], removed: list[str], index_name: str | None) -> None:

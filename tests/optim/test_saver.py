@@ -931,3 +931,40 @@ def test_keep_checkpoint_every_n_hours_keeps_one_per_period_on_a_fixed_grid(grap
 
 def _raise_no_space(*_: object) -> None:
     raise OSError(28, "No space left on device")
+
+
+def test_saves_from_two_threads_keep_max_to_keep_files(graph, tmp_path) -> None:
+    # Each save chooses what to keep from the others' checkpoints too, so none is left behind.
+    import threading
+    cc.Variable(np.ones(200_000, "float32"), name="w")
+    saver = optim.Saver(max_to_keep=2)
+    with Session(graph) as sess:
+        def save_many(first: int) -> None:
+            for number in range(first, first + 20):
+                saver.save(sess, str(tmp_path / "m"), global_step=number)
+        threads = [threading.Thread(target=save_many, args=(first,)) for first in (0, 1000)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    kept = sorted(name for name in os.listdir(tmp_path) if name.startswith("m-"))
+    assert len(kept) == 2 and sorted(os.path.basename(path) for path in saver.last_checkpoints) == kept
+    state = optim.get_checkpoint_state(str(tmp_path))
+    assert sorted(state.all_model_checkpoint_paths) == sorted(str(tmp_path / name) for name in kept)
+
+
+def test_save_paths_with_dot_dot_write_the_index_beside_the_checkpoint(graph, tmp_path) -> None:
+    cc.Variable(np.arange(3.0), name="w")
+    saver = optim.Saver()
+    with Session(graph) as sess:
+        # A directory that does not exist yet, left again with "..": the file lands in "f".
+        path = saver.save(sess, str(tmp_path / "f" / "sub" / ".." / "m"), global_step=1)
+        assert path == str(tmp_path / "f" / "sub" / ".." / "m-1")
+        assert optim.latest_checkpoint(str(tmp_path / "f")) == str(tmp_path / "f" / "m-1")
+        # A symbolic link followed by "..": the OS goes up from the link's target.
+        (tmp_path / "real" / "deep").mkdir(parents=True)
+        os.symlink(tmp_path / "real" / "deep", tmp_path / "link")
+        saver.save(sess, str(tmp_path / "link" / ".." / "m"), global_step=2)
+        assert optim.latest_checkpoint(str(tmp_path / "real")) == str(tmp_path / "real" / "m-2")
+        assert not (tmp_path / "checkpoint").exists()
+        saver.restore(sess, optim.latest_checkpoint(str(tmp_path / "real")))
