@@ -501,15 +501,39 @@ class FileWriter:
 
     def __init__(self, logdir: str | os.PathLike[str], graph: Graph | None = None, max_queue: int = 10,
                  flush_secs: float = 120, filename_suffix: str = "") -> None:
+        self._arguments = (os.fspath(logdir), max_queue, flush_secs, filename_suffix)
+        self._event_writer = self._open()
+        self._closed = False
+        if graph is not None:
+            self.add_graph(graph)
+
+    def _open(self) -> Any:
         try:
             from tensorboard.summary.writer.event_file_writer import EventFileWriter
         except ImportError:
             raise ImportError('FileWriter writes with the tensorboard package: '
                               'pip install "graphgrad[tensorboard]"') from None
-        self._event_writer = EventFileWriter(os.fspath(logdir), max_queue, flush_secs, filename_suffix)
-        self._closed = False
-        if graph is not None:
-            self.add_graph(graph)
+        return EventFileWriter(*self._arguments)
+
+    def reopen(self) -> None:
+        """After ``close``, start a new event file in the same directory for further events (TF1's
+        ``reopen``); nothing happens when the writer is open."""
+        if self._closed:
+            self._event_writer = self._open()
+            self._closed = False
+
+    def add_event(self, event: Any) -> None:
+        """Write an ``Event`` protocol buffer as it is."""
+        if self._closed:
+            raise RuntimeError("this FileWriter is closed (reopen() starts a new event file)")
+        self._event_writer.add_event(event)
+
+    def add_session_log(self, session_log: Any, global_step: int | None = None) -> None:
+        """Write a ``SessionLog`` protocol buffer (e.g. ``SessionLog(status=SessionLog.START)``, which
+        tells TensorBoard that a restarted run discards the events after ``global_step``)."""
+        _, event_pb2 = _tensorboard_protos()
+        self.add_event(event_pb2.Event(wall_time=time.time(), step=0 if global_step is None else int(global_step),
+                                       session_log=session_log))
 
     def get_logdir(self) -> str:
         """The directory the event file is in."""
@@ -518,25 +542,19 @@ class FileWriter:
     def add_summary(self, summary: bytes | Any, global_step: int | None = None) -> None:
         """Write ``summary`` (the bytes ``Session.run`` gives for a summary, or a ``Summary``
         protocol buffer) as an event at ``global_step`` (0 when None) and the current time."""
-        if self._closed:
-            raise RuntimeError("this FileWriter is closed")
         summary_pb2, event_pb2 = _tensorboard_protos()
         if isinstance(summary, (bytes, bytearray)):
             summary = summary_pb2.Summary.FromString(bytes(summary))
         if isinstance(global_step, np.ndarray):
             global_step = global_step.item()
         step = 0 if global_step is None else int(global_step)
-        event = event_pb2.Event(wall_time=time.time(), step=step, summary=summary)
-        self._event_writer.add_event(event)
+        self.add_event(event_pb2.Event(wall_time=time.time(), step=step, summary=summary))
 
     def add_graph(self, graph: Graph, global_step: int | None = None) -> None:
         """Write ``graph`` for TensorBoard's graph tab, as the ``GraphDef`` ``graph_def(graph)`` gives."""
-        if self._closed:
-            raise RuntimeError("this FileWriter is closed")
         _, event_pb2 = _tensorboard_protos()
-        event = event_pb2.Event(wall_time=time.time(), step=0 if global_step is None else int(global_step),
-                                graph_def=graph_def(graph).SerializeToString())
-        self._event_writer.add_event(event)
+        self.add_event(event_pb2.Event(wall_time=time.time(), step=0 if global_step is None else int(global_step),
+                                       graph_def=graph_def(graph).SerializeToString()))
 
     def flush(self) -> None:
         """Write the pending events to disk."""
@@ -544,7 +562,7 @@ class FileWriter:
             self._event_writer.flush()
 
     def close(self) -> None:
-        """Flush and close the event file; further ``add_summary`` calls are errors."""
+        """Flush and close the event file; further ``add_summary`` calls are errors until ``reopen``."""
         if not self._closed:
             self._event_writer.close()
             self._closed = True

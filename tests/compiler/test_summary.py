@@ -149,6 +149,39 @@ def test_file_writer_closes(tmp_path: Path) -> None:
     assert len(list((tmp_path / "run").glob("events.out.tfevents.*"))) == 1
 
 
+def test_file_writer_reopens_into_a_new_event_file_and_writes_session_logs(tmp_path: Path) -> None:
+    from tensorboard.compat.proto.event_pb2 import Event, SessionLog
+    graph = cc.Graph()
+    with graph.as_default():
+        loss_summary = cc.summary.scalar("loss", cc.constant(0.5))
+    with Session(graph) as sess:
+        encoded = sess.run(loss_summary)
+    writer = cc.summary.FileWriter(tmp_path)
+    writer.reopen()   # open: nothing happens
+    writer.add_summary(encoded, global_step=1)
+    writer.close()
+    writer.reopen()
+    writer.add_session_log(SessionLog(status=SessionLog.START), global_step=2)
+    writer.add_event(Event(wall_time=1.0, step=3, summary=Summary.FromString(encoded)))
+    writer.close()
+    files = sorted(tmp_path.glob("events.out.tfevents.*"))
+    assert len(files) == 2
+    assert [event.step for event in _read_back(tmp_path).Scalars("loss")] == [1, 3]
+    logs = [event for path in files for event in _events(path) if event.HasField("session_log")]
+    assert [(event.step, event.session_log.status) for event in logs] == [(2, SessionLog.START)]
+
+
+def _events(path: Path) -> list:
+    """The events of one file, record by record (length, its CRC, data, the data's CRC)."""
+    from tensorboard.compat.proto.event_pb2 import Event
+    data, events, position = path.read_bytes(), [], 0
+    while position < len(data):
+        (length,) = struct.unpack("<Q", data[position:position + 8])
+        events.append(Event.FromString(data[position + 12:position + 12 + length]))
+        position += 12 + length + 4
+    return events
+
+
 def test_graph_tab_reads_back_with_scopes_inputs_and_locations(tmp_path: Path) -> None:
     graph = cc.Graph()
     with graph.as_default():
