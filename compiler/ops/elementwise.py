@@ -690,10 +690,21 @@ def sinh(x: Any, name: str | None = None) -> Tensor:
         return _hyperbolic("sinh", x, lambda v: multiply(subtract(expm1(v), expm1(negative(v))), 0.5), odd=True)
 
 
+def _cosh_near(v: Tensor) -> Tensor:
+    """``(exp(v) + exp(-v)) / 2``; below 0.5 in magnitude ``1 + 2 sinh(v/2)**2``, whose derivative
+    ``2 sinh(v/2) cosh(v/2)`` does not cancel near 0 as ``(exp(v) - exp(-v)) / 2`` does."""
+    small = less(abs(v), 0.5)
+    inner = where(small, v, 0.0)   # each branch only on the values it takes
+    outer = where(small, 0.0, v)
+    return where(small, add(multiply(square(sinh(multiply(inner, 0.5))), 2.0), 1.0),
+                 multiply(add(exp(outer), exp(negative(outer))), 0.5))
+
+
 def cosh(x: Any, name: str | None = None) -> Tensor:
-    """Hyperbolic cosine, ``(exp(x) + exp(-x)) / 2``, ``exp(|x|) / 2`` for large ``|x|``."""
+    """Hyperbolic cosine, ``(exp(x) + exp(-x)) / 2`` (``1 + 2 sinh(x/2)**2`` near 0, so that its
+    gradient ``sinh`` is accurate there), ``exp(|x|) / 2`` for large ``|x|``."""
     with composite_scope(name or "Cosh", [x]):
-        return _hyperbolic("cosh", x, lambda v: multiply(add(exp(v), exp(negative(v))), 0.5), odd=False)
+        return _hyperbolic("cosh", x, _cosh_near, odd=False)
 
 
 def _huge(x: Tensor) -> float:
@@ -722,18 +733,19 @@ def acosh(x: Any, name: str | None = None) -> Tensor:
         x = _float_operand("acosh", x)
         huge = greater(x, _huge(x))
         t = subtract(where(huge, 2.0, x), 1.0)
-        near = log1p(add(t, sqrt(multiply(t, add(t, 2.0)))))
+        # sqrt(t) * sqrt(t + 2), not sqrt(t * (t + 2)): at t = 0 the derivative is inf (TF1's), not 0 * inf
+        near = log1p(add(t, multiply(sqrt(t), sqrt(add(t, 2.0)))))
         far = add(log(where(huge, x, 1.0)), math.log(2.0))
         return where(less(x, 1.0), literal_as(math.nan, x.dtype, "acosh"), where(huge, far, near))
 
 
 def atanh(x: Any, name: str | None = None) -> Tensor:
-    """Inverse hyperbolic tangent, ``log1p(2a / (1 - a)) / 2`` for ``a = |x|`` with ``x``'s sign:
-    ±inf at ±1, NaN beyond."""
+    """Inverse hyperbolic tangent, ``(log1p(a) - log1p(-a)) / 2`` for ``a = |x|`` with ``x``'s
+    sign: ±inf at ±1 (its gradient too, TF1's ``1 / (1 - x**2)``), NaN beyond."""
     with composite_scope(name or "Atanh", [x]):
         x = _float_operand("atanh", x)
         a = abs(x)
-        magnitude = multiply(log1p(divide(multiply(a, 2.0), subtract(1.0, a))), 0.5)
+        magnitude = multiply(subtract(log1p(a), log1p(negative(a))), 0.5)
         return where(equal(x, 0), x, where(less(x, 0), negative(magnitude), magnitude))
 
 

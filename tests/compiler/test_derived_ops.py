@@ -376,6 +376,21 @@ def test_hyperbolic_rounding_and_finiteness_equal_numpy(name: str, dtype: str) -
     np.testing.assert_array_equal(np.signbit(got[zeros]), np.signbit(expected[zeros]))   # -0.0 stays -0.0
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_hyperbolic_gradients_near_zero_and_at_the_branch_points(dtype: str) -> None:
+    # cosh' = sinh without cancelling near 0; acosh' and atanh' are inf at 1 and ±1 (TF1's), not NaN.
+    small = np.array([1e-30, 1e-10, 1e-4, -1e-3, 0.3], dtype)
+    x = cc.placeholder(dtype, (None,))
+    derivatives = [cc.gradients(cc.reduce_sum(op(x)), [x])[0] for op in (cc.cosh, cc.acosh, cc.atanh)]
+    with Session(x.graph) as sess:
+        cosh_slope = sess.run(derivatives[0], {x: small})
+        acosh_slope = sess.run(derivatives[1], {x: np.array([1.0, 2.0], dtype)})
+        atanh_slope = sess.run(derivatives[2], {x: np.array([1.0, -1.0, 0.5, 0.0], dtype)})
+    np.testing.assert_allclose(cosh_slope, np.sinh(small), rtol=4 * np.finfo(dtype).eps, atol=0)
+    np.testing.assert_allclose(acosh_slope, [np.inf, 1 / np.sqrt(3.0)], rtol=4 * np.finfo(dtype).eps)
+    np.testing.assert_allclose(atanh_slope, [np.inf, np.inf, 4 / 3, 1.0], rtol=4 * np.finfo(dtype).eps)
+
+
 @pytest.mark.parametrize("dtype", ["int32", "float64"])
 def test_truncatediv_and_truncatemod_are_c_s_division(dtype: str) -> None:
     rng = np.random.default_rng(1)
