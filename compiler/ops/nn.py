@@ -13,9 +13,9 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import DTypeError, ShapeError
-from ..graph import Tensor, located, user_location
+from ..graph import Tensor, get_default_graph, located, user_location
 from ..shapes import format_shape, normalize_axes
-from .array import expand_dims, one_hot, ones_like, reshape, shape, squeeze, stop_gradient, zeros_like
+from .array import expand_dims, identity, one_hot, ones_like, reshape, shape, squeeze, stop_gradient, zeros_like
 from .base import composite_scope, constant, convert_to_tensor, literal_as, renamed_argument
 from .elementwise import relu, sigmoid, tanh  # noqa: F401  (re-exported as cc.nn.*)
 from .elementwise import abs as abs_
@@ -25,6 +25,7 @@ from .elementwise import (Softsign, add_n, cast, clip_by_value, equal, erf, exp,
 from .gather import gather
 from .joining import concat
 from .linalg import matmul
+from .numerics import Assert
 from .random import RandomUniform, random_tensor, random_uniform, static_shape
 from .random_seed import check_seed
 from .reduction import reduce_all, reduce_max, reduce_mean, reduce_sum
@@ -83,6 +84,9 @@ def _softmax_cross_entropy(function: str, labels: Any, logits: Any, axis: int | 
         if labels.dtype != logits.dtype:
             raise DTypeError(located(f"{function}: labels are {labels.dtype.name} but logits are "
                                      f"{logits.dtype.name}"))
+        # One-hot (or soft) labels, one per logit: a [batch, 1] or [batch] label would broadcast
+        # into a wrong loss without any error.
+        _check_same_shape(function, labels, logits)
         weights = labels if labels_differentiable else stop_gradient(labels)
         return -reduce_sum(weights * log_softmax(logits, axis=axis), axis=axis)
 
@@ -91,9 +95,9 @@ def sparse_softmax_cross_entropy_with_logits(_sentinel: None = None, labels: Any
                                              name: str | None = None) -> Tensor:
     """Per-example cross-entropy with integer class ``labels`` (int32/int64) of shape ``logits[:-1]``.
 
-    A label outside ``[0, classes)`` makes its example's loss and gradient NaN (as TF1 on a GPU;
-    on a CPU TF1 raises), so that a mislabelled batch shows, and ``check_numerics`` names it,
-    instead of training on a loss of 0.
+    A label outside ``[0, classes)`` stops the run with ``InvalidArgumentError`` before any
+    variable is assigned (as TF1 on a CPU); on ``target="cuda"``, which does not run assertions
+    yet, it makes its example's loss and gradient NaN (as TF1 on a GPU) rather than a loss of 0.
     """
     _named_arguments_only("sparse_softmax_cross_entropy_with_logits", _sentinel)
     with composite_scope(name or "SparseSoftmaxCrossEntropyWithLogits", [labels, logits]):
@@ -115,6 +119,11 @@ def sparse_softmax_cross_entropy_with_logits(_sentinel: None = None, labels: Any
                                      f"{format_shape(labels.shape)} must have the shape of logits {logits.name!r} "
                                      f"{format_shape(logits.shape)} without its class axis"))
         in_range = logical_and(greater_equal(labels, 0), less(labels, depth))
+        labels_checked = Assert(reduce_all(in_range), [
+            f"sparse_softmax_cross_entropy_with_logits: labels {labels.name!r} hold a value outside [0, {depth}), "
+            f"the classes of logits {logits.name!r} {format_shape(logits.shape)}"])
+        with get_default_graph().control_dependencies([labels_checked]):
+            in_range = identity(in_range)
         poison = cast(where(in_range, 0.0, float("nan")), logits.dtype)   # a NaN row for a label out of range
         # log(sum(exp(x - max))) - (x - max)[label]: the label's logit is picked by a compare, not
         # multiplied by a one-hot row, so a -inf logit of another class (a masked one) is no 0 * -inf.

@@ -3,12 +3,15 @@ and at zero (TF's conventions), stability at extreme inputs, special values thro
 step, losses' reductions and collections, and build-time errors."""
 from __future__ import annotations
 
+import re
+
 import math
 
 import numpy as np
 import pytest
 
 import compiler as cc
+import optim
 from runtime import Session
 
 
@@ -287,19 +290,28 @@ def test_max_pool_gradient_without_overlap_matches_the_argmax_form_on_ties_and_n
 
 
 @pytest.mark.parametrize("target", ["reference", "cpu", "cuda-emulated"])
-def test_a_label_out_of_range_makes_its_loss_and_gradient_nan(target: str) -> None:
-    """As TF1 on a GPU: a label outside [0, classes) gives its example a NaN loss and gradient
-    (not a silent 0); the other examples are as usual."""
-    logits = cc.placeholder("float64", (3, 3))
-    labels = cc.constant(np.array([0, 3, -1], "int32"))
-    loss = cc.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
-    (gradient,) = cc.gradients(cc.reduce_sum(loss), [logits])
+def test_a_label_out_of_range_stops_the_step_before_any_assignment(target: str) -> None:
+    """As TF1 on a CPU: a label outside [0, classes) is an InvalidArgumentError naming the labels,
+    the logits and the user's line; a training step assigns nothing; labels in range run on."""
+    graph = cc.Graph()
+    with graph.as_default():
+        logits = cc.placeholder("float64", (None, 3), name="logits")
+        labels = cc.placeholder("int32", (None,), name="labels")
+        weights = cc.Variable(np.eye(3), name="weights")
+        loss = cc.reduce_sum(cc.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits @ weights))
+        train = optim.GradientDescentOptimizer(0.5).minimize(loss)
     values = np.array([[1.0, 2.0, 0.5], [0.0, 0.0, 0.0], [3.0, 1.0, 2.0]])
-    with Session(target=target) as sess:
-        got, grad = sess.run([loss, gradient], {logits: values})
-    shifted = values[0] - values[0].max()
-    np.testing.assert_allclose(got[0], np.log(np.exp(shifted).sum()) - shifted[0], rtol=1e-12)
-    assert np.isnan(got[1:]).all() and np.isnan(grad[1:]).all() and np.isfinite(grad[0]).all()
+    with Session(graph, target=target) as sess:
+        for bad in ([0, 3, 1], [0, 1, -1]):
+            with pytest.raises(cc.InvalidArgumentError,
+                               match=r"labels 'labels:0' hold a value outside \[0, 3\), the classes of logits "
+                                     rf"'MatMul:0' \(\?, 3\) .*at {re.escape(__file__)}:\d+"):
+                sess.run(train, {logits: values, labels: np.array(bad, "int32")})
+            np.testing.assert_array_equal(sess.run(weights), np.eye(3))
+        got = sess.run(loss, {logits: values, labels: np.array([0, 2, 1], "int32")})
+    shifted = values - values.max(axis=1, keepdims=True)
+    expected = np.log(np.exp(shifted).sum(axis=1)) - shifted[np.arange(3), [0, 2, 1]]
+    np.testing.assert_allclose(got, expected.sum(), rtol=1e-12)
 
 
 @pytest.mark.parametrize("build, error, pattern", [
@@ -307,6 +319,13 @@ def test_a_label_out_of_range_makes_its_loss_and_gradient_nan(target: str) -> No
     (lambda: cc.nn.sparse_softmax_cross_entropy_with_logits(labels=cc.constant(np.zeros(3, "int32")),
                                                             logits=cc.constant(np.ones((2, 3), "float32"))),
      cc.ShapeError, r"labels .* \(3,\) must have the shape of logits .* \(2, 3\) without its class axis"),
+    # One-hot labels of another shape would broadcast into a wrong loss.
+    (lambda: cc.nn.softmax_cross_entropy_with_logits_v2(labels=cc.placeholder("float32", (None, 1)),
+                                                        logits=cc.placeholder("float32", (None, 10))),
+     cc.ShapeError, r"logits \(\?, 10\) and labels \(\?, 1\) must have the same shape"),
+    (lambda: cc.nn.softmax_cross_entropy_with_logits(labels=cc.placeholder("float32", (None,)),
+                                                     logits=cc.placeholder("float32", (None, 10))),
+     cc.ShapeError, r"logits \(\?, 10\) and labels \(\?,\) must have the same shape"),
 ])
 def test_softmax_argument_errors_say_what_is_wrong(build, error, pattern: str) -> None:
     with pytest.raises(error, match=pattern):
