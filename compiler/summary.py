@@ -38,6 +38,7 @@ import os
 import re
 import struct
 import time
+import weakref
 import zlib
 from types import TracebackType
 from typing import Any, Sequence
@@ -502,25 +503,27 @@ class FileWriter:
     def __init__(self, logdir: str | os.PathLike[str], graph: Graph | None = None, max_queue: int = 10,
                  flush_secs: float = 120, filename_suffix: str = "") -> None:
         self._arguments = (os.fspath(logdir), max_queue, flush_secs, filename_suffix)
-        self._event_writer = self._open()
-        self._closed = False
+        self._open()
         if graph is not None:
             self.add_graph(graph)
 
-    def _open(self) -> Any:
+    def _open(self) -> None:
         try:
             from tensorboard.summary.writer.event_file_writer import EventFileWriter
         except ImportError:
             raise ImportError('FileWriter writes with the tensorboard package: '
                               'pip install "graphgrad[tensorboard]"') from None
-        return EventFileWriter(*self._arguments)
+        self._event_writer = EventFileWriter(*self._arguments)
+        self._closed = False
+        # A writer dropped without close() (or left open at exit) still flushes, and its
+        # background thread ends rather than living as long as the process.
+        self._finalizer = weakref.finalize(self, self._event_writer.close)
 
     def reopen(self) -> None:
         """After ``close``, start a new event file in the same directory for further events (TF1's
         ``reopen``); nothing happens when the writer is open."""
         if self._closed:
-            self._event_writer = self._open()
-            self._closed = False
+            self._open()
 
     def add_event(self, event: Any) -> None:
         """Write an ``Event`` protocol buffer as it is."""
@@ -564,7 +567,7 @@ class FileWriter:
     def close(self) -> None:
         """Flush and close the event file; further ``add_summary`` calls are errors until ``reopen``."""
         if not self._closed:
-            self._event_writer.close()
+            self._finalizer()
             self._closed = True
 
     def __enter__(self) -> "FileWriter":

@@ -171,6 +171,24 @@ def test_file_writer_reopens_into_a_new_event_file_and_writes_session_logs(tmp_p
     assert [(event.step, event.session_log.status) for event in logs] == [(2, SessionLog.START)]
 
 
+def test_a_file_writer_dropped_without_close_flushes_and_ends_its_thread(tmp_path: Path) -> None:
+    import gc
+    import threading
+    graph = cc.Graph()
+    with graph.as_default():
+        loss_summary = cc.summary.scalar("loss", cc.constant(0.5))
+    with Session(graph) as sess:
+        encoded = sess.run(loss_summary)
+    before = threading.active_count()
+    for step in range(5):
+        writer = cc.summary.FileWriter(tmp_path, flush_secs=1000)
+        writer.add_summary(encoded, global_step=step)
+        del writer
+    gc.collect()
+    assert threading.active_count() == before
+    assert sorted(event.step for event in _read_back(tmp_path).Scalars("loss")) == [0, 1, 2, 3, 4]
+
+
 def _events(path: Path) -> list:
     """The events of one file, record by record (length, its CRC, data, the data's CRC)."""
     from tensorboard.compat.proto.event_pb2 import Event
