@@ -149,13 +149,18 @@ def test_file_writer_closes(tmp_path: Path) -> None:
     assert len(list((tmp_path / "run").glob("events.out.tfevents.*"))) == 1
 
 
-def test_file_writer_reopens_into_a_new_event_file_and_writes_session_logs(tmp_path: Path) -> None:
-    from tensorboard.compat.proto.event_pb2 import Event, SessionLog
+def _loss_summary() -> bytes:
+    """A scalar summary 'loss' = 0.5, as ``Session.run`` gives it."""
     graph = cc.Graph()
     with graph.as_default():
         loss_summary = cc.summary.scalar("loss", cc.constant(0.5))
     with Session(graph) as sess:
-        encoded = sess.run(loss_summary)
+        return sess.run(loss_summary)
+
+
+def test_file_writer_reopens_into_a_new_event_file_and_writes_session_logs(tmp_path: Path) -> None:
+    from tensorboard.compat.proto.event_pb2 import Event, SessionLog
+    encoded = _loss_summary()
     writer = cc.summary.FileWriter(tmp_path)
     writer.reopen()   # open: nothing happens
     writer.add_summary(encoded, global_step=1)
@@ -174,11 +179,7 @@ def test_file_writer_reopens_into_a_new_event_file_and_writes_session_logs(tmp_p
 def test_a_file_writer_dropped_without_close_flushes_and_ends_its_thread(tmp_path: Path) -> None:
     import gc
     import threading
-    graph = cc.Graph()
-    with graph.as_default():
-        loss_summary = cc.summary.scalar("loss", cc.constant(0.5))
-    with Session(graph) as sess:
-        encoded = sess.run(loss_summary)
+    encoded = _loss_summary()
     before = threading.active_count()
     for step in range(5):
         writer = cc.summary.FileWriter(tmp_path, flush_secs=1000)
