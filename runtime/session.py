@@ -65,8 +65,10 @@ def _flatten(structure: Any, leaves: list[Any], graph: Graph) -> Callable[[list[
             return lambda values: kind_nt(*(build(values) for build in builders_list))
         kind_seq = type(structure)
         return lambda values: kind_seq(build(values) for build in builders_list)
+    hint = ("; gradients() gives None for a tensor the loss does not depend on (pass "
+            "unconnected_gradients='zero' for zeros)") if structure is None else ""
     raise TypeError(f"cannot fetch {structure!r}: fetches must be Tensors, Operations, their names, or "
-                    "lists/tuples/dicts of them")
+                    f"lists/tuples/dicts of them{hint}")
 
 
 def _outputs_like(fetches: Any, out: Any, count: int) -> list[Any]:

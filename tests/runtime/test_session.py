@@ -163,6 +163,11 @@ def test_unfetchable_things_raise_type_error(graph) -> None:
             sess.run(3.5)
         with pytest.raises(TypeError):
             sess.run([np.ones(2)])
+        # An unconnected gradient is None: the message says why and what gives zeros instead.
+        v, w = cc.Variable(1.0, name="v"), cc.Variable(2.0, name="w")
+        with pytest.raises(TypeError, match=r"cannot fetch None: .*gradients\(\) gives None .*"
+                                            r"unconnected_gradients='zero'"):
+            sess.run(cc.gradients(v * 3.0, [w]))
 
 
 # -- variables --------------------------------------------------------------------------------------
