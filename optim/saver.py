@@ -57,7 +57,7 @@ import safetensors
 import safetensors.numpy
 
 import compiler as cc
-from compiler.errors import DTypeError, GraphgradError, ShapeError
+from compiler.errors import DTypeError, GraphgradError, GraphMismatchError, ShapeError
 from compiler.graph import Tensor, located
 
 from .distributed import world
@@ -741,6 +741,7 @@ class Saver:
             raise ValueError(located(f"Saver.save: save_path {save_path!r} names no file; give a file path prefix "
                                      "(e.g. 'DIR/model')"))
         prefix = save_path
+        self._check_graph("save", sess)
         comm = world() if self._comm is None else self._comm
         together, writes = comm.Get_size() > 1, comm.Get_rank() == 0
         # The step and the values come from one run, so a step trained on another thread meanwhile
@@ -822,6 +823,16 @@ class Saver:
             self._next_kept_time = next_kept_time
             self._last_checkpoints = kept if self._max_to_keep else []
 
+    def _check_graph(self, method: str, sess: Any) -> None:
+        """A variable of another graph than ``sess``'s is an error that names it (a Saver built
+        while another graph was the default)."""
+        graph = getattr(sess, "graph", None)
+        for name, var in self._var_list.items():
+            if graph is not None and var.graph is not graph:
+                raise GraphMismatchError(located(f"Saver.{method}: variable {name!r} (made at {var.op.location}) "
+                                                 "belongs to another graph than the session's; build the Saver "
+                                                 "in the session's graph"))
+
     def _write(self, values: dict[str, Any], save_path: str, step: int | None, directory: str, prefix: str,
                kept: list[str], removed: list[str], index_name: str | None) -> None:
         """Write the checkpoint and the index ``index_name`` (none when None), and delete ``removed``
@@ -865,6 +876,7 @@ class Saver:
         if save_path is None:
             raise CheckpointError("Saver.restore: save_path is None (latest_checkpoint found no checkpoint?)")
         save_path = os.fspath(save_path)
+        self._check_graph("restore", sess)
         stored = _load_checkpoint(save_path).arrays
         checked: list[tuple[cc.Variable, np.ndarray]] = []
         for name, var in self._var_list.items():

@@ -968,3 +968,18 @@ def test_save_paths_with_dot_dot_write_the_index_beside_the_checkpoint(graph, tm
         assert optim.latest_checkpoint(str(tmp_path / "real")) == str(tmp_path / "real" / "m-2")
         assert not (tmp_path / "checkpoint").exists()
         saver.restore(sess, optim.latest_checkpoint(str(tmp_path / "real")))
+
+
+def test_a_saver_of_another_graph_names_the_variable(tmp_path) -> None:
+    other = cc.Graph()
+    with other.as_default():
+        cc.Variable(np.zeros(2), name="w")
+        saver = optim.Saver()
+    graph = cc.Graph()
+    with graph.as_default():
+        cc.Variable(np.zeros(2), name="w")
+    with Session(graph) as sess:
+        for call in (lambda: saver.save(sess, str(tmp_path / "m")), lambda: saver.restore(sess, str(tmp_path / "m"))):
+            with pytest.raises(cc.GraphMismatchError, match=r"variable 'w' \(made at .*test_saver\.py:\d+\) belongs "
+                                                            r"to another graph than the session's"):
+                call()
