@@ -5,6 +5,8 @@ The op table checks their gradients, the reference and PTX; here each is compare
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -267,6 +269,18 @@ def test_concat_and_stack_take_any_number_of_tensors() -> None:
     np.testing.assert_array_equal(got_joined, np.repeat(np.arange(150.0), 2))
     np.testing.assert_array_equal(first, [1.0, 1.0])
     np.testing.assert_array_equal(last, [299.0, 299.0])
+
+
+def test_stack_of_different_shapes_names_the_tensors_given() -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        a, b = cc.placeholder("float32", (3,), name="a"), cc.placeholder("float32", (4,), name="b")
+        with pytest.raises(cc.ShapeError, match=r"stack: 'a:0' \(3,\) and 'b:0' \(4,\) must have the same shape "
+                                                rf"\(at {re.escape(__file__)}:\d+\)"):
+            cc.stack([a, b])
+        with pytest.raises(cc.ShapeError, match=r"stack: 'a:0' \(3,\) and 'c:0' \(3, 1\) must have the same shape"):
+            cc.stack([a, cc.placeholder("float32", (3, 1), name="c")])
+        assert cc.stack([a, cc.placeholder("float32", (None,))]).shape == (2, 3)
 
 
 def test_zeros_ones_and_fill_take_sizes_read_from_shapes_as_tf1() -> None:
