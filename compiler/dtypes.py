@@ -1,6 +1,8 @@
 """The dtypes graphgrad knows: numpy dtype objects, with a few rules about them."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 float32 = np.dtype("float32")
@@ -101,3 +103,60 @@ def convert_losslessly(array: np.ndarray, target: np.dtype, literal: bool) -> np
             return None
         array = array.astype(target)
     return array
+
+
+# -- what a value that is not an array of numbers holds (for errors) ------------------------
+
+_NUMBERS = (bool, int, float, complex, np.number, np.bool_)
+
+
+def _is_nested(item: Any) -> bool:
+    return isinstance(item, (list, tuple)) or (isinstance(item, np.ndarray) and item.ndim > 0)
+
+
+def where_ragged(value: Any) -> str | None:
+    """Where nested lists stop being rectangular (``value[1] has length 1 but value[0] has length 2``)."""
+    lengths: list[int] = []  # along value[0][0]…
+    item = value
+    while _is_nested(item):
+        lengths.append(len(item))
+        if not len(item):
+            break
+        item = item[0]
+
+    def show(index: tuple[int, ...], length: int | None) -> str:
+        path = "value" + "".join(f"[{i}]" for i in index)
+        return f"{path} is a scalar" if length is None else f"{path} has length {length}"
+
+    def walk(item: Any, index: tuple[int, ...]) -> str | None:
+        depth = len(index)
+        expected = lengths[depth] if depth < len(lengths) else None
+        length = len(item) if _is_nested(item) else None
+        if length != expected:
+            return f"{show(index, length)} but {show((0,) * depth, expected)}"
+        for position, inner in enumerate(item if length else ()):
+            found = walk(inner, index + (position,))
+            if found is not None:
+                return found
+        return None
+
+    return walk(value, ())
+
+
+def why_not_numbers(value: Any, array: np.ndarray) -> str | None:
+    """Why ``array`` (made from ``value``) is not numbers (None, strings, other objects), or None."""
+    kind = array.dtype.kind
+    if kind in "US":
+        return f"it holds strings ({array.dtype.name} data)"
+    if kind in "VMm":
+        return f"it holds {array.dtype.name} data"
+    if kind != "O":
+        return None
+    for item in array.flat:
+        if item is None:
+            return "it holds None"
+        if isinstance(item, int) and not -2 ** 63 <= item < 2 ** 64:
+            return f"it holds an integer of {item.bit_length()} bits, too large for any integer dtype"
+        if not isinstance(item, _NUMBERS):
+            return f"it holds a {type(item).__name__!r} ({item!r:.40})"
+    return "it is an array of dtype object"

@@ -11,9 +11,6 @@ from compiler.errors import FeedError, GraphMismatchError
 from compiler.graph import Graph, Tensor
 from compiler.shapes import format_shape
 
-_NUMBERS = (bool, int, float, complex, np.number, np.bool_)
-
-
 def _describe(tensor: Tensor) -> str:
     what = "placeholder" if tensor.op.type == "Placeholder" else f"{tensor.op.type} output"
     return (f"{what} {tensor.op.name!r} {format_shape(tensor.shape)} {tensor.dtype.name} "
@@ -29,58 +26,6 @@ def convert_losslessly(value: Any, target: np.dtype) -> np.ndarray | None:
     return dtypes.convert_losslessly(np.asarray(value), target, _is_literal(value))
 
 
-def _is_nested(item: Any) -> bool:
-    return isinstance(item, (list, tuple)) or (isinstance(item, np.ndarray) and item.ndim > 0)
-
-
-def _where_ragged(value: Any) -> str | None:
-    """Where nested lists stop being rectangular (``value[1] has length 1 but value[0] has length 2``)."""
-    lengths: list[int] = []  # along value[0][0]…
-    item = value
-    while _is_nested(item):
-        lengths.append(len(item))
-        if not len(item):
-            break
-        item = item[0]
-
-    def show(index: tuple[int, ...], length: int | None) -> str:
-        path = "value" + "".join(f"[{i}]" for i in index)
-        return f"{path} is a scalar" if length is None else f"{path} has length {length}"
-
-    def walk(item: Any, index: tuple[int, ...]) -> str | None:
-        depth = len(index)
-        expected = lengths[depth] if depth < len(lengths) else None
-        length = len(item) if _is_nested(item) else None
-        if length != expected:
-            return f"{show(index, length)} but {show((0,) * depth, expected)}"
-        for position, inner in enumerate(item if length else ()):
-            found = walk(inner, index + (position,))
-            if found is not None:
-                return found
-        return None
-
-    return walk(value, ())
-
-
-def _not_numbers(value: Any, array: np.ndarray) -> str | None:
-    """Why ``array`` (made from ``value``) is not numbers (None, strings, other objects), or None."""
-    kind = array.dtype.kind
-    if kind in "US":
-        return f"it holds strings ({array.dtype.name} data)"
-    if kind in "VMm":
-        return f"it holds {array.dtype.name} data"
-    if kind != "O":
-        return None
-    for item in array.flat:
-        if item is None:
-            return "it holds None"
-        if isinstance(item, int) and not -2 ** 63 <= item < 2 ** 64:
-            return f"it holds an integer of {item.bit_length()} bits, too large for any integer dtype"
-        if not isinstance(item, _NUMBERS):
-            return f"it holds a {type(item).__name__!r} ({item!r:.40})"
-    return "it is an array of dtype object"
-
-
 def convert_feed(placeholder: Tensor, value: Any) -> np.ndarray:
     """The fed value as an array of the placeholder's dtype, or a FeedError naming it."""
     if (type(value) is np.ndarray and value.dtype == placeholder.dtype and value.ndim == len(placeholder.shape)
@@ -89,13 +34,13 @@ def convert_feed(placeholder: Tensor, value: Any) -> np.ndarray:
     try:
         given = np.asarray(value)
     except (ValueError, TypeError) as exc:  # ragged nested lists, mostly
-        where = _where_ragged(value)
+        where = dtypes.where_ragged(value)
         if where is None:
             raise FeedError(f"cannot feed this {type(value).__name__} to {_describe(placeholder)}: "
                             f"it does not convert to an array ({exc})") from None
         raise FeedError(f"cannot feed a ragged nested list to {_describe(placeholder)}: {where}; "
                         "every row must have the same length") from None
-    not_numbers = _not_numbers(value, given)
+    not_numbers = dtypes.why_not_numbers(value, given)
     if not_numbers is not None:
         what = "None" if value is None else f"this {type(value).__name__}"
         why = "" if value is None else f": {not_numbers}"

@@ -274,10 +274,16 @@ def number_array(value: Any, label: str) -> np.ndarray:
     try:
         array = np.asarray(value)
     except ValueError as exc:   # ragged lists
-        raise DTypeError(located(f"{label}: {exc}")) from None
+        where = dtypes.where_ragged(value)
+        if where is None:
+            raise DTypeError(located(f"{label}: {exc}")) from None
+        raise ShapeError(located(f"{label}: a ragged nested list: {where}; every row must have the same "
+                                 "length")) from None
     if array.dtype.kind not in "biuf":
+        why = dtypes.why_not_numbers(value, array)
+        advice = "; convert it first (e.g. .astype('float32'))" if why == "it is an array of dtype object" else ""
         raise DTypeError(located(f"{label}: {_short(value)} is not numbers of one kind "
-                                 "(bool, int or float; an int beyond 64 bits is none of them)"))
+                                 f"(bool, int or float): {why}{advice}"))
     return array
 
 

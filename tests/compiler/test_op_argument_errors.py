@@ -120,6 +120,10 @@ BUILD_ERRORS = [
     ("constant-int-too-big", lambda: cc.constant(2 ** 63), cc.DTypeError, r"9223372036854775808 cannot be int64"),
     ("constant-int-beyond-64-bits", lambda: cc.constant(2 ** 70), cc.DTypeError, r"is not numbers of one kind"),
     ("constant-not-numbers", lambda: cc.constant("abc"), cc.DTypeError, r"'abc' is not numbers of one kind"),
+    ("constant-ragged", lambda: cc.constant([[1.0, 2.0], [3.0]]), cc.ShapeError,
+     r"a ragged nested list: value\[1\] has length 1 but value\[0\] has length 2"),
+    ("constant-object-array", lambda: cc.constant(np.array([1.0, 2.0], dtype=object)), cc.DTypeError,
+     r"it is an array of dtype object; convert it first \(e.g. .astype\('float32'\)\)"),
     ("assign-floats-to-int", lambda: cc.Variable(np.array([1, 2], "int32")).assign([1.5, 2.7]), cc.DTypeError,
      r"\[1.5, 2.7\] cannot be int32"),
     ("segment-sum-tensor-count",
@@ -256,7 +260,8 @@ def test_tf1_dtype_names_mean_what_they_mean_in_tf1() -> None:
     (lambda: cc.placeholder((None, 3)), TypeError, r"not a dtype: \(None, 3\)"),
     (lambda: cc.placeholder("float32", (2.7, 3)), cc.ShapeError, r"placeholder: the shape must be a list of ints"),
     (lambda: cc.Variable(None, name="w"), cc.DTypeError, r"Variable 'w' \(its initial value\): None is not numbers"),
-    (lambda: cc.Variable([[1.0], [2.0, 3.0]]), cc.DTypeError, r"Variable \(its initial value\): setting an array"),
+    (lambda: cc.Variable([[1.0], [2.0, 3.0]]), cc.ShapeError,
+     r"Variable \(its initial value\): a ragged nested list: value\[1\] has length 2 but value\[0\] has length 1"),
     (lambda: cc.expand_dims(cc.placeholder("float32", (2,)), cc.constant(0)), TypeError,
      r"the symbolic Tensor 'Const:0' has no value while the graph is built"),
     (lambda: cc.placeholder("float32", (None, 3))[:cc.placeholder("int32", (), name="n")], TypeError,
@@ -282,13 +287,13 @@ def test_a_placeholder_shape_may_be_one_number_as_in_tf1() -> None:
 
 
 def test_an_error_inside_a_composite_names_the_function_the_user_called() -> None:
-    """The op that refuses is one the function is made of (a Mul inside a cross-entropy); the
-    message says which function it was called from."""
+    """The op that refuses is one the function is made of (a ReduceMax inside a cross-entropy);
+    the message says which function it was called from."""
     with cc.Graph().as_default():
         logits = cc.placeholder("float32", (4, 3), name="logits")
-        with pytest.raises(cc.ShapeError, match=r"^in softmax_cross_entropy_with_logits: Mul: shapes \(4, 2\), "
-                                                r"\(4, 3\)") as raised:
-            cc.nn.softmax_cross_entropy_with_logits(labels=cc.zeros((4, 2)), logits=logits)
+        with pytest.raises(cc.ShapeError, match=r"^in softmax_cross_entropy_with_logits: ReduceMax: axis 4 is out of "
+                                                r"range") as raised:
+            cc.nn.softmax_cross_entropy_with_logits(labels=cc.zeros((4, 3)), logits=logits, axis=4)
         with pytest.raises(cc.ShapeError, match=r"^in Softmax: ReduceMax: axis 5 is out of range"):
             cc.nn.softmax(logits, axis=5)
     assert f"(at {__file__}:" in str(raised.value)
