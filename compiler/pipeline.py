@@ -82,9 +82,10 @@ def compile_step(fetches: Sequence[Tensor | Operation], feed_shapes: dict[Tensor
     start = time.perf_counter()
     progress.note(f"fuse ({len(nodes)} ops)")
     program = build_program(nodes, fetch_nodes, check_numerics)
-    if not any(kernel.check for kernel in program.kernels) and program.schedule is None:
-        # With checks, assignments stay last: a failing check must find every variable untouched.
-        # With branches and loops, kernels keep their positions (the schedule refers to them).
+    if program.schedule is None:
+        # Assignments move only to after the last checked kernel: a failing check must find every
+        # variable untouched. With branches and loops, kernels keep their positions (the schedule
+        # refers to them).
         program = memory.alias_assignments(program)
         program = memory.hoist_assignments(program)
     program = memory.plan_buffers(memory.reuse_inputs_in_place(program))

@@ -57,9 +57,16 @@ def _rename_in(kernels: list[Kernel], positions: set[int], old: int, new: int) -
                                          operands=tuple(_rename(a, old, new) for a in kernel.operands))
 
 
+def _last_check(kernels: Sequence[Kernel]) -> int:
+    """The position of the last kernel whose output is checked (-1 when none is): a variable may
+    change only after it, so that a failing check finds every variable untouched."""
+    return max((i for i, kernel in enumerate(kernels) if kernel.check), default=-1)
+
+
 def alias_assignments(program: Program) -> Program:
     kernels = list(program.kernels)
     first = program.first_assignment
+    last_check = _last_check(kernels)
     # Who reads and writes each buffer, kept up to date: a scan of every kernel per assignment made
     # a deep model's compile quadratic (a 100-layer step with Adam: 8 s in this pass alone).
     readers, writers = _uses(kernels)
@@ -75,6 +82,8 @@ def alias_assignments(program: Program) -> Program:
         if len(producers) != 1:
             continue
         producer_index = producers[0]
+        if producer_index <= last_check:
+            continue  # writing the variable there would change it before a check that may fail
         producer = kernels[producer_index]
         if producer.reduce_axes or producer.scatter is not None or producer.out.strides != contiguous_strides(
                 producer.space):
@@ -115,10 +124,11 @@ def hoist_assignments(program: Program) -> Program:
             last_read[access.buffer] = max(last_read.get(access.buffer, key), key)
     for key, kernel in keyed:
         note(key, kernel)
+    last_check = _last_check(kernels[:program.first_assignment])
     for number, assignment in enumerate(assignments, start=1):
         target = assignment.out.buffer
         inputs = {a.buffer for a in assignment.operands} - {target}
-        after = [last_write[b] for b in inputs if b in last_write]
+        after = [last_write[b] for b in inputs if b in last_write] + ([(last_check,)] if last_check >= 0 else [])
         after += [k for k in (last_read.get(target), last_write.get(target)) if k is not None]
         key = (*max(after), -number) if after else (-1, -number)
         keyed.append((key, assignment))
