@@ -25,7 +25,7 @@ from .elementwise import (Softsign, add_n, cast, clip_by_value, equal, erf, exp,
 from .gather import gather
 from .joining import concat
 from .linalg import matmul
-from .numerics import Assert
+from .numerics import internal_assert
 from .random import RandomUniform, random_tensor, random_uniform, static_shape
 from .random_seed import check_seed
 from .reduction import reduce_all, reduce_max, reduce_mean, reduce_sum
@@ -96,8 +96,8 @@ def sparse_softmax_cross_entropy_with_logits(_sentinel: None = None, labels: Any
     """Per-example cross-entropy with integer class ``labels`` (int32/int64) of shape ``logits[:-1]``.
 
     A label outside ``[0, classes)`` stops the run with ``InvalidArgumentError`` before any
-    variable is assigned (as TF1 on a CPU); on ``target="cuda"``, which does not run assertions
-    yet, it makes its example's loss and gradient NaN (as TF1 on a GPU) rather than a loss of 0.
+    variable is assigned (as TF1 on a CPU); ``target="cuda"``, which runs no checks yet, skips
+    this one, and the example's loss and gradient are NaN there (as TF1 on a GPU), not 0.
     """
     _named_arguments_only("sparse_softmax_cross_entropy_with_logits", _sentinel)
     with composite_scope(name or "SparseSoftmaxCrossEntropyWithLogits", [labels, logits]):
@@ -119,9 +119,9 @@ def sparse_softmax_cross_entropy_with_logits(_sentinel: None = None, labels: Any
                                      f"{format_shape(labels.shape)} must have the shape of logits {logits.name!r} "
                                      f"{format_shape(logits.shape)} without its class axis"))
         in_range = logical_and(greater_equal(labels, 0), less(labels, depth))
-        labels_checked = Assert(reduce_all(in_range), [
+        labels_checked = internal_assert(reduce_all(in_range), (
             f"sparse_softmax_cross_entropy_with_logits: labels {labels.name!r} hold a value outside [0, {depth}), "
-            f"the classes of logits {logits.name!r} {format_shape(logits.shape)}"])
+            f"the classes of logits {logits.name!r} {format_shape(logits.shape)}"))
         with get_default_graph().control_dependencies([labels_checked]):
             in_range = identity(in_range)
         poison = cast(where(in_range, 0.0, float("nan")), logits.dtype)   # a NaN row for a label out of range

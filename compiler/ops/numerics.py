@@ -156,3 +156,22 @@ def Assert(condition: Any, data: Sequence[Any], summarize: int | None = None,  #
     items = list(data) if isinstance(data, (list, tuple)) else [data]
     message = " ".join(_describe_data(item) for item in items)
     return AssertOp(condition, message=message, name=name or "Assert").op
+
+
+#: The attribute of an ``Assert`` that a target which runs no checks (``target="cuda"``) may
+#: skip rather than refuse the step: set by ops whose result already shows the failure (a NaN).
+UNCHECKED_ON_GPU = "unchecked_on_gpu"
+
+
+def internal_assert(condition: Tensor, message: str) -> Operation:
+    """An ``Assert`` built by an op for its own arguments (``UNCHECKED_ON_GPU``)."""
+    return AssertOp(condition, message=message, name="Assert", **{UNCHECKED_ON_GPU: True}).op
+
+
+def required_checks(kernels: Sequence[Any], graph: Graph) -> list[Any]:
+    """The kernels whose check a target must run: all but those that check only internal
+    assertions (``internal_assert``)."""
+    def optional(kernel: Any) -> bool:
+        checked = [name for op_type, name, _ in kernel.covers if op_type in CHECK_OPS]
+        return bool(checked) and all(graph.get_operation_by_name(name).attrs.get(UNCHECKED_ON_GPU) for name in checked)
+    return [kernel for kernel in kernels if kernel.check and not optional(kernel)]

@@ -320,6 +320,25 @@ def test_a_label_out_of_range_stops_the_step_before_any_assignment(target: str, 
     np.testing.assert_allclose(got, expected.sum(), rtol=1e-12)
 
 
+def test_the_labels_check_is_one_a_target_without_checks_may_skip() -> None:
+    """target='cuda' runs no checks yet and refuses a step with a user's assertion; the labels
+    check of the sparse cross-entropy it skips (the example's loss is NaN there instead)."""
+    from compiler.ops.numerics import required_checks
+    from compiler.pipeline import compile_step
+    graph = cc.Graph()
+    with graph.as_default():
+        logits = cc.placeholder("float32", (None, 3), name="logits")
+        labels = cc.placeholder("int32", (None,), name="labels")
+        loss = cc.reduce_mean(cc.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+        users = cc.Assert(loss < 10.0, ["the loss is too large"])
+    shapes = {logits: (4, 3), labels: (4,)}
+    kernels = compile_step([loss], shapes, cpu_code=False, dump=False).program.kernels
+    assert [k for k in kernels if k.check] and required_checks(kernels, graph) == []
+    kernels = compile_step([loss, users], shapes, cpu_code=False, dump=False).program.kernels
+    assert [k.check for k in required_checks(kernels, graph)] == [k.check for k in kernels if "too large" in (k.check or "")]
+    assert len(required_checks(kernels, graph)) == 1
+
+
 @pytest.mark.parametrize("build, error, pattern", [
     (lambda: cc.nn.softmax(cc.constant(np.ones((2, 3), "int32"))), cc.DTypeError, "softmax: needs float32 or float64"),
     (lambda: cc.nn.sparse_softmax_cross_entropy_with_logits(labels=cc.constant(np.zeros(3, "int32")),
