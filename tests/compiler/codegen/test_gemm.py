@@ -100,9 +100,10 @@ def test_fused_update_through_the_shared_panel_path(threads, rows, monkeypatch) 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("x_shape, w_shape, padding", [((24, 16, 16, 8), (3, 3, 8, 16), "SAME"),
-                                                       ((30, 17, 15, 13), (3, 2, 13, 20), "VALID")],
-                         ids=["channels8", "channels13"])
+# Channels from the register tile's rows: fewer go to the loop nest (``window_product_pays``).
+@pytest.mark.parametrize("x_shape, w_shape, padding", [((24, 16, 16, _TILE.mr + 2), (3, 3, _TILE.mr + 2, 16), "SAME"),
+                                                       ((30, 17, 15, _TILE.mr + 7), (3, 2, _TILE.mr + 7, 20), "VALID")],
+                         ids=["tile-rows-plus-2", "tile-rows-plus-7"])
 def test_filter_gradients_split_along_the_depth_equal_the_reference(x_shape, w_shape, padding, dtype, threads,
                                                                     monkeypatch) -> None:
     # A filter gradient is a short, deep window product (taps x features, summed over every pixel):
