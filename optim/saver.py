@@ -284,6 +284,12 @@ def _damaged(path: str, reason: str) -> CheckpointError:
     return CheckpointError(f"checkpoint file {path!r} is damaged: {reason}; refusing to load it")
 
 
+def _resolved(path: str) -> str:
+    """``path`` with its directory resolved as the OS does (symbolic links, then ".."), absolute:
+    how a Saver names the checkpoints it keeps."""
+    return os.path.join(os.path.realpath(os.path.dirname(path) or os.curdir), os.path.basename(path))
+
+
 def _refuse_other_name(path: str, name: str, global_step: int | None) -> None:
     """Raise if ``name``, recorded in the file ``path``, is not its basename."""
     requested = os.path.basename(path)
@@ -709,7 +715,8 @@ class Saver:
         >>> saver.last_checkpoints
         []
         """
-        self._last_checkpoints = [os.path.abspath(p) for p in checkpoint_paths if os.path.isfile(p)]
+        with self._save_lock:
+            self._last_checkpoints = [_resolved(p) for p in checkpoint_paths if os.path.isfile(p)]
 
     def save(self, sess: Any, save_path: str, global_step: int | Tensor | None = None,
              latest_filename: str | None = None, meta_graph_suffix: str = "meta", write_meta_graph: bool = True,
@@ -760,7 +767,7 @@ class Saver:
             save_path = f"{save_path}-{step}"
         # Where the OS puts the file: a symbolic link followed by ".." leads elsewhere than the
         # path's text says, and the index must be written beside the checkpoint.
-        directory = os.path.realpath(os.path.dirname(save_path) or os.curdir)
+        directory = os.path.dirname(_resolved(save_path))
         if os.path.isdir(save_path):
             raise ValueError(located(f"Saver.save: {save_path!r} is a directory; give a file path prefix "
                                      "inside it (e.g. 'DIR/model')"))
@@ -771,7 +778,7 @@ class Saver:
                                      f"directory's index file {index_name!r}; choose another prefix "
                                      "(e.g. 'DIR/model')"))
         # Kept as absolute paths: a later chdir must not make max_to_keep delete another file.
-        absolute = os.path.join(directory, os.path.basename(save_path))
+        absolute = _resolved(save_path)
         with self._save_lock:
             self._save_locked(names, fetched, save_path, absolute, step, directory, prefix, index_name, write_state,
                               comm, together, writes)
@@ -837,6 +844,9 @@ class Saver:
                kept: list[str], removed: list[str], index_name: str | None) -> None:
         """Write the checkpoint and the index ``index_name`` (none when None), and delete ``removed``
         (rank 0's part of ``save``)."""
+        # The directories as the path names them (so that the path returned opens), then where
+        # they lead.
+        os.makedirs(os.path.dirname(prefix) or os.curdir, exist_ok=True)
         os.makedirs(directory, exist_ok=True)
         # This prefix's checkpoint files (with or without a step) and the index a save rewrites.
         own_files = (rf"{re.escape(os.path.basename(prefix))}(?:--?[0-9]+)?|"

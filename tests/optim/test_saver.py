@@ -961,6 +961,7 @@ def test_save_paths_with_dot_dot_write_the_index_beside_the_checkpoint(graph, tm
         path = saver.save(sess, str(tmp_path / "f" / "sub" / ".." / "m"), global_step=1)
         assert path == str(tmp_path / "f" / "sub" / ".." / "m-1")
         assert optim.latest_checkpoint(str(tmp_path / "f")) == str(tmp_path / "f" / "m-1")
+        saver.restore(sess, path)   # the path returned opens
         # A symbolic link followed by "..": the OS goes up from the link's target.
         (tmp_path / "real" / "deep").mkdir(parents=True)
         os.symlink(tmp_path / "real" / "deep", tmp_path / "link")
