@@ -480,8 +480,9 @@ def _emit_pack_window(module: ir.Module, dtype: np.dtype, width: int, pixel_rows
     one masked load per row). With taps as rows (the filter gradient), panels keep depth steps
     (``dst[d * width + r]``): a panel's rows are the end of one tap's channels and the start of the
     next, two masked contiguous loads per pixel, checked once along a row of pixels. Elsewhere
-    (channels not contiguous, fewer channels than the tile's rows, a row's last depth steps) one
-    masked gather reads a panel's rows at a depth step."""
+    (channels not contiguous; with taps as rows, fewer channels than the tile's rows; with pixels
+    as rows, a row's last depth steps, where a whole vector no longer fits) one masked gather reads
+    a panel's rows at a depth step."""
     name = f"pack_window_{'pixels' if pixel_rows else 'taps'}_{dtype.name}"
     existing = module.globals.get(name)
     if existing is not None:
@@ -620,7 +621,6 @@ def _emit_pack_window(module: ir.Module, dtype: np.dtype, width: int, pixel_rows
                 stepped.add_incoming(long_step, long_block)
                 stepped.add_incoming(short_step, short_block)
                 return stepped
-            step = lanes
 
             def fast_here(b: ir.IRBuilder, d: ir.Value, digits: list[ir.Value]) -> ir.Value:
                 return b.and_(contiguous_channels, b.icmp_signed("<=", b.add(d, _const(lanes)), depth))
@@ -694,25 +694,24 @@ def _emit_pack_window(module: ir.Module, dtype: np.dtype, width: int, pixel_rows
                         emit_loop(b, steps, lambda b, t: store_runs(b, row_masks, b.add(offset, b.mul(t, pixel_offset_step)),
                                                                     b.add(d, t)), name="along")
                 return b.select(single, _const(1), steps)
-            step = 1
 
             def fast_here(b: ir.IRBuilder, d: ir.Value, digits: list[ir.Value]) -> ir.Value:
                 return panel_runs
-        _walk_depth(b, depth, first_depth, depth_counter, step, fast_here, fast_step, gathered)
+        _walk_depth(b, depth, first_depth, depth_counter, fast_here, fast_step, gathered)
 
     emit_loop(b, b.udiv(b.add(rows, _const(width - 1)), _const(width)), over_panel, name="panel")
     b.ret_void()
     return function
 
 
-def _walk_depth(b: ir.IRBuilder, depth: ir.Value, first_digits: list[ir.Value], counter: _Counter, fast_size: int,
-                fast_here: Callable[..., ir.Value], fast_step: Callable[..., ir.Value | None],
+def _walk_depth(b: ir.IRBuilder, depth: ir.Value, first_digits: list[ir.Value], counter: _Counter,
+                fast_here: Callable[..., ir.Value], fast_step: Callable[..., ir.Value],
                 slow_step: Callable[..., None]) -> None:
     """``for d in range(depth)``, with the depth item's digits and its (offset, h, w) carried along:
-    where ``fast_here`` holds, ``fast_step`` packs ``fast_size`` depth steps at once (or as many
-    as it returns, never past the last digit's extent), else ``slow_step`` one. Along the last
-    digit (a row of pixels, a run of channels) the item moves by that step; it is recomputed from
-    the digits only where that digit wraps."""
+    where ``fast_here`` holds, ``fast_step`` packs as many depth steps as it returns (at least one,
+    never past the last digit's extent), else ``slow_step`` one. Along the last digit (a row of
+    pixels, a run of channels) the item moves by that step; it is recomputed from the digits only
+    where that digit wraps."""
     entry = b.block
     first_item = counter.item(b, first_digits)
     header = b.append_basic_block("d.header")
@@ -734,14 +733,13 @@ def _walk_depth(b: ir.IRBuilder, depth: ir.Value, first_digits: list[ir.Value], 
     offset, h, w = item
     b.cbranch(fast_here(b, d, digits), fast, slow)
     steps = []
-    for block, fixed_size, emit in ((fast, fast_size, fast_step), (slow, 1, slow_step)):
+    for block, emit in ((fast, fast_step), (slow, slow_step)):
         b.position_at_end(block)
-        size: ir.Value = _const(fixed_size)
         if emit is fast_step:
-            stepped = emit(b, d, digits, offset, h, w)
-            size = size if stepped is None else stepped
+            size = emit(b, d, digits, offset, h, w)
         else:
             emit(b, d, offset, h, w)
+            size = _const(1)
         advanced = counter.advance(b, digits, size)
         moved = [b.add(value, b.mul(step, size)) for value, step in zip(item, counter.steps[2])]
         along = b.block

@@ -270,7 +270,8 @@ def _short(value: Any) -> str:
 
 def number_array(value: Any, label: str) -> np.ndarray:
     """``value`` (numbers, nested lists of them, a numpy array) as a numpy array of bools, ints or
-    floats, or a DTypeError naming ``label`` and the user's line (ragged lists, None, strings)."""
+    floats, or an error naming ``label`` and the user's line: a ShapeError for ragged lists, a
+    DTypeError for what is not numbers (None, strings, complex, objects)."""
     try:
         array = np.asarray(value)
     except ValueError as exc:   # ragged lists

@@ -727,8 +727,8 @@ def asinh(x: Any, name: str | None = None) -> Tensor:
 
 
 def acosh(x: Any, name: str | None = None) -> Tensor:
-    """Inverse hyperbolic cosine (NaN below 1): ``log1p(t + sqrt(t * (t + 2)))`` for ``t = x - 1``
-    (accurate near 1), ``log(x) + log(2)`` for huge ``x``."""
+    """Inverse hyperbolic cosine (NaN below 1): ``log1p(t + sqrt(t) * sqrt(t + 2))`` for
+    ``t = x - 1`` (accurate near 1), ``log(x) + log(2)`` for huge ``x``."""
     with composite_scope(name or "Acosh", [x]):
         x = _float_operand("acosh", x)
         huge = greater(x, _huge(x))

@@ -187,8 +187,8 @@ def stack(values: Sequence[Any], axis: int = 0, name: str | None = None) -> Tens
         axis = normalize_axis(axis, rank + 1)
     except RuleError as exc:
         raise ShapeError(located(f"stack of tensors of shape {format_shape(values[0].shape)}: {exc}")) from None
+    first = values[0]
     for value in values[1:]:   # said of the tensors given, not of the concat of their expanded copies
-        first = values[0]
         if len(value.shape) != rank or any(a is not None and b is not None and a != b
                                            for a, b in zip(value.shape, first.shape)):
             raise ShapeError(located(f"stack: {first.name!r} {format_shape(first.shape)} and {value.name!r} "

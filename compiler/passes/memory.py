@@ -8,6 +8,9 @@ at the element it writes, and nothing after it reads the variable's old value.
 ``hoist_assignments``: each assignment runs right after the last kernel that needs the variable's
 old value (not at the end of the step), so what it consumes can be freed early.
 
+Neither moves a change of a variable before the last checked kernel (an assertion, a numerics
+check): a failing check must find every variable untouched.
+
 ``reuse_inputs_in_place``: an elementwise kernel writes its output over an input temporary that
 dies with it (one buffer instead of two).
 
