@@ -150,8 +150,6 @@ def why_not_numbers(value: Any, array: np.ndarray) -> str | None:
         return f"it holds strings ({array.dtype.name} data)"
     if kind in "VMm":
         return f"it holds {array.dtype.name} data"
-    if kind == "c":
-        return "it holds complex numbers"
     if kind != "O":
         return None
     for item in array.flat:

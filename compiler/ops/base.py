@@ -281,7 +281,7 @@ def number_array(value: Any, label: str) -> np.ndarray:
         raise ShapeError(located(f"{label}: a ragged nested list: {where}; every row must have the same "
                                  "length")) from None
     if array.dtype.kind not in "biuf":
-        why = dtypes.why_not_numbers(value, array)
+        why = dtypes.why_not_numbers(value, array) or f"it holds {array.dtype.name} data"   # complex
         advice = "; convert it first (e.g. .astype('float32'))" if why == "it is an array of dtype object" else ""
         raise DTypeError(located(f"{label}: {_short(value)} is not numbers of one kind "
                                  f"(bool, int or float): {why}{advice}"))

@@ -122,6 +122,7 @@ BUILD_ERRORS = [
     ("constant-not-numbers", lambda: cc.constant("abc"), cc.DTypeError, r"'abc' is not numbers of one kind"),
     ("constant-ragged", lambda: cc.constant([[1.0, 2.0], [3.0]]), cc.ShapeError,
      r"a ragged nested list: value\[1\] has length 1 but value\[0\] has length 2"),
+    ("constant-complex", lambda: cc.constant(np.array([1 + 2j])), cc.DTypeError, r"it holds complex128 data"),
     ("constant-object-array", lambda: cc.constant(np.array([1.0, 2.0], dtype=object)), cc.DTypeError,
      r"it is an array of dtype object; convert it first \(e.g. .astype\('float32'\)\)"),
     ("assign-floats-to-int", lambda: cc.Variable(np.array([1, 2], "int32")).assign([1.5, 2.7]), cc.DTypeError,
