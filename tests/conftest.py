@@ -44,6 +44,23 @@ def _worker_pool_at_full_size():
     yield
 
 
+def pytest_sessionfinish(session) -> None:
+    """Under pytest-xdist (``-n``), a worker hands its ptxas figures to the controller, which reports them."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        from .runtime import ptxas_check
+        workeroutput["ptxas_assembled"] = [(test, arch, assembled.registers, assembled.spill_stores)
+                                           for test, arch, assembled in ptxas_check.ASSEMBLED]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """pytest-xdist's controller: a worker finished; keep its ptxas figures for the summary."""
+    from .runtime import ptxas_check
+    for test, arch, registers, spill_stores in getattr(node, "workeroutput", {}).get("ptxas_assembled", ()):
+        ptxas_check.ASSEMBLED.append((test, arch, ptxas_check.Assembled(list(registers), list(spill_stores))))
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
     """The ptxas report of the GPU tests (registers and spills per arch), when any assembled PTX."""
     from .runtime import ptxas_check
