@@ -3,7 +3,8 @@
 ``ExprLowering`` turns a kernel body into LLVM instructions at one point of the loop space, each
 primitive by its entry in ``_PRIMITIVE_LOWERINGS``; transcendentals come from ``mathlib``
 (branch-free polynomial IR, the same on CPU and GPU). ``kernel_body`` builds a kernel's whole
-per-point computation on it. No fast-math flag that changes NaN or Inf semantics is ever set.
+per-point computation on it. No fast-math flag that changes NaN or Inf semantics is ever set;
+a reduction's sum of products may become fused multiply-adds (``contract``).
 """
 from __future__ import annotations
 
@@ -416,6 +417,11 @@ def combine(lowering: ExprLowering, combiner: str, dtype: np.dtype, accumulated:
     flags = ("reassoc",) if reassociate else ()
     if combiner == "sum":
         if dtypes.is_floating(dtype):
+            if isinstance(value, ir.Instruction) and value.opname == "fmul":
+                # A sum of products: a fused multiply-add where the CPU has one (one rounding, and
+                # half the instructions of a convolution's unrolled taps; GPUs fuse them anyway).
+                value.flags.append("contract")
+                flags = flags + ("contract",)
             return b.fadd(accumulated, value, flags=flags)
         return b.add(accumulated, value)
     if combiner == "prod":

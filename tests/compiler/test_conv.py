@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from llvmlite import binding as llvm
 
 import compiler as cc
 from compiler.codegen import cpu
@@ -90,6 +91,24 @@ def test_small_products_keep_the_loop_nest() -> None:
     with Session(graph) as sess:
         llvm = sess.compile(y, {x: np.ones((2, 8, 8, 1), "float32")}).dump("llvm")
     assert "graphgrad_gemm_window_" not in llvm
+
+
+def test_loop_nest_taps_are_fused_multiply_adds() -> None:
+    # The nest's sum over the taps is marked for contraction: on a CPU with FMA each tap is one
+    # fused multiply-add (it was a multiply and an add), and the result equals the reference.
+    graph = cc.Graph()
+    filters = np.random.default_rng(3).normal(size=(3, 3, 1, 32)).astype("float32")
+    with graph.as_default():
+        x = cc.placeholder("float32", (2, 8, 8, 1))
+        y = cc.nn.conv2d(x, cc.constant(filters), padding="SAME")
+    image = np.random.default_rng(4).normal(size=(2, 8, 8, 1)).astype("float32")
+    with Session(graph) as sess, Session(graph, target="reference") as reference:
+        exe = sess.compile(y, {x: image})
+        np.testing.assert_allclose(sess.run(y, {x: image}), reference.run(y, {x: image}), rtol=1e-5, atol=1e-5)
+    text = exe.dump("llvm")
+    assert "fmul contract float" in text and "fadd reassoc contract float" in text
+    if llvm.get_host_cpu_features().flatten().find("+fma") >= 0:
+        assert "vfmadd" in exe.dump("asm")
 
 
 @pytest.mark.parametrize("more_channels", [0, 1])
