@@ -17,6 +17,8 @@ SHAPES = [  # (batch, m, n, k)
     (None, 129, 67, 2 * _TILE.kc + 1), (3, 17, 33, 20), (2, 64, 8, 64),
     # narrower than the tile: computed transposed (C^T = B^T A^T), also split across threads
     (None, 1000, 10, 300), (None, 200, 7, 2 * _TILE.kc + 5), (None, 9, 5, 700),
+    # an MLP's last layer (10 classes), just over the work that is split across threads
+    (None, 128, 10, 512),
     # depth just over a block: split into equal blocks
     (None, 50, 64, _TILE.kc * 3 + 16),
     # tall enough for two threads to share one packed B block (partial panels and A blocks), its
