@@ -56,7 +56,7 @@ class AdamOptimizer(Optimizer):
                 self._get_non_slot_variable("beta2_power", graph))
 
     def _create_slots(self, var_list: list[cc.Variable]) -> None:
-        # As in TF1, the beta powers take the dtype of the first variable by name.
+        # The beta powers sit beside the first variable by name, as in TF1, and take its dtype.
         first = min(var_list, key=lambda v: v.name)
         self._create_non_slot_variable(self._beta1, "beta1_power", colocate_with=first)
         self._create_non_slot_variable(self._beta2, "beta2_power", colocate_with=first)

@@ -295,7 +295,8 @@ class Optimizer:
     def _create_non_slot_variable(self, initial_value: Any, name: str, colocate_with: cc.Variable
                                   ) -> cc.Variable:
         """A non-trainable variable shared by all of this optimizer's updates in one graph, with the
-        dtype of ``colocate_with`` (TF1 places it beside that variable)."""
+        dtype of ``colocate_with`` (TF1 places it beside that variable but makes it float32 from
+        the Python number: here a float64 model's beta powers are float64)."""
         graph = colocate_with.graph
         key = (name, graph)
         if key not in self._non_slot_dict:
