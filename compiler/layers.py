@@ -95,8 +95,11 @@ _INITIALIZERS: dict[str, Callable[[], Any]] = {
     "glorot_uniform": initializers.glorot_uniform_initializer, "glorot_normal": initializers.glorot_normal_initializer,
     "he_normal": initializers.he_normal, "he_uniform": initializers.he_uniform,
     "lecun_normal": initializers.lecun_normal, "lecun_uniform": initializers.lecun_uniform,
-    "random_normal": initializers.random_normal_initializer, "random_uniform": initializers.random_uniform_initializer,
-    "truncated_normal": initializers.truncated_normal_initializer, "orthogonal": initializers.orthogonal_initializer}
+    # Keras's own defaults for these names (stddev 0.05, +-0.05), not those of tf.*_initializer (1.0, [0, 1)).
+    "random_normal": lambda: initializers.random_normal_initializer(stddev=0.05),
+    "random_uniform": lambda: initializers.random_uniform_initializer(-0.05, 0.05),
+    "truncated_normal": lambda: initializers.truncated_normal_initializer(stddev=0.05),
+    "orthogonal": initializers.orthogonal_initializer}
 
 
 def _activation(activation: Any, layer: str) -> Callable[[Tensor], Tensor] | None:

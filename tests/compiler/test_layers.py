@@ -208,6 +208,25 @@ def test_keras_names_of_activations_and_initializers_are_what_tf1_15s_layers_tak
     np.testing.assert_allclose(d, np.tanh(np.full((1, 1, 1, 2), 9.0)), rtol=1e-6)
 
 
+@pytest.mark.parametrize("name, low, high, spread", [
+    ("random_normal", -1.0, 1.0, 0.05), ("truncated_normal", -0.1, 0.1, 0.05 * 0.8796),
+    ("random_uniform", -0.05, 0.05, 0.1 / np.sqrt(12))])
+def test_keras_names_of_random_initializers_have_keras_spreads(name, low, high, spread) -> None:
+    # Keras's RandomNormal / TruncatedNormal / RandomUniform default to a spread of 0.05, not the
+    # 1.0 and [0, 1) of tf.random_normal_initializer and the others (weights 20x too large).
+    graph = cc.Graph()
+    with graph.as_default():
+        kernel = cc.layers.dense(cc.ones((1, 200)), 200, kernel_initializer=name, name="layer")
+        weights = graph.get_tensor_by_name("layer/kernel:0")
+        initialize = cc.global_variables_initializer()
+    with Session(graph) as sess:
+        sess.run(initialize)
+        values = sess.run(weights)
+    assert kernel.shape == (1, 200)
+    assert low <= values.min() and values.max() <= high
+    assert abs(values.mean()) < 0.01 and abs(values.std() - spread) < 0.05 * spread
+
+
 @pytest.mark.parametrize("build, error, message", [
     (lambda x: cc.layers.dropout(x, training="False"), TypeError,
      r"dropout: training must be a Python bool or a bool scalar tensor, got 'False'"),
