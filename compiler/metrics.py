@@ -26,7 +26,7 @@ import numpy as np
 from . import dtypes
 from .errors import ShapeError
 from .graph import GraphKeys, Tensor, get_default_graph, located
-from .ops.array import identity, ones_like
+from .ops.array import expand_dims, identity, ones_like, squeeze
 from .ops.base import convert_to_tensor
 from .losses import weights_like
 from .ops.elementwise import (cast, div_no_nan, equal, logical_and, logical_not, sqrt, squared_difference,
@@ -81,19 +81,33 @@ def mean(values: Any, weights: Any = None, metrics_collections: Sequence[str] | 
     return _collect(value, update, metrics_collections, updates_collections)
 
 
-def _matching(function: str, labels: Any, predictions: Any) -> tuple[Tensor, Tensor]:
+def _matching(function: str, labels: Any, predictions: Any, weights: Any = None) -> tuple[Tensor, Tensor, Any]:
+    """``labels``, ``predictions`` and ``weights`` brought to one rank as TF1's metrics do: where the
+    ranks of labels and predictions differ by one, a trailing axis of size 1 goes (a column of class
+    ids against the argmax); weights of one rank more lose their trailing axis, of one less gain one."""
     labels, predictions = convert_to_tensor(labels), convert_to_tensor(predictions)
+    if len(predictions.shape) == len(labels.shape) + 1 and predictions.shape[-1] == 1:
+        predictions = squeeze(predictions, [-1])
+    elif len(labels.shape) == len(predictions.shape) + 1 and labels.shape[-1] == 1:
+        labels = squeeze(labels, [-1])
     if len(labels.shape) != len(predictions.shape) or any(
             a is not None and b is not None and a != b for a, b in zip(labels.shape, predictions.shape)):
         raise ShapeError(located(f"{function}: labels {labels.shape} and predictions {predictions.shape} must have "
                                  "the same shape"))
-    return labels, predictions
+    if weights is not None:
+        weights = convert_to_tensor(weights)
+        rank, weights_rank = len(predictions.shape), len(weights.shape)
+        if weights_rank and weights_rank == rank + 1 and weights.shape[-1] == 1:
+            weights = squeeze(weights, [-1])
+        elif weights_rank and weights_rank == rank - 1:
+            weights = expand_dims(weights, -1)
+    return labels, predictions, weights
 
 
 def accuracy(labels: Any, predictions: Any, weights: Any = None, metrics_collections: Sequence[str] | None = None,
              updates_collections: Sequence[str] | None = None, name: str | None = None) -> tuple[Tensor, Tensor]:
     """How often ``predictions`` equals ``labels`` (weighted), over everything seen (TF1's)."""
-    labels, predictions = _matching("accuracy", labels, predictions)
+    labels, predictions, weights = _matching("accuracy", labels, predictions, weights)
     if labels.dtype != predictions.dtype:
         predictions = cast(predictions, labels.dtype)
     return mean(equal(predictions, labels), weights, metrics_collections, updates_collections, name or "accuracy")
@@ -104,7 +118,7 @@ def mean_squared_error(labels: Any, predictions: Any, weights: Any = None,
                        updates_collections: Sequence[str] | None = None,
                        name: str | None = None) -> tuple[Tensor, Tensor]:
     """The mean of ``(predictions - labels) ** 2`` over everything seen (TF1's)."""
-    labels, predictions = _matching("mean_squared_error", labels, predictions)
+    labels, predictions, weights = _matching("mean_squared_error", labels, predictions, weights)
     return mean(squared_difference(cast(predictions, dtypes.float32), cast(labels, dtypes.float32)), weights,
                 metrics_collections, updates_collections, name or "mean_squared_error")
 
@@ -114,7 +128,7 @@ def mean_absolute_error(labels: Any, predictions: Any, weights: Any = None,
                         updates_collections: Sequence[str] | None = None,
                         name: str | None = None) -> tuple[Tensor, Tensor]:
     """The mean of ``|predictions - labels|`` over everything seen (TF1's)."""
-    labels, predictions = _matching("mean_absolute_error", labels, predictions)
+    labels, predictions, weights = _matching("mean_absolute_error", labels, predictions, weights)
     return mean(abs_(subtract(cast(predictions, dtypes.float32), cast(labels, dtypes.float32))), weights,
                 metrics_collections, updates_collections, name or "mean_absolute_error")
 
@@ -132,7 +146,7 @@ def _counted(function: str, labels: Any, predictions: Any, weights: Any, label_i
              name: str | None, metrics_collections: Sequence[str] | None,
              updates_collections: Sequence[str] | None) -> tuple[Tensor, Tensor]:
     """The (weighted) count of the entries whose label and prediction (as bools) are the ones given."""
-    labels, predictions = _matching(function, labels, predictions)
+    labels, predictions, weights = _matching(function, labels, predictions, weights)
     truth, guess = (cast(v, dtypes.bool_) if v.dtype != dtypes.bool_ else v for v in (labels, predictions))
     hit = logical_and(truth if label_is else logical_not(truth), guess if prediction_is else logical_not(guess))
     with get_default_graph().name_scope(name, default_name=function):
@@ -182,6 +196,7 @@ def _ratio(function: str, labels: Any, predictions: Any, weights: Any, other_lab
            name: str | None, metrics_collections: Sequence[str] | None,
            updates_collections: Sequence[str] | None) -> tuple[Tensor, Tensor]:
     """``tp / (tp + other)``, with ``other`` the false positives (precision) or negatives (recall)."""
+    labels, predictions, weights = _matching(function, labels, predictions, weights)
     with get_default_graph().name_scope(name, default_name=function):
         hits, hits_update = _counted("true_positives", labels, predictions, weights, True, True, None, None, None)
         misses, misses_update = _counted("false_positives" if other_prediction else "false_negatives", labels,

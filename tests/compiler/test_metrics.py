@@ -74,6 +74,30 @@ def test_a_metric_accumulates_over_batches_as_numpy(name: str, weighted: bool, t
         assert sess.run(value) == 0.0
 
 
+@pytest.mark.parametrize("target", ["cpu", "reference"])
+@pytest.mark.parametrize("column", ["labels", "predictions", "weights"])
+@pytest.mark.parametrize("name", METRICS)
+def test_a_trailing_axis_of_size_1_is_squeezed_as_tf1_does(name: str, column: str, target: str) -> None:
+    # TF1's metrics drop a trailing size-1 axis where the ranks differ by one (a column of class ids
+    # against an argmax), and fit weights of one rank more or less; these failed with ShapeError.
+    metric, formula, _ = METRICS[name]
+    y, p, w = BATCHES[0]
+    shapes = {key: (None, 1) if key == column else (None,) for key in ("labels", "predictions", "weights")}
+    values = {key: value.reshape(-1, 1) if key == column else value
+              for key, value in (("labels", y), ("predictions", p), ("weights", w.astype("float32")))}
+    with cc.Graph().as_default() as graph:
+        labels, predictions = cc.placeholder("int64", shapes["labels"]), cc.placeholder("int64", shapes["predictions"])
+        weights = cc.placeholder("float32", shapes["weights"])
+        _, update = metric(labels, predictions, weights=weights)
+    as_bools = "positive" in name or "negative" in name or name in ("precision", "recall")
+    expected = formula(y.astype(bool) if as_bools else y, p.astype(bool) if as_bools else p, w)
+    with Session(graph, target=target) as sess:
+        sess.run(cc.local_variables_initializer())
+        got = sess.run(update, {labels: values["labels"], predictions: values["predictions"],
+                                weights: values["weights"]})
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
 def test_metric_collections_and_errors() -> None:
     with cc.Graph().as_default():
         value, update = cc.metrics.mean([1.0, 2.0], metrics_collections=["m"], updates_collections=["u"], name="avg")
@@ -82,6 +106,8 @@ def test_metric_collections_and_errors() -> None:
         with pytest.raises(cc.ShapeError, match=r"accuracy: labels \(3,\) and predictions \(2,\) must have the same "
                                                 r"shape .*test_metrics.py"):
             cc.metrics.accuracy([1, 2, 3], [1, 2])
+        with pytest.raises(cc.ShapeError, match=r"precision: labels \(3, 2\) and predictions \(3,\) must"):
+            cc.metrics.precision(np.ones((3, 2), bool), np.ones(3, bool))
         with pytest.raises(cc.ShapeError, match=r"mean: weights \(3,\) must be a scalar or have the values' rank"):
             cc.metrics.mean(np.zeros((3, 1)), weights=np.ones(3))
 
