@@ -434,8 +434,9 @@ class Graph:
         _default_graph_stack.stack.append(self)
         try:
             yield self
-        finally:
-            _default_graph_stack.stack.pop()
+        finally:   # this block's entry: the last of the graph's (an InteractiveSession's may end out of order)
+            stack = _default_graph_stack.stack
+            del stack[len(stack) - 1 - stack[::-1].index(self)]
 
     # -- nodes -------------------------------------------------------------------------------
     def add_operation(self, opdef: Any, inputs: Sequence[Tensor], attrs: dict[str, Any],

@@ -17,7 +17,7 @@ import numpy as np
 from compiler import progress
 from compiler.errors import CompileError, DTypeError, FeedError, GraphMismatchError, NumericsError, ShapeError
 from compiler.debugging import PRINTS
-from compiler.graph import Graph, Operation, Tensor, default_session, get_default_graph
+from compiler.graph import Graph, Operation, Tensor, default_session, get_default_graph, operations_reached
 from compiler.ops.numerics import required_checks
 from compiler.ops.sources import Variable
 from compiler.ops.state import initialized_variable_names
@@ -452,6 +452,20 @@ class Session:
         return array
 
     # -- running -------------------------------------------------------------------------------
+    def _run_control_inputs_of(self, initializers: Sequence[Operation], others: Sequence[Any], feed_dict: Any) -> None:
+        """Run what initializers built under ``control_dependencies`` wait for, before they are
+        applied on the host (as TF1 runs an op's control inputs first). A control input that the
+        run's other fetches need too would run twice: refused."""
+        before = [control for op in initializers for control in op.control_inputs]
+        if not before:
+            return
+        reached = operations_reached([leaf if isinstance(leaf, Operation) else leaf.op for leaf in others])
+        shared = sorted({op.name for op in operations_reached(before)} & {op.name for op in reached})
+        if shared:
+            raise ValueError(f"Session.run: an initializer's control inputs ({', '.join(shared[:3])}) are also needed "
+                             f"by the other fetches; run the initializer on its own first")
+        self.run(before, feed_dict)
+
     def _prepare(self, fetches: Any, feed_dict: Any) -> tuple[list[Any], Callable, dict, _Plan]:
         if self._closed:
             raise RuntimeError("this Session is closed")
@@ -490,14 +504,20 @@ class Session:
         feeds = check_feeds(self.graph, feed_dict, plan.placeholders)
         return leaves, rebuild, feeds, plan
 
-    def run(self, fetches: Any, feed_dict: Any = None, out: Any = None) -> Any:
+    def run(self, fetches: Any, feed_dict: Any = None, options: Any = None, run_metadata: Any = None, *,
+            out: Any = None) -> Any:
         """Compute ``fetches`` (a tensor, an operation, or nested lists/tuples/dicts of them).
 
         Returns the same structure with numpy arrays (``None`` for operations). Assignments the
-        fetches depend on are applied; variables keep their values between runs. ``out`` (an
-        extension to TF1's signature) mirrors ``fetches`` with preallocated arrays (or None) that
-        receive the results, so a loop can reuse its output memory.
+        fetches depend on are applied; variables keep their values between runs. ``options`` and
+        ``run_metadata`` are TF1's and must be None (for timings per kernel, see
+        ``Executable.profile``). ``out`` (an extension to TF1's signature, by keyword) mirrors
+        ``fetches`` with preallocated arrays (or None) that receive the results, so a loop can
+        reuse its output memory.
         """
+        if options is not None or run_metadata is not None:
+            raise TypeError("Session.run: options and run_metadata (TF1's RunOptions and RunMetadata) are not "
+                            "supported; pass None. Per-kernel timings: sess.compile(fetches, feed_dict).profile(...)")
         repeat = self._repeats.get(_repeat_key(fetches, feed_dict))
         if repeat is not None and not self._closed:
             result = repeat(feed_dict, out)
@@ -508,6 +528,8 @@ class Session:
         if plan.split is not None:
             return rebuild(plan.split(self, leaves, feed_dict, targets))
         if plan.initializes:   # the collections as they are now: also variables made since the first run
+            self._run_control_inputs_of(plan.initializes, [leaf for leaf in leaves if not _is_initializer(leaf)],
+                                        feed_dict)
             self._initialize(frozenset().union(*map(initialized_variable_names, plan.initializes)))
         compute, needed = plan.compute, plan.needed
         if not plan.computes_anything:
@@ -670,8 +692,8 @@ class Session:
 
 
 class InteractiveSession(Session):
-    """TF1's ``InteractiveSession``: a ``Session`` that makes itself the default session (and its
-    graph the default graph) when made, until ``close()``, so that ``x.eval()`` and ``op.run()``
+    """TF1's ``InteractiveSession``: a ``Session`` that makes itself the default session (and a
+    ``graph`` given the default graph) when made, until ``close()``, so that ``x.eval()`` and ``op.run()``
     work at a prompt without a ``with`` block.
 
     >>> import compiler as cc
@@ -682,10 +704,11 @@ class InteractiveSession(Session):
     >>> sess.close()
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, graph: Graph | None = None, *args: Any, **kwargs: Any) -> None:
+        super().__init__(graph, *args, **kwargs)
         scopes = contextlib.ExitStack()
-        scopes.enter_context(self.graph.as_default())
+        if graph is not None:   # as TF1: the default graph made the default (it is already)
+            scopes.enter_context(self.graph.as_default())
         scopes.enter_context(default_session(self))
         self._interactive_scopes: contextlib.ExitStack | None = scopes
 

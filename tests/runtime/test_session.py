@@ -799,3 +799,49 @@ def test_tf1_session_options_and_interactive_session() -> None:
     finally:
         interactive.close()
     assert cc.get_default_graph() is not graph and cc.get_default_session() is None
+
+
+def test_interactive_sessions_closed_out_of_order_leave_the_other_defaults() -> None:
+    # TF1: an InteractiveSession's defaults do not nest: closing the first of two leaves the second's
+    # graph the default (here the first's came back); without graph= it pushes no graph, so
+    # reset_default_graph still works (here it was refused).
+    from runtime import InteractiveSession
+    first_graph, second_graph = cc.Graph(), cc.Graph()
+    first, second = InteractiveSession(first_graph), InteractiveSession(second_graph)
+    try:
+        first.close()
+        assert cc.get_default_graph() is second_graph and cc.get_default_session() is second
+        assert cc.constant(3.0).eval() == 3.0
+    finally:
+        second.close()
+    assert cc.get_default_graph() not in (first_graph, second_graph) and cc.get_default_session() is None
+    prompt = InteractiveSession()
+    try:
+        cc.reset_default_graph()
+        assert prompt.graph is not cc.get_default_graph()
+    finally:
+        prompt.close()
+
+
+def test_run_takes_tf1s_options_and_run_metadata_as_none(graph) -> None:
+    doubled = cc.constant(2.0) * 2.0
+    with Session(graph) as sess:
+        assert sess.run(doubled, None, None, None) == 4.0
+        assert sess.run(doubled, options=None, run_metadata=None) == 4.0
+        with pytest.raises(TypeError, match="options and run_metadata .* are not supported"):
+            sess.run(doubled, None, object())
+
+
+def test_an_initializer_runs_after_its_control_inputs(graph) -> None:
+    # TF1 runs an op's control inputs first; the host-side initializer skipped them.
+    v = cc.Variable(np.zeros(2, "float32"), name="v")
+    w = cc.Variable(np.ones(2, "float32"), name="w")
+    bumped = v.assign_add([1.0, 1.0])
+    with cc.control_dependencies([bumped]):
+        init_w = cc.variables_initializer([w])
+    with Session(graph) as sess:
+        sess.run(init_w)
+        np.testing.assert_array_equal(sess.run(v), [1.0, 1.0])
+        with pytest.raises(ValueError, match="an initializer's control inputs .* are also needed by the other"):
+            sess.run([init_w, bumped * 2.0])
+        np.testing.assert_array_equal(sess.run(v), [1.0, 1.0])
