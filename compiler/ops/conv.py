@@ -357,22 +357,25 @@ Conv2DBackpropFilter = OpDef(
     window_matmul=_backprop_filter_window)
 
 
-def conv2d(input: Any, filter: Any, strides: Any = 1, padding: str = "VALID",  # noqa: A002
-           dilations: Any = 1, data_format: str = "NHWC", name: str | None = None) -> Tensor:
-    """2-D convolution (cross-correlation, as TF) of NHWC ``input`` with ``filter`` of shape
-    ``[height, width, in_channels, out_channels]``. ``strides``/``dilations``: an int, a pair, or
-    TF's ``[1, h, w, 1]``; ``padding``: ``"SAME"`` or ``"VALID"``.
+def conv2d(input: Any, filter: Any = None, strides: Any = 1, padding: str = "VALID",  # noqa: A002
+           use_cudnn_on_gpu: bool = True, data_format: str | None = "NHWC", dilations: Any = 1,
+           name: str | None = None, filters: Any = None) -> Tensor:
+    """2-D convolution (cross-correlation, as TF) of NHWC ``input`` with ``filter`` (or ``filters``)
+    of shape ``[height, width, in_channels, out_channels]``. ``strides``/``dilations``: an int, a
+    pair, or TF's ``[1, h, w, 1]``; ``padding``: ``"SAME"`` or ``"VALID"``. TF1's signature;
+    ``use_cudnn_on_gpu`` is ignored.
 
     >>> import numpy as np, compiler as cc
     >>> x = cc.placeholder("float32", (None, 8, 8, 1))
     >>> cc.nn.conv2d(x, cc.Variable(np.zeros((3, 3, 1, 4), "float32")), padding="SAME").shape
     (None, 8, 8, 4)
     """
-    if data_format != "NHWC":
+    filter = renamed_argument("conv2d", "filters", filters, "filter", filter)  # noqa: A001
+    if data_format not in (None, "NHWC"):
         raise ValueError(located(f"conv2d: only data_format='NHWC' is supported, got {data_format!r}"))
     try:
-        attrs = dict(strides=_pair(strides, "strides"), dilations=_pair(dilations, "dilations"),
-                     padding=_padding(padding))
+        attrs = dict(strides=_pair(strides, "strides"), padding=_padding(padding),
+                     dilations=_pair(1 if dilations is None else dilations, "dilations"))
     except ValueError as exc:
         raise ValueError(located(f"conv2d: {exc}")) from None
     if max(attrs["strides"]) > 1 and max(attrs["dilations"]) > 1:
@@ -653,9 +656,10 @@ AvgPoolGrad = OpDef("AvgPoolGrad", "reduce", same_shape_as_second,
                     loop_nest=_avg_pool_grad_nest, indexed_inputs=(0,), shape_only_inputs=(1,))
 
 
-def _pool(opdef: OpDef, what: str, value: Any, ksize: Any, strides: Any, padding: str, data_format: str,
-          name: str | None) -> Tensor:
-    if data_format != "NHWC":
+def _pool(opdef: OpDef, what: str, value: Any, ksize: Any, strides: Any, padding: str, data_format: str | None,
+          name: str | None, input: Any) -> Tensor:  # noqa: A002
+    value = renamed_argument(what, "input", input, "value", value)
+    if data_format not in (None, "NHWC"):
         raise ValueError(located(f"{what}: only data_format='NHWC' is supported, got {data_format!r}"))
     try:
         attrs = dict(ksize=_pair(ksize, "ksize"), strides=_pair(strides, "strides"), padding=_padding(padding))
@@ -664,8 +668,8 @@ def _pool(opdef: OpDef, what: str, value: Any, ksize: Any, strides: Any, padding
     return opdef(value, name=name, **attrs)
 
 
-def max_pool(value: Any, ksize: Any, strides: Any, padding: str = "VALID", data_format: str = "NHWC",
-             name: str | None = None) -> Tensor:
+def max_pool(value: Any = None, ksize: Any = None, strides: Any = None, padding: str = "VALID",
+             data_format: str | None = "NHWC", name: str | None = None, input: Any = None) -> Tensor:  # noqa: A002
     """Max over ``ksize`` windows of NHWC ``value`` (padding never wins); the gradient goes to the
     first position of each window that holds its max.
 
@@ -674,18 +678,18 @@ def max_pool(value: Any, ksize: Any, strides: Any, padding: str = "VALID", data_
     >>> cc.nn.max_pool(x, ksize=2, strides=2).shape
     (None, 4, 4, 3)
     """
-    return _pool(MaxPool, "max_pool", value, ksize, strides, padding, data_format, name)
+    return _pool(MaxPool, "max_pool", value, ksize, strides, padding, data_format, name, input)
 
 
-def avg_pool(value: Any, ksize: Any, strides: Any, padding: str = "VALID", data_format: str = "NHWC",
-             name: str | None = None) -> Tensor:
+def avg_pool(value: Any = None, ksize: Any = None, strides: Any = None, padding: str = "VALID",
+             data_format: str | None = "NHWC", name: str | None = None, input: Any = None) -> Tensor:  # noqa: A002
     """Mean over ``ksize`` windows of NHWC ``value``, counting only elements inside the image."""
-    return _pool(AvgPool, "avg_pool", value, ksize, strides, padding, data_format, name)
+    return _pool(AvgPool, "avg_pool", value, ksize, strides, padding, data_format, name, input)
 
 
 def conv1d(value: Any = None, filters: Any = None, stride: Any = 1, padding: str = "VALID",
-           data_format: str = "NWC", name: str | None = None, input: Any = None,  # noqa: A002
-           dilations: Any = 1) -> Tensor:
+           use_cudnn_on_gpu: bool | None = None, data_format: str | None = "NWC", name: str | None = None,
+           input: Any = None, dilations: Any = 1) -> Tensor:  # noqa: A002
     """1-D convolution of ``[batch, width, in_channels]`` with ``filters`` of shape ``[width,
     in_channels, out_channels]``: a ``conv2d`` over an image of height 1 (TF1's ``conv1d``;
     ``input`` is ``value``'s newer name).
@@ -696,7 +700,7 @@ def conv1d(value: Any = None, filters: Any = None, stride: Any = 1, padding: str
     (None, 10, 8)
     """
     value = renamed_argument("conv1d", "value", value, "input", input)
-    if data_format != "NWC":
+    if data_format not in (None, "NWC"):
         raise ValueError(located(f"conv1d: only data_format='NWC' is supported, got {data_format!r}"))
     with composite_scope(name or "conv1d", [value, filters]):
         value, filters = convert_to_tensor(value), convert_to_tensor(filters)
@@ -704,7 +708,8 @@ def conv1d(value: Any = None, filters: Any = None, stride: Any = 1, padding: str
             raise ShapeError(located(f"conv1d: the input must be [batch, width, channels] and the filters [width, "
                                      f"in_channels, out_channels], got {format_shape(value.shape)} and "
                                      f"{format_shape(filters.shape)}"))
-        stride, dilation = (_single(v, what) for v, what in ((stride, "stride"), (dilations, "dilations")))
+        stride, dilation = (_single(v, what) for v, what in ((stride, "stride"),
+                                                             (1 if dilations is None else dilations, "dilations")))
         image = conv2d(expand_dims(value, 1), expand_dims(filters, 0), strides=(1, stride), padding=padding,
                        dilations=(1, dilation))
         return squeeze(image, [1])

@@ -138,8 +138,11 @@ ScatterAddGrad = OpDef(
     loop_nest=_scatter_nest, shape_only_inputs=(2,))
 
 
-def gather(params: Any, indices: Any, axis: int = 0, name: str | None = None) -> Tensor:
-    """Rows of ``params`` (along ``axis``) picked by integer ``indices`` (an embedding lookup).
+def gather(params: Any, indices: Any, validate_indices: Any = None, name: str | None = None, axis: int | None = None,
+           batch_dims: int = 0) -> Tensor:
+    """Rows of ``params`` (along ``axis``, 0 when None) picked by integer ``indices`` (an embedding
+    lookup). TF1's signature: ``validate_indices`` is ignored (as TF1 does on CPU); ``batch_dims``
+    must be 0.
 
     The result has shape ``params.shape[:axis] + indices.shape + params.shape[axis+1:]``. An index
     outside ``[0, params.shape[axis])`` gives zeros. The gradient adds into the rows it read.
@@ -149,9 +152,12 @@ def gather(params: Any, indices: Any, axis: int = 0, name: str | None = None) ->
     >>> cc.gather(table, cc.constant(np.array([3, 0]))).shape
     (2, 3)
     """
+    if batch_dims != 0:
+        raise ValueError(located(f"gather: batch_dims={batch_dims!r} is not supported (only 0); gather_nd with "
+                                 "explicit batch indices does the same"))
     indices = convert_to_tensor(indices)
     params = convert_to_tensor(params)   # a Python list has its own dtype, not the indices'
-    return Gather(params, indices, axis=int(axis), _indices_rank=len(indices.shape), name=name)
+    return Gather(params, indices, axis=0 if axis is None else int(axis), _indices_rank=len(indices.shape), name=name)
 
 
 # -- unsorted_segment_sum: a scatter-add with a given number of segments ---------------------------

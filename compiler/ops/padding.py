@@ -186,8 +186,8 @@ MirrorPadGrad = OpDef("MirrorPadGrad", "elementwise", same_shape_as_second, firs
                       shape_only_inputs=(1,))
 
 
-def pad(x: Any, paddings: Sequence[Sequence[int]], mode: str = "CONSTANT", constant_values: float = 0,
-        name: str | None = None) -> Tensor:
+def pad(x: Any, paddings: Sequence[Sequence[int]], mode: str = "CONSTANT", name: str | None = None,
+        constant_values: float = 0) -> Tensor:
     """Pad dimension ``d`` with ``paddings[d] = (before, after)`` elements: ``constant_values``
     (``mode="CONSTANT"``), or the input mirrored at its edges (``"REFLECT"``: without repeating the
     edge, at most size - 1 per side; ``"SYMMETRIC"``: repeating it, at most size), as TF1.

@@ -478,8 +478,8 @@ def _arg(kind: str, x: Any, axis: int | None, output_type: Any, name: str | None
                          output_type=dtypes.as_dtype(output_type), name=name)
 
 
-def argmax(x: Any, axis: int | None = None, output_type: Any = "int64", name: str | None = None,
-           dimension: int | None = None) -> Tensor:
+def argmax(x: Any, axis: int | None = None, name: str | None = None, dimension: int | None = None,
+           output_type: Any = "int64") -> Tensor:
     """The position of the largest element along ``axis`` (0 when None, as TF1); the first one on
     ties, the first NaN if there is one (as numpy).
 
@@ -490,8 +490,8 @@ def argmax(x: Any, axis: int | None = None, output_type: Any = "int64", name: st
     return _arg("argmax", x, renamed_argument("argmax", "axis", axis, "dimension", dimension), output_type, name)
 
 
-def argmin(x: Any, axis: int | None = None, output_type: Any = "int64", name: str | None = None,
-           dimension: int | None = None) -> Tensor:
+def argmin(x: Any, axis: int | None = None, name: str | None = None, dimension: int | None = None,
+           output_type: Any = "int64") -> Tensor:
     """The position of the smallest element along ``axis`` (see ``argmax``)."""
     return _arg("argmin", x, renamed_argument("argmin", "axis", axis, "dimension", dimension), output_type, name)
 

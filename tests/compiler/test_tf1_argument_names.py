@@ -51,6 +51,9 @@ def test_tf1_names_give_the_same_values(name: str) -> None:
     (lambda x: cc.nn.softmax(x, axis=0, dim=1), "softmax: give axis or its older name dim"),
     (lambda x: cc.argmax(x, 0, dimension=1), "argmax: give axis or its older name dimension"),
     (lambda x: cc.expand_dims(x), "expand_dims: axis is required"),
+    (lambda x: cc.gather(x, [0], batch_dims=1), r"gather: batch_dims=1 is not supported \(only 0\)"),
+    (lambda x: cc.nn.conv2d(cc.reshape(x, (1, 2, 3, 1)), np.ones((1, 1, 1, 1), "float32"),
+                            filters=np.ones((1, 1, 1, 1), "float32")), "conv2d: give filters or its older name filter"),
 ])
 def test_both_names_at_once_is_an_error_at_the_users_line(call, pattern: str) -> None:
     x = cc.placeholder("float32", (2, 3))
@@ -58,6 +61,8 @@ def test_both_names_at_once_is_an_error_at_the_users_line(call, pattern: str) ->
         call(x)
     assert f"(at {__file__}:" in str(raised.value)
 
+
+_FILTERS = np.random.default_rng(4).normal(size=(2, 2, 3, 2))
 
 # TF1's positional orders and older function names
 POSITIONAL_AND_OLDER_NAMES = {
@@ -70,6 +75,27 @@ POSITIONAL_AND_OLDER_NAMES = {
                     lambda x: cc.cast(cc.floordiv(cc.cast(x * 10.0, "int32"), 3), "float64")),
     "truediv-of-ints": (lambda x: cc.truediv(cc.to_int64(x * 10.0), cc.to_int64(x * 0.0 + 4.0)),
                         lambda x: cc.cast(cc.cast(x * 10.0, "int64"), "float64") / 4.0),
+    # TF1's positional orders: gather(params, indices, validate_indices, name), pad(..., mode, name),
+    # argmax(input, axis, name), conv2d(..., padding, use_cudnn_on_gpu, data_format, dilations, name),
+    # conv1d(..., padding, use_cudnn_on_gpu, data_format); None for a data format, input= for a pool
+    "gather-positional-name": (lambda x: cc.gather(x, [1, 0], None, "rows"), lambda x: cc.stack([x[1], x[0]])),
+    "gather-axis-none": (lambda x: cc.gather(x, [1], axis=None), lambda x: x[1:]),
+    "pad-positional-name": (lambda x: cc.pad(x, [[0, 0], [1, 0], [0, 0]], "CONSTANT", "padded"),
+                            lambda x: cc.concat([cc.zeros((2, 1, 3), "float64"), x], axis=1)),
+    "argmax-positional-name": (lambda x: cc.argmax(x, 1, "best"), lambda x: cc.argmax(x, axis=1)),
+    "conv2d-positional": (lambda x: cc.nn.conv2d(cc.reshape(x, (1, 2, 4, 3)), _FILTERS, [1, 1, 1, 1], "VALID", True,
+                                                 None, None, "conv"),
+                          lambda x: cc.nn.conv2d(cc.reshape(x, (1, 2, 4, 3)), _FILTERS, strides=1, padding="VALID")),
+    "conv2d-filters": (lambda x: cc.nn.conv2d(cc.reshape(x, (1, 2, 4, 3)), filters=_FILTERS, padding="SAME",
+                                              use_cudnn_on_gpu=False, dilations=None),
+                       lambda x: cc.nn.conv2d(cc.reshape(x, (1, 2, 4, 3)), _FILTERS, padding="SAME")),
+    "max_pool-input": (lambda x: cc.nn.max_pool(input=cc.reshape(x, (1, 2, 4, 3)), ksize=2, strides=1,
+                                                padding="VALID", data_format=None),
+                       lambda x: cc.nn.max_pool(cc.reshape(x, (1, 2, 4, 3)), 2, 1, "VALID")),
+    "avg_pool-data_format-none": (lambda x: cc.nn.avg_pool(cc.reshape(x, (1, 2, 4, 3)), 2, 2, "SAME", None),
+                                  lambda x: cc.nn.avg_pool(cc.reshape(x, (1, 2, 4, 3)), 2, 2, "SAME")),
+    "conv1d-positional": (lambda x: cc.nn.conv1d(x, _FILTERS[0], 1, "SAME", True, None),
+                          lambda x: cc.nn.conv1d(x, _FILTERS[0], stride=1, padding="SAME")),
 }
 
 
