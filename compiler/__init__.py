@@ -71,6 +71,7 @@ from .ops.reduction import (argmax, argmin, count_nonzero, cumsum, norm, reduce_
                             reduce_euclidean_norm, reduce_logsumexp, reduce_max, reduce_mean, reduce_min, reduce_prod,
                             reduce_std, reduce_sum, reduce_variance)
 from .ops.slicing import getitem, reverse, strided_slice  # noqa: F401
+newaxis = None   # TF1's tf.newaxis: x[:, cc.newaxis] adds an axis, as numpy's
 from .ops.slicing import slice_ as slice  # noqa: F401,A001
 from .ops.sources import (Variable, global_variables, local_variables, placeholder,  # noqa: F401
                           placeholder_with_default, trainable_variables)

@@ -60,8 +60,9 @@ Transpose = OpDef(
     dim_map=lambda shapes, out, attrs: [tuple(int(k) for k in np.argsort(_perm(len(shapes[0]), attrs)))])
 
 
-def transpose(x: Any, perm: Sequence[int] | None = None, name: str | None = None) -> Tensor:
-    """Permute axes (reverse them when ``perm`` is None), as ``np.transpose``."""
+def transpose(x: Any, perm: Sequence[int] | None = None, name: str | None = None, conjugate: bool = False) -> Tensor:
+    """Permute axes (reverse them when ``perm`` is None), as ``np.transpose``; ``conjugate`` (TF1's)
+    changes nothing for real dtypes."""
     return Transpose(x, perm=None if perm is None else tuple(int(p) for p in perm), name=name)
 
 

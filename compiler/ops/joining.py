@@ -123,7 +123,7 @@ def concat(values: Sequence[Any], axis: int, name: str | None = None) -> Tensor:
     >>> cc.concat([cc.constant(np.ones((2, 3))), cc.constant(np.zeros((2, 1)))], axis=1).shape
     (2, 4)
     """
-    values = list(values)
+    values = [values] if isinstance(values, Tensor) else list(values)   # TF1 takes a lone tensor
     if not values:
         raise ValueError(located("concat needs at least one tensor"))
     if len(values) == 1:
@@ -138,10 +138,11 @@ def concat(values: Sequence[Any], axis: int, name: str | None = None) -> Tensor:
 _CONCAT_INPUTS = 64
 
 
-def split(value: Tensor, num_or_size_splits: int | Sequence[int], axis: int = 0,
+def split(value: Tensor, num_or_size_splits: int | Sequence[int], axis: int = 0, num: int | None = None,
           name: str | None = None) -> list[Tensor]:
     """Cut ``value`` along ``axis`` into ``num_or_size_splits`` equal parts, or parts of the given
-    sizes (one size may be -1: the rest)."""
+    sizes (one size may be -1: the rest). ``num`` (TF1's, for sizes whose count it cannot infer)
+    must agree with the count when given."""
     value = convert_to_tensor(value)
     try:
         axis = normalize_axis(int(axis), len(value.shape))
@@ -167,6 +168,8 @@ def split(value: Tensor, num_or_size_splits: int | Sequence[int], axis: int = 0,
         if size is not None and sum(sizes) != size or any(s < 0 for s in sizes):
             raise ShapeError(located(f"split: sizes {sizes} do not add up to dimension {axis} of {value.name!r} "
                                      f"(size {size})"))
+    if num is not None and int(num) != len(sizes):
+        raise ValueError(located(f"split: num={num} but {len(sizes)} parts are asked for"))
     parts, begin = [], 0
     for k, part in enumerate(sizes):
         spec = tuple((begin, begin + part, 1) if d == axis else (None, None, 1) for d in range(len(value.shape)))

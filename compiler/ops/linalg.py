@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..graph import Operation, Tensor
+from ..graph import Operation, Tensor, located
 from ..shapes import RuleError, broadcast_shapes, format_shape
 from .array import reshape
 from .base import LoopNest, OpDef
@@ -92,7 +92,8 @@ MatMul = OpDef("MatMul", "reduce", _matmul_shape, numeric_dtype, reference=_matm
                grad_rule=_matmul_grad, loop_nest=_matmul_nest)
 
 
-def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False,
+def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False, adjoint_a: bool = False,
+           adjoint_b: bool = False, a_is_sparse: bool = False, b_is_sparse: bool = False,
            name: str | None = None) -> Tensor:
     """Matrix product of the last two axes; the leading (batch) axes broadcast, as in numpy's
     ``matmul`` and TF's ``BatchMatMulV2`` (e.g. attention's ``[batch, heads, queries, depth]``).
@@ -102,5 +103,12 @@ def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False,
     (2, 4)
     >>> cc.matmul(cc.constant(np.ones((5, 1, 2, 3))), cc.constant(np.ones((4, 3, 6)))).shape
     (5, 4, 2, 6)
+
+    TF1's signature: ``adjoint_a``/``adjoint_b`` transpose (the dtypes are real); the sparsity
+    hints are ignored.
     """
-    return MatMul(a, b, transpose_a=bool(transpose_a), transpose_b=bool(transpose_b), name=name)
+    for flag, adjoint, what in ((transpose_a, adjoint_a, "a"), (transpose_b, adjoint_b, "b")):
+        if flag and adjoint:
+            raise ValueError(located(f"matmul: give transpose_{what} or adjoint_{what}, not both (as TF1)"))
+    return MatMul(a, b, transpose_a=bool(transpose_a or adjoint_a), transpose_b=bool(transpose_b or adjoint_b),
+                  name=name)

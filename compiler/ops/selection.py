@@ -14,7 +14,7 @@ from .elementwise import equal, where
 from .numerics import Assert
 
 
-def where_rows(condition: Any, x: Any, y: Any, name: str | None = None) -> Tensor:
+def where_rows(condition: Any, x: Any = None, y: Any = None, name: str | None = None) -> Tensor:
     """TF1's ``where(condition, x, y)``: ``x`` where ``condition`` else ``y``, broadcast together,
     except that a vector condition with a higher-rank ``x`` or ``y`` picks whole rows: its length
     must be their first size (checked when the graph is built, or in the step when a size is fed).
@@ -25,6 +25,12 @@ def where_rows(condition: Any, x: Any, y: Any, name: str | None = None) -> Tenso
     ...     sess.run(cc.where([True, False], [[1, 2], [3, 4]], [[5, 6], [7, 8]])).tolist()
     [[1, 2], [7, 8]]
     """
+    if x is None and y is None:
+        raise ValueError(located("where(condition) with one argument gives the coordinates of the true elements, "
+                                 "whose count is known only when a step runs, and shapes here are fixed when it "
+                                 "is compiled: use where(condition, x, y), or a mask (cast(condition, ...) * x)"))
+    if x is None or y is None:
+        raise ValueError(located("where: give both x and y (or neither, which is not supported)"))
     condition = convert_to_tensor(condition)
     rank = max(len(getattr(v, "shape", np.shape(v))) for v in (x, y))
     if len(condition.shape) != 1 or rank < 2:

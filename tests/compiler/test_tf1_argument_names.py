@@ -52,6 +52,9 @@ def test_tf1_names_give_the_same_values(name: str) -> None:
     (lambda x: cc.argmax(x, 0, dimension=1), "argmax: give axis or its older name dimension"),
     (lambda x: cc.expand_dims(x), "expand_dims: axis is required"),
     (lambda x: cc.gather(x, [0], batch_dims=1), r"gather: batch_dims=1 is not supported \(only 0\)"),
+    (lambda x: cc.where(x > 0.0), r"where\(condition\) with one argument gives the coordinates"),
+    (lambda x: cc.split(x, [1, 2], 1, num=3), "split: num=3 but 2 parts are asked for"),
+    (lambda x: cc.matmul(x, x, transpose_b=True, adjoint_b=True), "matmul: give transpose_b or adjoint_b, not both"),
     (lambda x: cc.nn.conv2d(cc.reshape(x, (1, 2, 3, 1)), np.ones((1, 1, 1, 1), "float32"),
                             filters=np.ones((1, 1, 1, 1), "float32")), "conv2d: give filters or its older name filter"),
 ])
@@ -94,6 +97,11 @@ POSITIONAL_AND_OLDER_NAMES = {
                        lambda x: cc.nn.max_pool(cc.reshape(x, (1, 2, 4, 3)), 2, 1, "VALID")),
     "avg_pool-data_format-none": (lambda x: cc.nn.avg_pool(cc.reshape(x, (1, 2, 4, 3)), 2, 2, "SAME", None),
                                   lambda x: cc.nn.avg_pool(cc.reshape(x, (1, 2, 4, 3)), 2, 2, "SAME")),
+    "matmul-adjoint": (lambda x: cc.matmul(x, x, adjoint_b=True), lambda x: cc.matmul(x, x, transpose_b=True)),
+    "transpose-conjugate": (lambda x: cc.transpose(x, [2, 0, 1], conjugate=True), lambda x: cc.transpose(x, [2, 0, 1])),
+    "concat-one-tensor": (lambda x: cc.concat(x, 1), lambda x: x),
+    "newaxis": (lambda x: x[:, cc.newaxis], lambda x: cc.expand_dims(x, 1)),
+    "split-num": (lambda x: cc.split(x, [1, 3], 1, num=2)[1], lambda x: x[:, 1:]),
     "conv1d-positional": (lambda x: cc.nn.conv1d(x, _FILTERS[0], 1, "SAME", True, None),
                           lambda x: cc.nn.conv1d(x, _FILTERS[0], stride=1, padding="SAME")),
 }
