@@ -436,7 +436,8 @@ class Graph:
             yield self
         finally:   # this block's entry: the last of the graph's (an InteractiveSession's may end out of order)
             stack = _default_graph_stack.stack
-            del stack[len(stack) - 1 - stack[::-1].index(self)]
+            if self in stack:   # not when ended on another thread (the stack is per thread)
+                del stack[len(stack) - 1 - stack[::-1].index(self)]
 
     # -- nodes -------------------------------------------------------------------------------
     def add_operation(self, opdef: Any, inputs: Sequence[Tensor], attrs: dict[str, Any],

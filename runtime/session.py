@@ -454,17 +454,17 @@ class Session:
     # -- running -------------------------------------------------------------------------------
     def _run_control_inputs_of(self, initializers: Sequence[Operation], others: Sequence[Any], feed_dict: Any) -> None:
         """Run what initializers built under ``control_dependencies`` wait for, before they are
-        applied on the host (as TF1 runs an op's control inputs first). A control input that the
-        run's other fetches need too would run twice: refused."""
+        applied on the host (as TF1 runs an op's control inputs first). What the run's other
+        fetches reach runs in the step as before (a group holding the initializer); so does all of
+        it where running it first would apply an assignment that the step applies too."""
         before = [control for op in initializers for control in op.control_inputs]
         if not before:
             return
         reached = operations_reached([leaf if isinstance(leaf, Operation) else leaf.op for leaf in others])
-        shared = sorted({op.name for op in operations_reached(before)} & {op.name for op in reached})
-        if shared:
-            raise ValueError(f"Session.run: an initializer's control inputs ({', '.join(shared[:3])}) are also needed "
-                             f"by the other fetches; run the initializer on its own first")
-        self.run(before, feed_dict)
+        pending = [op for op in before if op not in reached]
+        if not pending or any(op.opdef.kind == "state" for op in operations_reached(pending) & reached):
+            return
+        self.run(pending, feed_dict)
 
     def _prepare(self, fetches: Any, feed_dict: Any) -> tuple[list[Any], Callable, dict, _Plan]:
         if self._closed:

@@ -3,8 +3,10 @@
 ``ExprLowering`` turns a kernel body into LLVM instructions at one point of the loop space, each
 primitive by its entry in ``_PRIMITIVE_LOWERINGS``; transcendentals come from ``mathlib``
 (branch-free polynomial IR, the same on CPU and GPU). ``kernel_body`` builds a kernel's whole
-per-point computation on it. No fast-math flag that changes NaN or Inf semantics is ever set;
-a reduction's sum of products may become fused multiply-adds (``contract``).
+per-point computation on it. No fast-math flag that changes NaN or Inf semantics is ever set,
+except that a reduction's sum of products may become fused multiply-adds (``contract``): a
+product is then not rounded on its own, so one that would overflow alone may not, and
+``x*x - x*x`` may be the rounding error of ``x*x`` rather than 0.
 """
 from __future__ import annotations
 
