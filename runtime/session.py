@@ -693,8 +693,8 @@ class Session:
 
 class InteractiveSession(Session):
     """TF1's ``InteractiveSession``: a ``Session`` that makes itself the default session (and a
-    ``graph`` given the default graph) when made, until ``close()``, so that ``x.eval()`` and ``op.run()``
-    work at a prompt without a ``with`` block.
+    ``graph`` given the default graph) when made, until ``close()``, so that ``x.eval()`` and
+    ``op.run()`` work at a prompt without a ``with`` block.
 
     >>> import compiler as cc
     >>> from runtime import InteractiveSession
@@ -707,7 +707,7 @@ class InteractiveSession(Session):
     def __init__(self, graph: Graph | None = None, *args: Any, **kwargs: Any) -> None:
         super().__init__(graph, *args, **kwargs)
         scopes = contextlib.ExitStack()
-        if graph is not None:   # as TF1: the default graph made the default (it is already)
+        if graph is not None:   # as TF1: only a graph given is made the default (the default one already is)
             scopes.enter_context(self.graph.as_default())
         scopes.enter_context(default_session(self))
         self._interactive_scopes: contextlib.ExitStack | None = scopes
