@@ -507,10 +507,32 @@ def _division_operands(function: str, x: Any, y: Any) -> tuple[Tensor, Tensor]:
     if x.dtype != y.dtype:
         raise DTypeError(located(f"{function}: {x.name!r} is {x.dtype.name} and {y.name!r} is {y.dtype.name}; "
                                  f"cast one so that they match"))
-    if not dtypes.is_floating(x.dtype) and x.dtype != dtypes.int32:
-        raise DTypeError(located(f"{function} takes float or int32 tensors, got {x.dtype.name} {x.name!r}"
-                                 + (" (cast it to int32 or float64)" if x.dtype == dtypes.int64 else "")))
+    if not dtypes.is_floating(x.dtype) and x.dtype not in (dtypes.int32, dtypes.int64):
+        raise DTypeError(located(f"{function} takes float, int32 or int64 tensors, got {x.dtype.name} {x.name!r}"))
     return x, y
+
+
+def _int64_floordiv_lower(sb: Any, x: Any, y: Any) -> Any:
+    # The truncating quotient, one less where a remainder is left and the signs differ. A divisor
+    # of 0 gives 0 and of -1 the negation (wrapping -2**63): both would trap in the division.
+    unsafe = sb.logical_or(sb.eq(y, 0), sb.eq(y, -1))
+    divisor = sb.select(unsafe, sb.literal(1, y.dtype), y)
+    quotient = sb.index_div(x, divisor)
+    remainder = sb.index_rem(x, divisor)
+    below = sb.logical_and(sb.ne(remainder, 0), sb.ne(sb.lt(remainder, 0), sb.lt(divisor, 0)))
+    floored = sb.select(below, sb.sub(quotient, 1), quotient)
+    return sb.select(sb.eq(y, 0), sb.literal(0, x.dtype), sb.select(sb.eq(y, -1), sb.neg(x), floored))
+
+
+def _int64_floordiv_reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    x, y = np.broadcast_arrays(np.asarray(x, np.int64), np.asarray(y, np.int64))
+    with np.errstate(divide="ignore", over="ignore"):
+        floored = np.floor_divide(x, np.where((y == 0) | (y == -1), 1, y))
+    return np.where(y == 0, 0, np.where(y == -1, -x, floored)).astype(np.int64)   # -x wraps, as numpy's //
+
+
+# int64 // int64 exactly (the int32 quotient goes through float64, exact there; int64's may not be).
+Int64FloorDiv = elementwise("Int64FloorDiv", _int64_floordiv_lower, _int64_floordiv_reference, no_gradient)
 
 
 def floordiv(x: Any, y: Any, name: str | None = None) -> Tensor:
@@ -518,8 +540,9 @@ def floordiv(x: Any, y: Any, name: str | None = None) -> Tensor:
     then floored, as TF1 (Python's ``//`` can differ by one where ``x / y`` rounds up to an
     integer: ``1.0 // 0.1`` is 9.0 there, 10.0 here).
 
-    Floats, or int32: the quotient of two int32 is computed in float64, where it is exact. An int32
-    division by zero does not raise: it gives 0, as numpy's does.
+    Floats, int32 or int64: the quotient of two int32 is computed in float64, where it is exact;
+    int64's by integer division. An integer division by zero does not raise: it gives 0, as
+    numpy's does (and ``-2**63 // -1`` wraps to ``-2**63``, as numpy's).
 
     >>> import compiler as cc
     >>> (cc.constant([7, -7]) // 2).dtype.name
@@ -529,6 +552,8 @@ def floordiv(x: Any, y: Any, name: str | None = None) -> Tensor:
         x, y = _division_operands("floordiv", x, y)
         if dtypes.is_floating(x.dtype):
             return floor(divide(x, y))
+        if x.dtype == dtypes.int64:
+            return Int64FloorDiv(x, y)
         quotient = cast(floor(divide(cast(x, dtypes.float64), cast(y, dtypes.float64))), x.dtype)
         # -2**31 // -1 is 2**31, which the cast saturates: wrap it as numpy (and -x) do
         return where(equal(y, 0), 0, where(equal(y, -1), negative(x), quotient))
@@ -553,8 +578,8 @@ def floormod(x: Any, y: Any, name: str | None = None) -> Tensor:
     and ``mod``; also ``x % y``). Floats: numpy's ``%``, from an exact remainder (mathlib's
     ``remainder``: exact for every float32, and for float64 while ``|x / y| < 2**400``, NaN
     beyond), then ``y`` added where the signs differ; ``x % inf`` is ``x`` where ``x`` has
-    the sign of ``inf``, else ``inf``; ``x % 0`` is NaN. int32: exact, through float64; ``x % 0``
-    is 0, as numpy's.
+    the sign of ``inf``, else ``inf``; ``x % 0`` is NaN. int32 (through float64) and int64 (from
+    ``floordiv``): exact; ``x % 0`` is 0, as numpy's.
 
     >>> import compiler as cc
     >>> (cc.constant([7.0, -7.0]) % 3.0).shape
@@ -563,6 +588,9 @@ def floormod(x: Any, y: Any, name: str | None = None) -> Tensor:
     x, y = _division_operands("floormod", x, y)
     if dtypes.is_floating(x.dtype):
         return FloorMod(x, y, name=name)
+    if x.dtype == dtypes.int64:
+        with composite_scope(name or "FloorMod", [x, y]):
+            return where(equal(y, 0), 0, subtract(x, multiply(Int64FloorDiv(x, y), y)))
     with composite_scope(name or "FloorMod", [x, y]):
         wide_x, wide_y = cast(x, dtypes.float64), cast(y, dtypes.float64)
         remainder = cast(subtract(wide_x, multiply(floor(divide(wide_x, wide_y)), wide_y)), x.dtype)
@@ -750,8 +778,8 @@ def atanh(x: Any, name: str | None = None) -> Tensor:
 
 
 def truncatediv(x: Any, y: Any, name: str | None = None) -> Tensor:
-    """``x / y`` rounded toward zero (TF1's ``truncatediv``; C's integer division). Floats or
-    int32, as ``floordiv``; an int32 division by zero gives 0."""
+    """``x / y`` rounded toward zero (TF1's ``truncatediv``; C's integer division). Floats,
+    int32 or int64, as ``floordiv``; an integer division by zero gives 0."""
     with composite_scope(name or "TruncateDiv", [x, y]):
         x, y = _division_operands("truncatediv", x, y)
         if dtypes.is_floating(x.dtype):
@@ -765,8 +793,8 @@ def truncatediv(x: Any, y: Any, name: str | None = None) -> Tensor:
 def truncatemod(x: Any, y: Any, name: str | None = None) -> Tensor:
     """The remainder of ``truncatediv``, with ``x``'s sign (TF1's ``truncatemod``; C's ``fmod``).
     Floats: ``floormod`` of the magnitudes given ``x``'s sign (exact within ``floormod``'s range:
-    every float32, float64 while ``|x / y| < 2**400``); int32: ``floormod``'s, less ``y`` where the
-    signs differ."""
+    every float32, float64 while ``|x / y| < 2**400``); integers: ``floormod``'s, less ``y`` where
+    the signs differ."""
     with composite_scope(name or "TruncateMod", [x, y]):
         x, y = _division_operands("truncatemod", x, y)
         if dtypes.is_floating(x.dtype):

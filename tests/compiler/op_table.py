@@ -420,6 +420,13 @@ ROWS: list[Row] = [
         (Input((3, 4), "labels:15", "int32"), Input((4,), "labels:5", "int32"), Input((3, 4))), grad=(2,)),
     Row("floormod-int32", lambda k, j, x: cc.cast(cc.mod(k - 7, j - 2), x.dtype) + x,
         (Input((3, 4), "labels:15", "int32"), Input((4,), "labels:5", "int32"), Input((3, 4))), grad=(2,)),
+    # int64 beyond float64's exact integers (2**53), divided by 0 and by negatives
+    # (the remainders, exact small numbers, show a quotient one off; 2**55 * 7 is past float64's)
+    Row("floordiv-floormod-truncatediv-int64", lambda k, j, x: cc.cast(
+        ((k - 7) * 2**55 + k) // (j - 2) + cc.truncatediv((k - 7) * 2**55 - k, j - 2), "float64") * 2.0**-55
+        + cc.cast(cc.mod((k - 7) * 2**55 + k, j - 2) + cc.truncatemod((k - 7) * 2**55 - k, j - 2) * 10, "float64")
+        + cc.cast(x, "float64"),
+        (Input((3, 4), "labels:15", "int64"), Input((4,), "labels:5", "int64"), Input((3, 4))), grad=(2,)),
     Row("reduce_any-all", lambda x: cc.cast(cc.reduce_any(x > 0.5, axis=1), x.dtype)
         + cc.cast(cc.reduce_all(x > -0.5, axis=1), x.dtype) * 2.0, (Input((3, 4)),), grad=()),
     Row("reduce_any-all-size0", lambda x: cc.cast(cc.reduce_any(x > 0.0, axis=0, keepdims=True), x.dtype)

@@ -108,9 +108,28 @@ def test_floordiv_and_floormod_follow_python_and_numpy() -> None:
         np.testing.assert_array_equal(value, want)
 
 
+@pytest.mark.parametrize("target", ["cpu", "cuda-emulated", "reference"])
+def test_int64_floordiv_floormod_truncatediv_are_exact_past_float64s_integers(target: str) -> None:
+    # Through float64 (as int32's), 2**62 + 1 // 3 was off; -2**63 // -1 and // 0 must not trap.
+    ints = np.array([7, -7, 7, -7, 0, 2**62 + 1, -2**62 - 5, -2**63, -2**63, 5, 2**63 - 1, 2**53 + 3], "int64")
+    divisors = np.array([2, 2, -2, -2, 3, 3, 7, -1, 1, 0, -2**63, -3], "int64")
+    with Session(cc.Graph(), target=target) as sess, sess.graph.as_default():
+        i, d = cc.placeholder("int64", (None,)), cc.placeholder("int64", (None,))
+        got = sess.run([i // d, i % d, cc.truncatediv(i, d), cc.truncatemod(i, d)], {i: ints, d: divisors})
+    safe = np.where(divisors == 0, 1, divisors)
+    with np.errstate(divide="ignore", over="ignore"):
+        floored, remainder = ints // safe, ints % safe
+        truncated = np.where((remainder != 0) & ((ints < 0) != (safe < 0)), floored + 1, floored)
+    expected = [np.where(divisors == 0, 0, floored), np.where(divisors == 0, 0, remainder),
+                np.where(divisors == 0, 0, truncated), np.where(divisors == 0, 0, ints - truncated * safe)]
+    for value, want in zip(got, expected):
+        assert value.dtype == np.int64
+        np.testing.assert_array_equal(value, want)
+
+
 def test_floordiv_refuses_what_it_cannot_compute_exactly() -> None:
-    with pytest.raises(DTypeError, match="floordiv takes float or int32 tensors, got int64"):
-        cc.constant(np.array([1], "int64")) // 2
+    with pytest.raises(DTypeError, match="floordiv takes float, int32 or int64 tensors, got bool"):
+        cc.floordiv(cc.constant(np.array([True])), cc.constant(np.array([True])))
     with pytest.raises(DTypeError, match="floormod.*float32.*int32"):
         cc.floormod(cc.constant([1.0]), cc.constant([2]))
 
