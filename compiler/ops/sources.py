@@ -214,6 +214,12 @@ class Variable(Tensor):
         """The variable's value (TF1's ``Variable.value()``)."""
         return identity(self)
 
+    def initialized_value(self) -> Tensor:
+        """The variable's value, initialized first (TF1's): a variable initializes itself when a
+        run first uses it, and ``Variable(w.initialized_value() * 2)`` starts from twice ``w``'s
+        initial value."""
+        return identity(self)
+
     @property
     def initializer(self) -> Operation:
         """The op that sets the variable to its initial value (TF1's ``sess.run(v.initializer)``)."""

@@ -166,3 +166,15 @@ def test_dropout_takes_tf1s_positional_noise_shape() -> None:
     with Session(graph) as sess:
         values = sess.run(dropped)
     assert all(len(set(row)) == 1 for row in values.tolist())   # one decision per row
+
+
+def test_initialized_value_starts_another_variable_from_this_ones_initial_value() -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        w = cc.Variable(np.array([1.0, 2.0]), name="w")
+        doubled = cc.Variable(w.initialized_value() * 2.0, name="doubled")
+        bump = w.assign_add([10.0, 10.0])
+    with Session(graph) as sess:
+        sess.run(bump)
+        np.testing.assert_array_equal(sess.run(doubled), [2.0, 4.0])
+        np.testing.assert_array_equal(sess.run(w.initialized_value()), [11.0, 12.0])
