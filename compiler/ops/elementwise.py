@@ -250,6 +250,28 @@ def divide(x: Any, y: Any, name: str | None = None) -> Tensor:
 
 
 def pow(x: Any, y: Any, name: str | None = None) -> Tensor:  # noqa: A001 (TF's name)
+    """``x ** y`` (C99's ``pow`` for floats). An integer tensor to a Python int power (``k ** 2``)
+    is computed as products (squaring and multiplying), wrapping on overflow as numpy's; a
+    negative power of an integer is an error, as in TF1.
+
+    >>> import compiler as cc
+    >>> (cc.constant([2, 3]) ** 3).dtype.name
+    'int32'
+    """
+    if (isinstance(x, Tensor) and dtypes.is_integer(x.dtype) and isinstance(y, (int, np.integer))
+            and not isinstance(y, (bool, np.bool_))):
+        if y < 0:
+            raise ValueError(located(f"pow: integers to negative integer powers are not allowed (as TF1): "
+                                     f"{x.name!r} ** {int(y)}"))
+        with composite_scope(name or "Pow", [x]):
+            result, base, exponent = None, x, int(y)
+            while exponent:
+                if exponent & 1:
+                    result = base if result is None else multiply(result, base)
+                exponent >>= 1
+                if exponent:
+                    base = multiply(base, base)
+            return add(multiply(x, 0), 1) if result is None else result
     return Pow(x, y, name=name)
 
 

@@ -420,6 +420,8 @@ ROWS: list[Row] = [
         (Input((3, 4), "labels:15", "int32"), Input((4,), "labels:5", "int32"), Input((3, 4))), grad=(2,)),
     Row("floormod-int32", lambda k, j, x: cc.cast(cc.mod(k - 7, j - 2), x.dtype) + x,
         (Input((3, 4), "labels:15", "int32"), Input((4,), "labels:5", "int32"), Input((3, 4))), grad=(2,)),
+    Row("pow-int-python-exponents", lambda k, x: cc.cast(k ** 3 - (k - 7) ** 2 + k ** 0 + cc.pow(k, 1), x.dtype) + x,
+        (Input((3, 4), "labels:15", "int32"), Input((3, 4))), grad=(1,)),
     # int64 beyond float64's exact integers (2**53), divided by 0 and by negatives
     # (the remainders, exact small numbers, show a quotient one off; 2**55 * 7 is past float64's)
     Row("floordiv-floormod-truncatediv-int64", lambda k, j, x: cc.cast(

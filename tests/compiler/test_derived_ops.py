@@ -127,6 +127,22 @@ def test_int64_floordiv_floormod_truncatediv_are_exact_past_float64s_integers(ta
         np.testing.assert_array_equal(value, want)
 
 
+@pytest.mark.parametrize("target", ["cpu", "cuda-emulated", "reference"])
+def test_integer_tensors_to_python_int_powers_equal_numpy_and_wrap_as_it_does(target: str) -> None:
+    ints = np.array([0, 1, -2, 3, 46341, -7, 2**31 - 1], "int32")
+    longs = np.array([3, -5, 2**10, 7, -(2**62)], "int64")
+    with Session(cc.Graph(), target=target) as sess, sess.graph.as_default():
+        k, q = cc.placeholder("int32", (None,)), cc.placeholder("int64", (None,))
+        got = sess.run([k ** 2, k ** 3, k ** 0, cc.pow(k, 5), q ** 7, (k - 2) ** 31], {k: ints, q: longs})
+        with pytest.raises(ValueError, match=r"pow: integers to negative integer powers are not allowed"):
+            k ** -1
+    with np.errstate(over="ignore"):
+        expected = [ints ** 2, ints ** 3, ints ** 0, ints ** 5, longs ** 7, (ints - 2) ** 31]
+    for value, want in zip(got, expected):
+        assert value.dtype == want.dtype
+        np.testing.assert_array_equal(value, want)
+
+
 def test_floordiv_refuses_what_it_cannot_compute_exactly() -> None:
     with pytest.raises(DTypeError, match="floordiv takes float, int32 or int64 tensors, got bool"):
         cc.floordiv(cc.constant(np.array([True])), cc.constant(np.array([True])))
