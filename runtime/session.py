@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import collections
+import collections.abc
 import os
 import re
 import sys
@@ -53,12 +54,20 @@ def _flatten(structure: Any, leaves: list[Any], graph: Graph) -> Callable[[list[
         position = len(leaves)
         leaves.append(structure)
         return lambda values: values[position]
-    if isinstance(structure, dict):
+    if isinstance(structure, collections.abc.Mapping):
         builders = {key: _flatten(value, leaves, graph) for key, value in structure.items()}
         kind = type(structure)
         if isinstance(structure, collections.defaultdict):   # its constructor takes the factory first
             factory = structure.default_factory
             return lambda values: kind(factory, ((key, build(values)) for key, build in builders.items()))
+        if not isinstance(structure, dict):   # any Mapping, as TF1: rebuilt as its type where it can be
+            def rebuild(values: list[Any]) -> Any:
+                pairs = {key: build(values) for key, build in builders.items()}
+                try:
+                    return kind(pairs)
+                except TypeError:
+                    return pairs
+            return rebuild
         return lambda values: kind((key, build(values)) for key, build in builders.items())
     if isinstance(structure, (list, tuple)):
         builders_list = [_flatten(item, leaves, graph) for item in structure]
@@ -70,7 +79,7 @@ def _flatten(structure: Any, leaves: list[Any], graph: Graph) -> Callable[[list[
     hint = ("; gradients() gives None for a tensor the loss does not depend on (pass "
             "unconnected_gradients='zero' for zeros)") if structure is None else ""
     raise TypeError(f"cannot fetch {structure!r}: fetches must be Tensors, Operations, their names, or "
-                    f"lists/tuples/dicts of them{hint}")
+                    f"lists/tuples/dicts (mappings) of them{hint}")
 
 
 def _outputs_like(fetches: Any, out: Any, count: int) -> list[Any]:
@@ -80,7 +89,7 @@ def _outputs_like(fetches: Any, out: Any, count: int) -> list[Any]:
     def walk(structure: Any, mirror: Any) -> None:
         if isinstance(structure, (Tensor, Operation, str)):
             targets.append(mirror)
-        elif isinstance(structure, dict):
+        elif isinstance(structure, collections.abc.Mapping):
             for key, value in structure.items():
                 walk(value, None if mirror is None else mirror.get(key))
         else:

@@ -849,3 +849,28 @@ def test_an_initializer_runs_after_its_control_inputs(graph) -> None:
         np.testing.assert_array_equal(sess.run(v), [3.0, 3.0])
         sess.run([init_w, v * 3.0])       # reads v only: the control input runs first, once
         np.testing.assert_array_equal(sess.run(v), [4.0, 4.0])
+
+
+def test_any_mapping_of_fetches_comes_back_as_its_kind(graph) -> None:
+    # TF1 takes any collections.abc.Mapping; only dicts were taken here.
+    import types
+
+    class Frozen(collections.abc.Mapping):
+        def __init__(self, items: dict) -> None:
+            self._items = dict(items)
+
+        def __getitem__(self, key: str) -> Any:
+            return self._items[key]
+
+        def __iter__(self) -> Any:
+            return iter(self._items)
+
+        def __len__(self) -> int:
+            return len(self._items)
+
+    a = cc.constant(2.0)
+    with Session(graph) as sess:
+        proxied = sess.run(types.MappingProxyType({"a": a, "b": a * 3.0}))
+        frozen = sess.run(Frozen({"a": a, "nested": [a * 4.0]}))
+    assert isinstance(proxied, types.MappingProxyType) and dict(proxied) == {"a": 2.0, "b": 6.0}
+    assert isinstance(frozen, Frozen) and frozen["a"] == 2.0 and frozen["nested"] == [8.0]
