@@ -8,7 +8,8 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import DTypeError, ShapeError
-from ..graph import GraphKeys, Operation, Tensor, get_default_graph, located, session_for, user_location
+from ..graph import (GraphKeys, Operation, Tensor, TensorShape, get_default_graph, located, session_for,
+                     user_location)
 from ..shapes import format_shape
 from .array import identity
 from .base import OpDef, apply, convert_to_tensor, number_array
@@ -52,8 +53,8 @@ def placeholder_shape(shape: Any, label: str) -> tuple[int | None, ...]:
 
 def placeholder_with_default(input: Any, shape: Sequence[int | None], name: str | None = None) -> Tensor:  # noqa: A002
     """``input`` unless a value is fed for it (TF1's ``placeholder_with_default``): e.g. a
-    training flag that is False unless fed True. ``shape`` must fit ``input``'s shape (None for any
-    size); a fed value must have ``input``'s shape.
+    training flag that is False unless fed True. ``shape`` must fit ``input``'s shape, and is the
+    tensor's static shape: a size None there may be fed at any size (a default batch, others fed).
 
     >>> import compiler as cc
     >>> from runtime import Session
@@ -68,7 +69,9 @@ def placeholder_with_default(input: Any, shape: Sequence[int | None], name: str 
                                              for g, v in zip(given, value.shape)):
         raise ShapeError(located(f"placeholder_with_default: the shape {list(given)} does not fit the default's "
                                  f"{format_shape(value.shape)}"))
-    return identity(value, name=name or "PlaceholderWithDefault")
+    result = identity(value, name=name or "PlaceholderWithDefault")
+    result.shape = TensorShape(given)   # TF1's: a None size may be fed at any size
+    return result
 
 
 def _initial_as(given: Any, value: np.ndarray, target: np.dtype, name: str | None) -> np.ndarray:

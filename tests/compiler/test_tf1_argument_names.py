@@ -178,3 +178,26 @@ def test_initialized_value_starts_another_variable_from_this_ones_initial_value(
         sess.run(bump)
         np.testing.assert_array_equal(sess.run(doubled), [2.0, 4.0])
         np.testing.assert_array_equal(sess.run(w.initialized_value()), [11.0, 12.0])
+
+
+@pytest.mark.parametrize("target", ["cpu", "reference", "cuda-emulated"])
+def test_placeholder_with_default_of_shape_none_is_fed_at_any_size(target: str) -> None:
+    # TF1's placeholder_with_default(default_batch, shape=[None, 3]) takes other batch sizes fed;
+    # here the default's shape was the tensor's, and another size was a FeedError.
+    rng = np.random.default_rng(5)
+    default, fed = rng.normal(size=(2, 3)), rng.normal(size=(5, 3))
+    graph = cc.Graph()
+    with graph.as_default():
+        batch = cc.placeholder_with_default(default, shape=[None, 3])
+        w = cc.Variable(rng.normal(size=(3, 1)), name="w")
+        loss = cc.reduce_sum(cc.square(batch @ w))
+        (grad,) = cc.gradients(loss, [w])
+    assert batch.shape.as_list() == [None, 3]
+    with Session(graph, target=target) as sess:
+        w_value = sess.run(w)
+        for values, feeds in ((default, {}), (fed, {batch: fed})):
+            got_loss, got_grad = sess.run([loss, grad], feeds)
+            np.testing.assert_allclose(got_loss, np.sum((values @ w_value) ** 2), rtol=1e-12)
+            np.testing.assert_allclose(got_grad, 2 * values.T @ (values @ w_value), rtol=1e-12)
+        with pytest.raises(cc.FeedError):
+            sess.run(loss, {batch: rng.normal(size=(5, 4))})
