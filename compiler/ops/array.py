@@ -469,3 +469,83 @@ def rank(input: Any, name: str | None = None) -> Tensor:  # noqa: A002
     x = convert_to_tensor(input)
     return constant(np.int32(len(x.shape)), dtypes.int32, name=name or "Rank")
 
+
+
+def shape_n(input: Sequence[Any], out_type: Any = dtypes.int32, name: str | None = None) -> list[Tensor]:  # noqa: A002
+    """``[shape(t) for t in input]`` (TF1's ``shape_n``)."""
+    with composite_scope(name or "ShapeN", list(input)):
+        return [shape(t, out_type=out_type) for t in input]
+
+
+def identity_n(input: Sequence[Any], name: str | None = None) -> list[Tensor]:  # noqa: A002
+    """``[identity(t) for t in input]`` (TF1's ``identity_n``)."""
+    with composite_scope(name or "IdentityN", list(input)):
+        return [identity(t) for t in input]
+
+
+def matrix_transpose(a: Any, name: str | None = None, conjugate: bool = False) -> Tensor:
+    """Each innermost matrix transposed: the last two axes swapped (TF1's ``matrix_transpose``,
+    also ``linalg.transpose``); ``conjugate`` changes nothing for real dtypes.
+
+    >>> import compiler as cc
+    >>> cc.matrix_transpose(cc.placeholder("float32", (None, 2, 3))).shape
+    (None, 3, 2)
+    """
+    x = convert_to_tensor(a)
+    if len(x.shape) < 2:
+        raise ValueError(located(f"matrix_transpose: needs a tensor of rank 2 or more, got {x.name!r} of shape "
+                                 f"{format_shape(x.shape)}"))
+    rank = len(x.shape)
+    return transpose(x, tuple(range(rank - 2)) + (rank - 1, rank - 2), name=name or "matrix_transpose")
+
+
+def _block_layout(function: str, x: Tensor, block_size: Any, data_format: str) -> int:
+    """The block size, after checking the image is NHWC with known height, width and channels."""
+    if data_format != "NHWC":
+        raise ValueError(located(f"{function}: only data_format='NHWC' is supported, got {data_format!r}"))
+    if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or block_size < 2:
+        raise ValueError(located(f"{function}: block_size must be an int of at least 2, got {block_size!r}"))
+    if len(x.shape) != 4 or any(d is None for d in x.shape[1:]):
+        raise ValueError(located(f"{function}: needs a 4-D NHWC tensor of known height, width and channels, got "
+                                 f"{x.name!r} of shape {format_shape(x.shape)}"))
+    return int(block_size)
+
+
+def space_to_depth(input: Any, block_size: int, name: str | None = None, data_format: str = "NHWC") -> Tensor:  # noqa: A002
+    """Each ``block_size`` x ``block_size`` block of pixels moved into the channels: ``[b, h, w, c]``
+    to ``[b, h/bs, w/bs, bs*bs*c]``, the block's rows, then its columns, then the channels (TF1's
+    ``space_to_depth``).
+
+    >>> import numpy as np, compiler as cc
+    >>> from runtime import Session
+    >>> with Session() as sess:
+    ...     sess.run(cc.space_to_depth(cc.constant(np.arange(4.0).reshape(1, 2, 2, 1)), 2)).tolist()
+    [[[[0.0, 1.0, 2.0, 3.0]]]]
+    """
+    with composite_scope(name or "SpaceToDepth", [input]):
+        x = convert_to_tensor(input)
+        block = _block_layout("space_to_depth", x, block_size, data_format)
+        _, height, width, channels = x.shape
+        if height % block or width % block:
+            raise ValueError(located(f"space_to_depth: the height and width of {x.name!r} "
+                                     f"{format_shape(x.shape)} must be multiples of block_size {block}"))
+        batch = -1 if x.shape[0] is None else x.shape[0]
+        blocks = reshape(x, [batch, height // block, block, width // block, block, channels])
+        return reshape(transpose(blocks, (0, 1, 3, 2, 4, 5)),
+                       [batch, height // block, width // block, block * block * channels])
+
+
+def depth_to_space(input: Any, block_size: int, name: str | None = None, data_format: str = "NHWC") -> Tensor:  # noqa: A002
+    """The inverse of ``space_to_depth``: ``[b, h, w, bs*bs*c]`` to ``[b, h*bs, w*bs, c]`` (TF1's
+    ``depth_to_space``)."""
+    with composite_scope(name or "DepthToSpace", [input]):
+        x = convert_to_tensor(input)
+        block = _block_layout("depth_to_space", x, block_size, data_format)
+        _, height, width, depth = x.shape
+        if depth % (block * block):
+            raise ValueError(located(f"depth_to_space: the channels of {x.name!r} {format_shape(x.shape)} must be "
+                                     f"a multiple of block_size**2 = {block * block}"))
+        channels = depth // (block * block)
+        batch = -1 if x.shape[0] is None else x.shape[0]
+        blocks = reshape(x, [batch, height, width, block, block, channels])
+        return reshape(transpose(blocks, (0, 1, 3, 2, 4, 5)), [batch, height * block, width * block, channels])

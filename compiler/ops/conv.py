@@ -31,9 +31,12 @@ from ..errors import ShapeError
 from ..graph import Operation, Tensor, located
 from ..kernel_ir import IndexedInput, WindowMatmul
 from ..shapes import RuleError, format_shape
-from .array import expand_dims, squeeze, transpose, zeros_like
+from .array import expand_dims, reshape, squeeze, transpose, zeros_like
 from .base import LoopNest, OpDef, composite_scope, convert_to_tensor, renamed_argument
 from .creation import dynamic_sizes, zeros
+from .elementwise import add_n, cast
+from .padding import pad
+from .slicing import getitem
 from .rules import clamp_index, first_dtype, floating_dtype, same_shape_as_second, same_shape_as_third
 
 I64 = dtypes.int64
@@ -800,3 +803,107 @@ def conv2d_transpose(value: Any = None, filter: Any = None, output_shape: Any = 
         shape_of_result = zeros_like(value[:, :1, :1, :1]) + zeros((1, height, width, channels), value.dtype) \
             if batch is None else zeros((batch, height, width, channels), value.dtype)
         return Conv2DBackpropInput(value, _swap_channels(filter), shape_of_result, **attrs)
+
+
+def max_pool2d(input: Any, ksize: Any, strides: Any, padding: str, data_format: str = "NHWC",  # noqa: A002
+               name: str | None = None) -> Tensor:
+    """TF1.15's ``nn.max_pool2d``: ``max_pool`` with ``input`` first."""
+    return max_pool(input, ksize, strides, padding, data_format, name)
+
+
+def avg_pool2d(input: Any, ksize: Any, strides: Any, padding: str, data_format: str = "NHWC",  # noqa: A002
+               name: str | None = None) -> Tensor:
+    """TF1.15's ``nn.avg_pool2d``: ``avg_pool`` with ``input`` first."""
+    return avg_pool(input, ksize, strides, padding, data_format, name)
+
+
+def depthwise_conv2d(input: Any, filter: Any, strides: Any, padding: str, rate: Any = None,  # noqa: A002
+                     name: str | None = None, data_format: str | None = None, dilations: Any = None) -> Tensor:
+    """Each input channel convolved with its own filters (TF1's ``depthwise_conv2d``): ``filter``
+    ``[height, width, in_channels, multiplier]`` gives ``in_channels * multiplier`` output channels,
+    ``out[b, i, j, k * multiplier + q] = sum over di, dj of x[b, i*s + di*r - pad, j*s + dj*r - pad, k]
+    * filter[di, dj, k, q]``. ``rate`` (or ``dilations``) dilates the filter; strides and a rate
+    above 1 do not mix, as TF1.
+
+    A composition: one strided slice of the padded image per tap, times that tap's weights, summed;
+    the slices, products and sum fuse into one kernel, and the gradients follow from them.
+
+    >>> import numpy as np, compiler as cc
+    >>> x = cc.placeholder("float32", (None, 8, 8, 3))
+    >>> w = cc.constant(np.ones((3, 3, 3, 2), "float32"))
+    >>> cc.nn.depthwise_conv2d(x, w, [1, 2, 2, 1], "SAME").shape
+    (None, 4, 4, 6)
+    """
+    if data_format not in (None, "NHWC"):
+        raise ValueError(located(f"depthwise_conv2d: only data_format='NHWC' is supported, got {data_format!r}"))
+    rate = renamed_argument("depthwise_conv2d", "rate", rate, "dilations", dilations, default=1)
+    try:
+        steps, spread, padding = _pair(strides, "strides"), _pair(rate, "rate"), _padding(padding)
+    except ValueError as exc:
+        raise ValueError(located(f"depthwise_conv2d: {exc}")) from None
+    if max(steps) > 1 and max(spread) > 1:
+        raise ValueError(located("depthwise_conv2d: strides and rate cannot both exceed 1 (as TF1)"))
+    with composite_scope(name or "depthwise", [input, filter]):
+        x, w = convert_to_tensor(input), convert_to_tensor(filter)
+        if len(x.shape) != 4 or len(w.shape) != 4 or any(d is None for d in (*x.shape[1:], *w.shape)):
+            raise ShapeError(located(f"depthwise_conv2d: the input must be NHWC with known height, width and channels "
+                                     f"and the filter [height, width, in_channels, multiplier] of known sizes, got "
+                                     f"{format_shape(x.shape)} and {format_shape(w.shape)}"))
+        if x.shape[3] != w.shape[2]:
+            raise ShapeError(located(f"depthwise_conv2d: the input {x.name!r} has {x.shape[3]} channels but the "
+                                     f"filter {w.name!r} expects {w.shape[2]}"))
+        if not dtypes.is_floating(x.dtype):
+            raise TypeError(located(f"depthwise_conv2d: needs a float input, got {x.dtype.name} {x.name!r}"))
+        try:
+            rows, cols = (Window.of(x.shape[1 + d], w.shape[d], steps[d], spread[d], padding) for d in range(2))
+        except RuleError as exc:
+            raise ShapeError(located(f"depthwise_conv2d: {exc}")) from None
+        if 0 in (w.shape[0], w.shape[1]):
+            raise ShapeError(located(f"depthwise_conv2d: the filter's height and width must be at least 1, got "
+                                     f"{format_shape(w.shape)}"))
+        w = cast(w, x.dtype)
+
+        def after(window: Window) -> int:   # padding after the image, so that every slice stays inside
+            return max((window.out - 1) * window.stride + (window.kernel - 1) * window.dilation + 1
+                       - window.size - window.pad, 0)
+        padded = x
+        if rows.pad or cols.pad or after(rows) or after(cols):
+            padded = pad(x, [[0, 0], [rows.pad, after(rows)], [cols.pad, after(cols)], [0, 0]])
+        channels, multiplier = w.shape[2], w.shape[3]
+        taps = []
+        for i in range(rows.kernel):
+            for j in range(cols.kernel):
+                top, left = i * rows.dilation, j * cols.dilation
+                window = getitem(padded, (slice(None), slice(top, top + (rows.out - 1) * rows.stride + 1, rows.stride),
+                                          slice(left, left + (cols.out - 1) * cols.stride + 1, cols.stride),
+                                          slice(None)))
+                weights = w[i, j]                                   # [channels, multiplier]
+                taps.append(expand_dims(window, -1) * weights if multiplier != 1 else window * weights[:, 0])
+        total = add_n(taps) if len(taps) > 1 else taps[0]
+        if multiplier == 1:
+            return total
+        batch = -1 if x.shape[0] is None else x.shape[0]
+        return reshape(total, [batch, rows.out, cols.out, channels * multiplier])
+
+
+def separable_conv2d(input: Any, depthwise_filter: Any, pointwise_filter: Any, strides: Any, padding: str,  # noqa: A002
+                     rate: Any = None, name: str | None = None, data_format: str | None = None,
+                     dilations: Any = None) -> Tensor:
+    """``depthwise_conv2d`` followed by a 1x1 ``conv2d`` with ``pointwise_filter`` ``[1, 1,
+    in_channels * multiplier, out_channels]`` (TF1's ``separable_conv2d``).
+
+    >>> import numpy as np, compiler as cc
+    >>> x = cc.placeholder("float32", (None, 8, 8, 3))
+    >>> depthwise, pointwise = cc.constant(np.ones((3, 3, 3, 2), "float32")), cc.constant(np.ones((1, 1, 6, 4), "float32"))
+    >>> cc.nn.separable_conv2d(x, depthwise, pointwise, [1, 1, 1, 1], "VALID").shape
+    (None, 6, 6, 4)
+    """
+    with composite_scope(name or "separable_conv2d", [input, depthwise_filter, pointwise_filter]):
+        depthwise = depthwise_conv2d(input, depthwise_filter, strides, padding, rate=rate, data_format=data_format,
+                                     dilations=dilations)
+        pointwise = convert_to_tensor(pointwise_filter)
+        if len(pointwise.shape) != 4 or tuple(pointwise.shape[:2]) != (1, 1) \
+                or pointwise.shape[2] != depthwise.shape[3]:
+            raise ShapeError(located(f"separable_conv2d: the pointwise filter must be [1, 1, {depthwise.shape[3]}, "
+                                     f"out_channels], got {format_shape(pointwise.shape)}"))
+        return conv2d(depthwise, pointwise, strides=1, padding="VALID")

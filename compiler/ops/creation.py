@@ -7,6 +7,7 @@ Sizes are Python ints, as every shape is fixed when a step is compiled.
 from __future__ import annotations
 
 import builtins
+import math
 import numbers
 from typing import Any, Sequence
 
@@ -20,7 +21,7 @@ from .broadcast import broadcast_to
 from .array import expand_dims, reshape, size_from_tensor, static_value, zeros_like
 from .reduction import cumsum, reduce_sum
 from .slicing import getitem
-from .elementwise import cast, less, where
+from .elementwise import add, cast, less, multiply, where
 from .padding import pad
 
 
@@ -352,3 +353,69 @@ def diag(diagonal: Any, name: str | None = None) -> Tensor:
         raise ValueError(located(f"diag: takes a vector, got {d.name!r} of shape {list(d.shape)} (matrix_diag "
                                  "makes a batch of them)"))
     return matrix_diag(d, name=name or "Diag")
+
+
+def polyval(coeffs: Sequence[Any], x: Any, name: str | None = None) -> Tensor:
+    """``coeffs[0] * x**(n-1) + ... + coeffs[n-1]`` by Horner's rule (TF's ``math.polyval``: one
+    coefficient is returned as it is; none: zeros like ``x``).
+
+    >>> import compiler as cc
+    >>> from runtime import Session
+    >>> with Session() as sess:
+    ...     sess.run(cc.math.polyval([1.0, 0.0, -2.0], cc.constant([3.0]))).tolist()
+    [7.0]
+    """
+    if not isinstance(coeffs, (list, tuple)):
+        raise TypeError(located(f"polyval: coeffs must be a list of coefficients, got {type(coeffs).__name__}"))
+    with composite_scope(name or "polyval", [x, *coeffs]):
+        x = convert_to_tensor(x)
+        if not coeffs:
+            return zeros_like(x)
+        result = convert_to_tensor(coeffs[0], x.dtype)
+        for coefficient in coeffs[1:]:
+            result = add(multiply(result, x), convert_to_tensor(coefficient, x.dtype))
+        return result
+
+
+def meshgrid(*args: Any, indexing: str = "xy", name: str | None = None) -> list[Tensor]:
+    """Coordinate grids from 1-D tensors, as ``np.meshgrid`` (TF1's ``meshgrid``): with ``"xy"``
+    the first two axes of the grids are swapped (``[len(y), len(x), ...]``), with ``"ij"`` they
+    are in argument order.
+
+    >>> import compiler as cc
+    >>> [g.shape for g in cc.meshgrid(cc.constant([1, 2, 3]), cc.constant([4, 5]))]
+    [(2, 3), (2, 3)]
+    """
+    if indexing not in ("xy", "ij"):
+        raise ValueError(located(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}"))
+    with composite_scope(name or "meshgrid", list(args)):
+        vectors = [reshape(convert_to_tensor(v), [-1]) for v in args]
+        rank = len(vectors)
+        axes = list(builtins.range(rank))
+        if indexing == "xy" and rank >= 2:
+            axes[0], axes[1] = 1, 0
+        placed = [reshape(v, [-1 if a == axes[i] else 1 for a in builtins.range(rank)])
+                  for i, v in enumerate(vectors)]
+        grids = []
+        for i, v in enumerate(placed):
+            grid = v
+            for j, other in enumerate(placed):   # broadcast against every other axis, sizes known or fed
+                if j != i:
+                    grid = add(grid, zeros_like(other, dtype=v.dtype))
+            grids.append(grid)
+        return grids
+
+
+def diag_part(input: Any, name: str | None = None) -> Tensor:  # noqa: A002
+    """The diagonal of a tensor of shape ``[D1, ..., Dk, D1, ..., Dk]``: ``out[i1, ..., ik] =
+    input[i1, ..., ik, i1, ..., ik]`` (TF1's ``diag_part``, the inverse of ``diag``; a batch of
+    matrices is ``matrix_diag_part``'s)."""
+    with composite_scope(name or "DiagPart", [input]):
+        x = convert_to_tensor(input)
+        half = len(x.shape) // 2
+        sizes = x.shape[:half]
+        if len(x.shape) % 2 or not x.shape or sizes != x.shape[half:] or None in x.shape:
+            raise ValueError(located(f"diag_part: needs a tensor of shape [D1, ..., Dk, D1, ..., Dk] with known "
+                                     f"sizes, got {x.name!r} of shape {list(x.shape)}"))
+        count = math.prod(sizes)
+        return reshape(matrix_diag_part(reshape(x, [count, count])), list(sizes))

@@ -848,3 +848,67 @@ def div_no_nan(x: Any, y: Any, name: str | None = None) -> Tensor:
         empty = equal(y, 0)
         safe = where(empty, literal_as(1, y.dtype, "div_no_nan"), y)
         return where(empty, literal_as(0, x.dtype, "div_no_nan"), divide(x, safe))
+
+
+def _zero_guarded(function: str, x: Any, y: Any) -> tuple[Tensor, Tensor, Tensor]:
+    """(x, y with 1 where x is 0, whether x is 0) for TF's ``xlogy`` and ``xdivy``: the guard keeps
+    the unused branch finite, so the gradients are finite where x is 0."""
+    if not isinstance(x, Tensor) and isinstance(y, Tensor):
+        x = literal_as(x, y.dtype, function)
+    x = _float_operand(function, x)
+    if not isinstance(y, Tensor):
+        y = literal_as(y, x.dtype, function)
+    y = _float_operand(function, y)
+    zero_x = equal(x, 0)
+    return x, where(zero_x, literal_as(1, y.dtype, function), y), zero_x
+
+
+def xlogy(x: Any, y: Any, name: str | None = None) -> Tensor:
+    """``x * log(y)``, and 0 where ``x`` is 0 whatever ``y`` is (TF's ``math.xlogy``): the
+    entropy term ``p log p`` of a zero probability is 0.
+
+    >>> import compiler as cc
+    >>> from runtime import Session
+    >>> with Session() as sess:
+    ...     sess.run(cc.math.xlogy(cc.constant([0.0, 2.0]), cc.constant([0.0, 1.0]))).tolist()
+    [0.0, 0.0]
+    """
+    with composite_scope(name or "Xlogy", [x, y]):
+        x, safe_y, zero_x = _zero_guarded("xlogy", x, y)
+        return where(zero_x, literal_as(0, x.dtype, "xlogy"), multiply(x, log(safe_y)))
+
+
+def xdivy(x: Any, y: Any, name: str | None = None) -> Tensor:
+    """``x / y``, and 0 where ``x`` is 0 whatever ``y`` is (TF's ``math.xdivy``)."""
+    with composite_scope(name or "Xdivy", [x, y]):
+        x, safe_y, zero_x = _zero_guarded("xdivy", x, y)
+        return where(zero_x, literal_as(0, x.dtype, "xdivy"), divide(x, safe_y))
+
+
+def reciprocal_no_nan(x: Any, name: str | None = None) -> Tensor:
+    """``1 / x``, and 0 where ``x`` is 0 (TF's ``math.reciprocal_no_nan``)."""
+    with composite_scope(name or "reciprocal_no_nan", [x]):
+        x = _float_operand("reciprocal_no_nan", x)
+        return div_no_nan(literal_as(1, x.dtype, "reciprocal_no_nan"), x)
+
+
+def realdiv(x: Any, y: Any, name: str | None = None) -> Tensor:
+    """``x / y`` for float tensors (TF1's ``realdiv``)."""
+    with composite_scope(name or "RealDiv", [x, y]):
+        if not isinstance(x, Tensor) and isinstance(y, Tensor):
+            x = literal_as(x, y.dtype, "realdiv")
+        x = _float_operand("realdiv", x)
+        return divide(x, y)
+
+
+def scalar_mul(scalar: Any, x: Any, name: str | None = None) -> Tensor:
+    """``scalar * x`` for a scalar (TF1's ``scalar_mul``); anything else is an error."""
+    if len(getattr(scalar, "shape", np.shape(scalar))) != 0:
+        raise ShapeError(located(f"scalar_mul: the scalar must have rank 0, got shape "
+                                 f"{format_shape(tuple(getattr(scalar, 'shape', np.shape(scalar))))}"))
+    with composite_scope(name or "scalar_mul", [scalar, x]):
+        x = convert_to_tensor(x)
+        if not isinstance(scalar, Tensor):
+            scalar = literal_as(scalar, x.dtype, "scalar_mul")
+        return multiply(scalar, x)
+

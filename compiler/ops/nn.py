@@ -702,3 +702,54 @@ def sampled_softmax_loss(weights: Any, biases: Any, labels: Any, inputs: Any, nu
                                           sampled_values, remove_accidental_hits, partition_strategy, seed,
                                           "sampled_softmax_loss")
         return softmax_cross_entropy_with_logits_v2(labels=targets, logits=logits)
+
+
+def crelu(features: Any, name: str | None = None, axis: int = -1) -> Tensor:
+    """``concat([relu(x), relu(-x)], axis)``: twice the channels (TF1's ``crelu``).
+
+    >>> import compiler as cc
+    >>> cc.nn.crelu(cc.placeholder("float32", (None, 3))).shape
+    (None, 6)
+    """
+    with composite_scope(name or "CRelu", [features]):
+        x = _float_features("crelu", features)
+        return concat([relu(x), relu(negative(x))], axis)
+
+
+def normalize_moments(counts: Any, mean_ss: Any, variance_ss: Any, shift: Any, name: str | None = None,
+                      ) -> tuple[Tensor, Tensor]:
+    """(mean, variance) from sufficient statistics (TF1's ``normalize_moments``): ``mean_ss`` and
+    ``variance_ss`` are the sums of ``x - shift`` and of its squares over ``counts`` values
+    (``shift`` None: of ``x`` itself)."""
+    with composite_scope(name or "normalize", [counts, mean_ss, variance_ss, shift]):
+        mean_ss = _float_features("normalize_moments", mean_ss)
+        divisor = convert_to_tensor(1, mean_ss.dtype) / convert_to_tensor(counts, mean_ss.dtype)
+        shifted_mean = mean_ss * divisor
+        mean = shifted_mean if shift is None else shifted_mean + convert_to_tensor(shift, mean_ss.dtype)
+        variance = convert_to_tensor(variance_ss, mean_ss.dtype) * divisor - square(shifted_mean)
+        return mean, variance
+
+
+def weighted_moments(x: Any, axes: Any, frequency_weights: Any, name: str | None = None,
+                     keep_dims: bool | None = None, keepdims: bool | None = None) -> tuple[Tensor, Tensor]:
+    """(mean, variance) of ``x`` over ``axes``, each value counted ``frequency_weights`` times
+    (broadcast against ``x``; TF1's ``weighted_moments``). Weights summing to 0 give NaN, as TF1.
+
+    >>> import compiler as cc
+    >>> from runtime import Session
+    >>> mean, variance = cc.nn.weighted_moments(cc.constant([1.0, 3.0]), [0], cc.constant([3.0, 1.0]))
+    >>> with Session() as sess:
+    ...     [float(v) for v in sess.run([mean, variance])]
+    [1.5, 0.75]
+    """
+    keepdims = renamed_argument("weighted_moments", "keepdims", keepdims, "keep_dims", keep_dims, default=False)
+    with composite_scope(name or "weighted_moments", [x, frequency_weights]):
+        x = _float_features("weighted_moments", x)
+        weights = cast(convert_to_tensor(frequency_weights), x.dtype)   # as TF1
+        axes = _axes_list(axes, len(x.shape))
+        sum_of_weights = reduce_sum(weights + zeros_like(x), axes, keepdims=True)
+        mean = reduce_sum(weights * x, axes, keepdims=True) / sum_of_weights
+        variance = reduce_sum(weights * square(x - mean), axes, keepdims=True) / sum_of_weights
+        if not keepdims:
+            mean, variance = squeeze(mean, axes), squeeze(variance, axes)
+        return mean, variance

@@ -658,3 +658,99 @@ def test_cumprod_equals_numpy_with_zeros_and_signs(axis: int, exclusive: bool, r
     expected = np.flip(expected, axis) if reverse else expected
     with Session(cc.Graph()) as sess, sess.graph.as_default():
         np.testing.assert_allclose(sess.run(cc.cumprod(values, axis, exclusive, reverse)), expected, rtol=1e-12)
+
+
+def _depthwise_numpy(x: np.ndarray, w: np.ndarray, strides: tuple[int, int], rate: int, padding: str) -> np.ndarray:
+    """TF1's depthwise_conv2d written out: out[b, i, j, k*m + q] = sum x[b, i*s + di*r - pad, ...] * w[di, dj, k, q]."""
+    batch, height, width, channels = x.shape
+    kernel_h, kernel_w, _, multiplier = w.shape
+    sizes, befores = [], []
+    for size, kernel, stride in ((height, kernel_h, strides[0]), (width, kernel_w, strides[1])):
+        span = (kernel - 1) * rate + 1
+        out = -(-(size - span + 1) // stride) if padding == "VALID" else -(-size // stride)
+        sizes.append(out)
+        befores.append(0 if padding == "VALID" else max((out - 1) * stride + span - size, 0) // 2)
+    result = np.zeros((batch, sizes[0], sizes[1], channels, multiplier))
+    for i, j, di, dj in np.ndindex(sizes[0], sizes[1], kernel_h, kernel_w):
+        row, column = i * strides[0] + di * rate - befores[0], j * strides[1] + dj * rate - befores[1]
+        if 0 <= row < height and 0 <= column < width:
+            result[:, i, j] += x[:, row, column, :, None] * w[di, dj]
+    return result.reshape(batch, sizes[0], sizes[1], channels * multiplier)
+
+
+@pytest.mark.parametrize("image, filters, strides, rate, padding", [
+    ((2, 7, 6, 3), (3, 3, 3, 2), [1, 2, 2, 1], None, "SAME"),
+    ((2, 7, 6, 3), (3, 2, 3, 1), 1, 2, "SAME"),
+    ((1, 5, 5, 2), (2, 2, 2, 3), [1, 2, 1, 1], None, "VALID"),
+    ((3, 4, 4, 1), (4, 4, 1, 1), 1, None, "SAME"),           # even kernel: the larger pad after
+])
+def test_depthwise_and_separable_conv2d_equal_tf1_s_definition(image, filters, strides, rate, padding) -> None:
+    rng = np.random.default_rng(3)
+    x = cc.placeholder("float64", (None,) + image[1:])
+    w = cc.placeholder("float64", filters)
+    pointwise = rng.normal(size=(1, 1, filters[2] * filters[3], 2))
+    depthwise = cc.nn.depthwise_conv2d(x, w, strides, padding, rate=rate)
+    separable = cc.nn.separable_conv2d(x, w, cc.constant(pointwise), strides, padding, rate=rate)
+    x_value, w_value = rng.normal(size=image), rng.normal(size=filters)
+    with Session() as sess:
+        got, got_separable = sess.run([depthwise, separable], {x: x_value, w: w_value})
+    pair = (strides, strides) if isinstance(strides, int) else (strides[1], strides[2])
+    expected = _depthwise_numpy(x_value, w_value, pair, rate or 1, padding)
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got_separable, expected @ pointwise[0, 0], rtol=1e-12, atol=1e-12)
+
+
+def test_space_depth_meshgrid_and_math_names_equal_tf1_and_numpy() -> None:
+    image = np.arange(2 * 4 * 6 * 3, dtype=np.float64).reshape(2, 4, 6, 3)
+    x = cc.placeholder("float64", (None, 4, 6, 3))
+    with Session() as sess:
+        # TF1's documented example: [[[[1], [2]], [[3], [4]]]] -> [[[[1, 2, 3, 4]]]]
+        assert sess.run(cc.space_to_depth(cc.constant([[[[1.0], [2.0]], [[3.0], [4.0]]]]), 2)).tolist() == \
+            [[[[1.0, 2.0, 3.0, 4.0]]]]
+        to_depth, back = sess.run([cc.space_to_depth(x, 2), cc.depth_to_space(cc.space_to_depth(x, 2), 2)], {x: image})
+        grids = sess.run(cc.meshgrid(cc.constant([1, 2, 3]), cc.constant([4.0, 5.0]), cc.constant([7, 8, 9, 10])))
+        grids_ij = sess.run(cc.meshgrid(cc.constant([1, 2, 3]), cc.constant([4, 5]), indexing="ij"))
+        logs = sess.run(cc.math.xlogy(cc.constant([0.0, 0.0, 2.0]), cc.constant([0.0, np.nan, 3.0])))
+        divisions = sess.run(cc.math.xdivy(cc.constant([0.0, 1.0]), cc.constant([0.0, 4.0])))
+        reciprocals = sess.run(cc.math.reciprocal_no_nan(cc.constant([0.0, 4.0])))
+        diagonal = sess.run(cc.diag_part(cc.constant(np.arange(36.0).reshape(2, 3, 2, 3))))
+        moments = sess.run(cc.nn.weighted_moments(cc.constant(image[0, 0]), [0], cc.constant([[1], [2], [3], [0], [1], [1]])))
+        normalized = sess.run(cc.nn.normalize_moments(4.0, cc.constant([2.0]), cc.constant([10.0]), cc.constant([1.0])))
+    blocks = image.reshape(2, 2, 2, 3, 2, 3).transpose(0, 1, 3, 2, 4, 5).reshape(2, 2, 3, 12)
+    np.testing.assert_array_equal(to_depth, blocks)
+    np.testing.assert_array_equal(back, image)
+    for got, expected in zip(grids, np.meshgrid([1, 2, 3], [4.0, 5.0], [7, 8, 9, 10])):
+        np.testing.assert_array_equal(got, expected)
+    for got, expected in zip(grids_ij, np.meshgrid([1, 2, 3], [4, 5], indexing="ij")):
+        np.testing.assert_array_equal(got, expected)
+    np.testing.assert_allclose(logs, [0.0, 0.0, 2.0 * np.log(3.0)])
+    np.testing.assert_array_equal(divisions, [0.0, 0.25])
+    np.testing.assert_array_equal(reciprocals, [0.0, 0.25])
+    np.testing.assert_array_equal(diagonal, np.arange(36.0).reshape(6, 6).diagonal().reshape(2, 3))
+    weights = np.array([1, 2, 3, 0, 1, 1], float)[:, None]
+    mean = (weights * image[0, 0]).sum(0) / weights.sum()
+    np.testing.assert_allclose(moments[0], mean)
+    np.testing.assert_allclose(moments[1], (weights * (image[0, 0] - mean) ** 2).sum(0) / weights.sum())
+    np.testing.assert_allclose(normalized, [[1.5], [2.25]])    # mean = 2/4 + 1, variance = 10/4 - 0.5**2
+    assert cc.math.reduce_sum is cc.reduce_sum and cc.linalg.matmul is cc.matmul
+    assert cc.matrix_transpose(cc.placeholder("float32", (None, 2, 3))).shape == (None, 3, 2)
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: cc.nn.depthwise_conv2d(cc.placeholder("float32", (1, 4, 4, 3)), np.ones((3, 3, 2, 1), "float32"),
+                                    1, "SAME"), ShapeError, "has 3 channels but the filter"),
+    (lambda: cc.nn.depthwise_conv2d(cc.placeholder("float32", (1, 4, 4, 3)), np.ones((3, 3, 3, 1), "float32"),
+                                    2, "SAME", rate=2), ValueError, "strides and rate"),
+    (lambda: cc.nn.depthwise_conv2d(cc.placeholder("float32", (1, 2, 2, 3)), np.ones((3, 3, 3, 1), "float32"),
+                                    1, "VALID"), ShapeError, "does not fit"),
+    (lambda: cc.space_to_depth(cc.placeholder("float32", (1, 3, 4, 1)), 2), ValueError, "multiples of block_size"),
+    (lambda: cc.depth_to_space(cc.placeholder("float32", (1, 3, 4, 6)), 2), ValueError, "multiple of block_size"),
+    (lambda: cc.meshgrid(cc.constant([1.0]), indexing="xz"), ValueError, "indexing"),
+    (lambda: cc.diag_part(cc.placeholder("float32", (2, 3))), ValueError, "D1, ..., Dk"),
+    (lambda: cc.matrix_transpose(cc.placeholder("float32", (3,))), ValueError, "rank 2 or more"),
+    (lambda: cc.scalar_mul([1.0, 2.0], cc.constant([1.0])), ShapeError, "rank 0"),
+])
+def test_tf1_api_additions_refuse_bad_input_naming_the_line(call, error, match) -> None:
+    with pytest.raises(error, match=match) as caught:
+        call()
+    assert "test_derived_ops.py" in str(caught.value)
