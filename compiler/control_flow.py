@@ -33,13 +33,14 @@ from .errors import DTypeError, NoGradientError, ShapeError
 from .graph import Graph, Operation, SourceLocation, Tensor, get_default_graph, located, user_location
 from .ops.array import expand_dims, identity, ones_like, transpose, zeros_like
 from .ops.base import apply, constant, convert_to_tensor
-from .ops.control import Cond, RegionOutput, RegionParam, SavedValue, StackRead, While, assigned_variables
+from .ops.control import (Cond, RegionOutput, RegionParam, SavedValue, StackRead, While, assigned_variables,
+                           regions_of)
 from .ops.elementwise import cast, equal, less
 from .ops.gather import gather
 from .ops.joining import concat
 from .ops.numerics import Assert
 from .ops.padding import pad
-from .ops.random import RANDOM_OP_TYPES
+from .ops.random import RANDOM_OP_TYPES, draws
 from .ops.slicing import reverse
 from .ops.sources import VariableOp
 from .shapes import format_shape
@@ -285,6 +286,20 @@ def clone_operations(graph: Graph, operations: Sequence[Operation], mapping: dic
     return copies
 
 
+def _draws_again_differently(construct: Operation, runs_once: bool) -> bool:
+    """Whether running a copy of ``construct`` (a nested ``Cond`` or ``While``) in a gradient draws
+    other random numbers than the original did. Random ops read the graph's run counter: a cond
+    branch run once per step reads the step's count again and draws the same numbers, but a loop
+    advances the count at every iteration, so a loop's copy (or anything nested in a loop
+    iteration, whose count the gradient's loop does not reproduce) draws others."""
+    if not runs_once:
+        return draws(construct)
+    if construct.opdef is While:
+        return draws(construct)
+    return any(op.opdef.kind == "control" and _draws_again_differently(op, True)
+               for region in regions_of(construct) for op in region.operations)
+
+
 def inline(region: Region, arguments: Sequence[Tensor], capture_values: Sequence[Tensor],
            kept: dict[Tensor, Tensor] | None = None) -> list[Tensor]:
     """The region's results computed again at this point of the graph (for its gradient), from
@@ -322,6 +337,14 @@ def inline(region: Region, arguments: Sequence[Tensor], capture_values: Sequence
                     f"construct (or carry it as a loop variable) and assign it after"))
             stack.append(tensor.op)
     for op in needed:
+        if op.opdef.kind == "control" and _draws_again_differently(op, region.runs_once):
+            raise NoGradientError(located(
+                f"gradients: the {region.name.rpartition('/')[2]} function defined at {region.location} holds "
+                f"{op.describe()} (at {op.location}), which draws random numbers "
+                f"{'in a loop' if region.runs_once else 'in each iteration'}; its gradient would run it again and "
+                f"draw other numbers than the forward pass used, so it would be wrong. Draw the numbers in the "
+                f"enclosing function instead (for dropout with a tensor switch: where(training, "
+                f"nn.dropout(x, rate), x), as layers.dropout does), or stop the gradient at the construct"))
         if op.opdef.kind == "control" and assigned_variables(op):
             raise NoGradientError(located(
                 f"gradients: {op.describe()} nested in the function defined at {region.location} assigns "

@@ -25,7 +25,7 @@ from . import initializers
 from .initializers import ones_initializer, zeros_initializer
 from .control_flow import cond
 from .ops.array import element_count, reshape
-from .ops.base import convert_to_tensor
+from .ops.base import composite_scope, convert_to_tensor
 from .ops.conv import avg_pool, conv2d as _conv2d, max_pool
 from .ops.elementwise import maximum, where
 from .ops.linalg import matmul
@@ -304,12 +304,16 @@ def flatten(inputs: Any, name: str | None = None, data_format: str = "channels_l
 def dropout(inputs: Any, rate: float = 0.5, noise_shape: Any = None, seed: int | None = None,
             training: Any = False, name: str | None = None) -> Tensor:
     """``nn.dropout(inputs, rate)`` when ``training`` (a Python bool or a bool scalar tensor),
-    ``inputs`` unchanged otherwise (TF1's default: not training)."""
+    ``inputs`` unchanged otherwise (TF1's default: not training).
+
+    With a tensor ``training`` it is a select between the two rather than TF1's ``cond``: the same
+    values, and the random numbers stay an op of the enclosing function, so inside a loop body the
+    gradient reads the very numbers each iteration drew (a ``cond`` there would draw them again)."""
     x = _float_inputs(inputs, "dropout")
     training = _training(training, "dropout")
     if isinstance(training, Tensor):
-        return cond(training, lambda: nn.dropout(x, rate=rate, noise_shape=noise_shape, seed=seed),
-                    lambda: x, name=name or "dropout")
+        with composite_scope(name or "dropout", [x, training]):
+            return where(training, nn.dropout(x, rate=rate, noise_shape=noise_shape, seed=seed), x)
     if training:
         return nn.dropout(x, rate=rate, noise_shape=noise_shape, seed=seed, name=name)
     return x

@@ -302,17 +302,17 @@ def counter_updates(operations: Iterable[Operation]) -> list[Operation]:
     per graph that has a random op among them."""
     updates: list[Operation] = []
     for op in operations:
-        if op.type in RANDOM_OP_TYPES or (op.opdef.kind == "control" and _draws(op)):
+        if op.type in RANDOM_OP_TYPES or (op.opdef.kind == "control" and draws(op)):
             found = op.graph.get_collection(RANDOM_COUNTER_UPDATE_COLLECTION)
             if found and found[0].op not in updates:
                 updates.append(found[0].op)
     return updates
 
 
-def _draws(construct: Operation) -> bool:
+def draws(construct: Operation) -> bool:
     """Whether a ``Cond`` or ``While`` has a random op in one of its regions (nested ones too)."""
     from .control import regions_of
-    return any(op.type in RANDOM_OP_TYPES or (op.opdef.kind == "control" and _draws(op))
+    return any(op.type in RANDOM_OP_TYPES or (op.opdef.kind == "control" and draws(op))
                for region in regions_of(construct) for op in region.operations)
 
 

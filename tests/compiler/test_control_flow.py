@@ -595,6 +595,61 @@ def test_dropout_in_a_branch_or_a_loop_body_has_the_gradient_of_the_mask_it_drew
     assert any((m != masks[0]).any() for m in masks[1:])     # a new mask every step
 
 
+@pytest.mark.parametrize("target", TARGETS)
+def test_layers_dropout_with_a_tensor_switch_in_a_loop_body_has_the_gradient_of_its_mask(target: str) -> None:
+    # TF1's layers.dropout(training=tensor) is a cond: inside a scan its gradient drew another mask.
+    graph = cc.Graph()
+    with graph.as_default():
+        rows = cc.placeholder("float64", (4, 6), name="rows")
+        training = cc.placeholder("bool", (), name="training")
+        summed = cc.scan(lambda total, row: total + cc.layers.dropout(row, rate=0.5, training=training), rows,
+                         initializer=cc.zeros((6,), "float64"))
+        (row_slope,) = cc.gradients(cc.reduce_sum(summed[-1]), [rows])
+    with Session(graph, target=target) as sess:
+        for switch in (True, True, False):
+            partial_sums, slope = sess.run([summed, row_slope], {rows: np.ones((4, 6)), training: switch})
+            np.testing.assert_array_equal(slope, np.diff(np.vstack([np.zeros(6), partial_sums]), axis=0))
+            assert (slope == 1.0).all() != switch
+
+
+@pytest.mark.parametrize("nesting", ["cond-in-loop", "loop-in-cond", "loop-in-loop"])
+def test_a_gradient_that_would_draw_a_nested_construct_s_numbers_again_is_refused(nesting: str) -> None:
+    # Running such a construct again for its gradient draws other numbers (the loop's count moved
+    # on): the gradient would be silently wrong, so it is an error naming the construct.
+    rows = cc.placeholder("float64", (4, 6), name="rows")
+    training = cc.placeholder("bool", (), name="training")
+
+    def dropped(row: cc.Tensor) -> cc.Tensor:
+        return cc.cond(training, lambda: cc.nn.dropout(row, rate=0.5), lambda: row)
+
+    def scanned(x: cc.Tensor) -> cc.Tensor:
+        return cc.scan(lambda total, row: total + cc.nn.dropout(row, rate=0.5), x, initializer=x[0] * 0.0)
+
+    if nesting == "cond-in-loop":
+        result = cc.scan(lambda total, row: total + dropped(row), rows, initializer=rows[0] * 0.0)
+    elif nesting == "loop-in-cond":
+        result = cc.cond(training, lambda: scanned(rows), lambda: rows)
+    else:
+        result = cc.scan(lambda total, row: total + scanned(cc.reshape(row, (2, 3)))[-1], rows,
+                         initializer=cc.zeros((3,), "float64"))
+    with pytest.raises(cc.NoGradientError, match="draws random numbers.*other numbers") as caught:
+        cc.gradients(cc.reduce_sum(result), [rows])
+    assert "test_control_flow.py" in str(caught.value)
+
+
+def test_a_cond_in_a_cond_draws_the_same_numbers_for_its_gradient() -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float64", (8,), name="x")
+        training = cc.placeholder("bool", (), name="training")
+        inner = cc.cond(training, lambda: cc.cond(training, lambda: cc.nn.dropout(x, rate=0.5), lambda: x),
+                        lambda: x)
+        (slope,) = cc.gradients(cc.reduce_sum(inner), [x])
+    with Session(graph) as sess:
+        value, got = sess.run([inner, slope], {x: np.ones(8), training: True})
+    np.testing.assert_array_equal(got, value)      # kept entries are 2 = their slope, dropped ones 0
+
+
 @pytest.mark.parametrize("body", [lambda i: cc.add(i, 1), lambda i: [i + 1], lambda i: (i + 1,)],
                          ids=["tensor", "list", "tuple"])
 def test_a_list_of_one_loop_variable_behaves_as_in_tf1(body) -> None:
