@@ -170,16 +170,16 @@ def dense(inputs: Any, units: int, activation: Callable[[Tensor], Tensor] | str 
     kernel_initializer, bias_initializer, kernel_regularizer, bias_regularizer, activity_regularizer = \
         _weight_arguments("dense", kernel_initializer, bias_initializer, kernel_regularizer, bias_regularizer,
                           activity_regularizer)
-    _unsupported("dense", kernel_constraint=(kernel_constraint, None), bias_constraint=(bias_constraint, None))
     depth = x.shape[-1] if x.shape else None
     if depth is None:
         raise ValueError(located(f"dense: the last axis of {x.name!r} {format_shape(x.shape)} must be known"))
     with _layer_scope(name, "dense", [x], reuse):
-        kernel = get_variable("kernel", [depth, units], x.dtype, kernel_initializer, kernel_regularizer, trainable)
+        kernel = get_variable("kernel", [depth, units], x.dtype, kernel_initializer, kernel_regularizer, trainable,
+                              constraint=kernel_constraint)
         y = matmul(x, kernel)
         if use_bias:
             bias = get_variable("bias", [units], x.dtype, bias_initializer or zeros_initializer(),
-                                bias_regularizer, trainable)
+                                bias_regularizer, trainable, constraint=bias_constraint)
             y = y + bias
         return _activity(activation(y) if activation is not None else y, activity_regularizer)
 
@@ -208,18 +208,17 @@ def conv2d(inputs: Any, filters: int, kernel_size: Any, strides: Any = (1, 1), p
     kernel_initializer, bias_initializer, kernel_regularizer, bias_regularizer, activity_regularizer = \
         _weight_arguments("conv2d", kernel_initializer, bias_initializer, kernel_regularizer, bias_regularizer,
                           activity_regularizer)
-    _unsupported("conv2d", kernel_constraint=(kernel_constraint, None), bias_constraint=(bias_constraint, None))
     if len(x.shape) != 4 or x.shape[3] is None:
         raise ValueError(located(f"conv2d: the inputs must be NHWC with known channels, got {format_shape(x.shape)}"))
     kh, kw = _pair(kernel_size, "kernel_size", "conv2d")
     with _layer_scope(name, "conv2d", [x], reuse):
         kernel = get_variable("kernel", [kh, kw, x.shape[3], filters], x.dtype, kernel_initializer,
-                              kernel_regularizer, trainable)
+                              kernel_regularizer, trainable, constraint=kernel_constraint)
         y = _conv2d(x, kernel, strides=_pair(strides, "strides", "conv2d"), padding=_padding(padding, "conv2d"),
                     dilations=_pair(dilation_rate, "dilation_rate", "conv2d"))
         if use_bias:
             y = y + get_variable("bias", [filters], x.dtype, bias_initializer or zeros_initializer(),
-                                 bias_regularizer, trainable)
+                                 bias_regularizer, trainable, constraint=bias_constraint)
         return _activity(activation(y) if activation is not None else y, activity_regularizer)
 
 
@@ -246,8 +245,6 @@ def conv2d_transpose(inputs: Any, filters: int, kernel_size: Any, strides: Any =
     kernel_initializer, bias_initializer, kernel_regularizer, bias_regularizer, activity_regularizer = \
         _weight_arguments("conv2d_transpose", kernel_initializer, bias_initializer, kernel_regularizer,
                           bias_regularizer, activity_regularizer)
-    _unsupported("conv2d_transpose", kernel_constraint=(kernel_constraint, None),
-                 bias_constraint=(bias_constraint, None))
     if len(x.shape) != 4 or None in x.shape[1:]:
         raise ValueError(located(f"conv2d_transpose: the inputs must be NHWC with known height, width and channels, "
                                  f"got {format_shape(x.shape)}"))
@@ -259,12 +256,12 @@ def conv2d_transpose(inputs: Any, filters: int, kernel_size: Any, strides: Any =
         return size * stride + (max(kernel - stride, 0) if mode == "VALID" else 0)
     with _layer_scope(name, "conv2d_transpose", [x], reuse):
         kernel = get_variable("kernel", [kh, kw, filters, x.shape[3]], x.dtype, kernel_initializer,
-                              kernel_regularizer, trainable)
+                              kernel_regularizer, trainable, constraint=kernel_constraint)
         y = nn.conv2d_transpose(x, kernel, [x.shape[0], grown(x.shape[1], kh, sh), grown(x.shape[2], kw, sw), filters],
                                 strides=[1, sh, sw, 1], padding=mode)
         if use_bias:
             y = y + get_variable("bias", [filters], x.dtype, bias_initializer or zeros_initializer(),
-                                 bias_regularizer, trainable)
+                                 bias_regularizer, trainable, constraint=bias_constraint)
         return _activity(activation(y) if activation is not None else y, activity_regularizer)
 
 

@@ -16,6 +16,7 @@ layer/w True
 from __future__ import annotations
 
 import contextlib
+import functools
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
@@ -46,10 +47,25 @@ class VariableScope:
     initializer: Any = None
     regularizer: Callable[[Tensor], Any] | None = None
     dtype: Any = dtypes.float32
+    custom_getter: Callable[..., Any] | None = None
+    original_name_scope: str = ""   # the name scope opened with it ("" for the top), as TF1's
+    constraint: Callable[[Tensor], Any] | None = None
 
     def reuse_variables(self) -> None:
         """From now on, ``get_variable`` in this scope returns existing variables."""
         self.reuse = True
+
+    def set_initializer(self, initializer: Any) -> None:
+        self.initializer = initializer
+
+    def set_regularizer(self, regularizer: Callable[[Tensor], Any] | None) -> None:
+        self.regularizer = regularizer
+
+    def set_dtype(self, dtype: Any) -> None:
+        self.dtype = dtypes.as_dtype(dtype)
+
+    def set_custom_getter(self, custom_getter: Callable[..., Any] | None) -> None:
+        self.custom_getter = custom_getter
 
 
 class _Store:
@@ -84,6 +100,14 @@ def set_default_name_counts(graph: Graph, counts: dict[str, int]) -> None:
     _store(graph).opened = dict(counts)
 
 
+def _wrapped_getter(custom_getter: Callable[..., Any], enclosing: Callable[..., Any]) -> Callable[..., Any]:
+    """A scope's custom getter inside another's: it is called first, and its ``getter`` goes
+    through the enclosing one (TF1's order)."""
+    def wrapped(getter: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return custom_getter(functools.partial(enclosing, getter), *args, **kwargs)
+    return wrapped
+
+
 def get_variable_scope() -> VariableScope:
     """The innermost open variable scope of the default graph (the root scope, named "", outside
     any)."""
@@ -93,13 +117,19 @@ def get_variable_scope() -> VariableScope:
 @contextlib.contextmanager
 def variable_scope(name_or_scope: str | VariableScope | None, default_name: str | None = None,
                    values: Sequence[Any] | None = None, initializer: Any = None,
-                   regularizer: Callable[[Tensor], Any] | None = None, reuse: Any = None,
-                   dtype: Any = None, auxiliary_name_scope: bool = True) -> Iterator[VariableScope]:
+                   regularizer: Callable[[Tensor], Any] | None = None, caching_device: Any = None,
+                   partitioner: Any = None, custom_getter: Callable[..., Any] | None = None, reuse: Any = None,
+                   dtype: Any = None, use_resource: Any = None, constraint: Callable[[Tensor], Any] | None = None,
+                   auxiliary_name_scope: bool = True) -> Iterator[VariableScope]:
     """Open the variable scope ``name_or_scope`` (a name below the current scope, or a
     ``VariableScope`` to enter again by its full name); with ``name_or_scope=None``,
     ``default_name`` made unique (``dense``, ``dense_1``...). ``reuse``: True (and in every scope
     inside) ``get_variable`` returns existing variables, AUTO_REUSE makes missing ones, None
     inherits the enclosing scope's. The ops built inside are named under the scope too.
+    ``initializer``, ``regularizer``, ``dtype``, ``constraint`` and ``custom_getter`` are the
+    defaults of ``get_variable`` inside (a custom getter wraps the enclosing scope's, as TF1's);
+    TF1's argument order, whose ``caching_device``, ``partitioner`` and ``use_resource`` change
+    nothing here.
 
     >>> import compiler as cc
     >>> with cc.Graph().as_default():
@@ -131,22 +161,39 @@ def variable_scope(name_or_scope: str | VariableScope | None, default_name: str 
     else:
         raise ValueError(located(f"variable_scope: name_or_scope must be a name (levels separated by '/'), a "
                                  f"VariableScope or None, got {name_or_scope!r}"))
+    if name_or_scope is None and reuse is True:
+        raise ValueError(located("variable_scope: reuse=True cannot be used without a name_or_scope (as TF1)"))
+    if custom_getter is not None and not callable(custom_getter):
+        raise TypeError(located(f"variable_scope: custom_getter must be callable, got {custom_getter!r}"))
     if reuse is not None and reuse is not True and reuse is not False and reuse is not AUTO_REUSE:
         raise ValueError(located(f"variable_scope: reuse must be True, False, None or AUTO_REUSE, got {reuse!r}"))
     # As TF1: reuse True or AUTO_REUSE holds in every scope inside; False or None inherits.
     effective = reuse if reuse in (True, AUTO_REUSE) else (parent.reuse if parent.reuse else inherited.reuse)
+    getter = inherited.custom_getter
+    if custom_getter is not None:
+        getter = custom_getter if getter is None else _wrapped_getter(custom_getter, getter)
     scope = VariableScope(full, effective,
                           initializer if initializer is not None else inherited.initializer,
                           regularizer if regularizer is not None else inherited.regularizer,
-                          dtypes.as_dtype(dtype) if dtype is not None else inherited.dtype)
+                          dtypes.as_dtype(dtype) if dtype is not None else inherited.dtype, getter,
+                          inherited.original_name_scope if isinstance(name_or_scope, VariableScope) else "",
+                          constraint if constraint is not None else inherited.constraint)
     store.scopes.append(scope)
     store.opened[full] = store.opened.get(full, 0) + 1
     counts_before = dict(store.opened)
     try:
         with graph.as_default():
-            if auxiliary_name_scope:
-                with graph.nested_scope(full[len(parent.name) + 1:] if parent.name else full) \
-                        if not isinstance(name_or_scope, VariableScope) else graph.nested_scope(full):
+            # As TF1, the ops inside go in a name scope made unique as cc.name_scope makes it (a
+            # scope opened again names its ops "foo_1/..."); a VariableScope given enters one
+            # named as its last level, and the top scope (get_variable_scope() at the top) none.
+            if isinstance(name_or_scope, VariableScope):
+                name_scope = full.rpartition("/")[2]
+            else:
+                name_scope = full[len(parent.name) + 1:] if parent.name else full
+            if auxiliary_name_scope and name_scope:
+                with graph.name_scope(name_scope) as opened:
+                    if not isinstance(name_or_scope, VariableScope):
+                        scope.original_name_scope = opened
                     yield scope
             else:
                 yield scope
@@ -170,13 +217,22 @@ def _variable_shape(shape: Any, full: str) -> tuple[int, ...]:
 
 
 def get_variable(name: str, shape: Sequence[int] | None = None, dtype: Any = None, initializer: Any = None,
-                 regularizer: Callable[[Tensor], Any] | None = None, trainable: bool = True,
-                 collections: Sequence[str] | None = None, **unused: Any) -> Variable:
+                 regularizer: Callable[[Tensor], Any] | None = None, trainable: bool | None = None,
+                 collections: Sequence[str] | None = None, caching_device: Any = None, partitioner: Any = None,
+                 validate_shape: bool = True, use_resource: Any = None, custom_getter: Callable[..., Any] | None = None,
+                 constraint: Callable[[Tensor], Any] | None = None, synchronization: Any = None,
+                 aggregation: Any = None) -> Variable:
     """The variable ``scope/name``: made from ``initializer`` (an initializer, a number or an
     array; the scope's, else Glorot uniform for floats and zeros for integers) when the scope does
     not reuse, returned when it does; an error when it exists and the scope does not reuse, or is
     missing and the scope reuses (but AUTO_REUSE makes it). ``regularizer(variable)`` adds a loss
     to ``GraphKeys.REGULARIZATION_LOSSES`` (see ``cc.losses.get_regularization_loss``).
+    ``constraint(variable)`` is what an optimizer sets the variable to after each update. As TF1,
+    ``custom_getter`` (or the scope's) is called instead, as ``custom_getter(getter, name, *args,
+    **kwargs)`` with the full name and this function's other arguments; ``getter`` makes or
+    returns the variable, and what the custom getter returns is the result. ``caching_device``,
+    ``partitioner`` (one variable is made whole), ``validate_shape``, ``use_resource``,
+    ``synchronization`` and ``aggregation`` are TF1's and change nothing here.
 
     >>> import compiler as cc
     >>> with cc.Graph().as_default():
@@ -184,17 +240,40 @@ def get_variable(name: str, shape: Sequence[int] | None = None, dtype: Any = Non
     ...     print(b.shape, b.dtype.name)
     (4,) float32
     """
-    unknown = sorted(k for k in unused if k not in ("caching_device", "partitioner", "validate_shape",
-                                                       "use_resource", "custom_getter", "constraint",
-                                                       "synchronization", "aggregation"))
-    if unknown:
-        raise TypeError(located(f"get_variable: unexpected argument(s) {', '.join(unknown)}"))
     if not isinstance(name, str) or not name:
         raise ValueError(located(f"get_variable: name must be a non-empty str, got {name!r}"))
+    if constraint is not None and not callable(constraint):
+        raise TypeError(located(f"get_variable: constraint must be a function of the variable, got {constraint!r}"))
+    scope = _store(get_default_graph()).scopes[-1]
+    full = f"{scope.name}/{name}" if scope.name else name
+    custom_getter = custom_getter if custom_getter is not None else scope.custom_getter
+    constraint = constraint if constraint is not None else scope.constraint
+    if custom_getter is None:
+        return _true_getter(full, shape, dtype, initializer, regularizer, trainable, collections, constraint)
+    if not callable(custom_getter):
+        raise TypeError(located(f"get_variable: custom_getter must be callable, got {custom_getter!r}"))
+    return custom_getter(getter=_true_getter, name=full, shape=shape, dtype=dtype, initializer=initializer,
+                         regularizer=regularizer, reuse=scope.reuse, trainable=trainable, collections=collections,
+                         caching_device=caching_device, partitioner=partitioner, validate_shape=validate_shape,
+                         use_resource=use_resource, constraint=constraint, synchronization=synchronization,
+                         aggregation=aggregation)
+
+
+def _true_getter(name: str, shape: Sequence[int] | None = None, dtype: Any = None, initializer: Any = None,
+                 regularizer: Callable[[Tensor], Any] | None = None, trainable: bool | None = None,
+                 collections: Sequence[str] | None = None, constraint: Callable[[Tensor], Any] | None = None,
+                 **tf1_arguments: Any) -> Variable:
+    """The variable named ``name`` (a full name) made or returned as the open scope says: the
+    ``getter`` a custom getter is given."""
+    unknown = sorted(set(tf1_arguments) - {"caching_device", "partitioner", "validate_shape", "use_resource",
+                                           "synchronization", "aggregation", "reuse"})
+    if unknown:
+        raise TypeError(located(f"get_variable: unexpected argument(s) {', '.join(unknown)}"))
+    trainable = True if trainable is None else trainable
     graph = get_default_graph()
     store = _store(graph)
     scope = store.scopes[-1]
-    full = f"{scope.name}/{name}" if scope.name else name
+    full = name
     existing = store.variables.get(full)
     sizes = None if shape is None else _variable_shape(shape, full)
     if existing is not None:
@@ -218,8 +297,9 @@ def get_variable(name: str, shape: Sequence[int] | None = None, dtype: Any = Non
                                  f"get_variable; choose another name"))
     # As TF1: made for the graph as a whole (no control dependencies, outside any cond or loop
     # being traced), named by the variable scope whatever name scopes are open.
-    with graph.init_scope(), graph.absolute_name_scope(scope.name):
-        variable = Variable(value, name=name, trainable=trainable, collections=collections)
+    scope_name, _, leaf = full.rpartition("/")
+    with graph.init_scope(), graph.absolute_name_scope(scope_name):
+        variable = Variable(value, name=leaf, trainable=trainable, collections=collections, constraint=constraint)
     store.variables[full] = variable
     regularizer = regularizer if regularizer is not None else scope.regularizer
     if regularizer is not None:

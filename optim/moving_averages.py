@@ -27,6 +27,7 @@ import numpy as np
 import compiler as cc
 from compiler import dtypes
 from compiler.graph import Operation, Tensor, located
+from compiler.ops.random_seed import get_random_counter
 
 MOVING_AVERAGE_VARIABLES = "moving_average_variables"   # TF1's GraphKeys: the variables averaged
 
@@ -109,7 +110,8 @@ class ExponentialMovingAverage:
             moving_avg_variables = cc.trainable_variables() + graph.get_collection(MOVING_AVERAGE_VARIABLES)
         averaged = list(dict.fromkeys(moving_avg_variables))
         names: dict[str, Any] = {self.average_name(var): var for var in averaged}
+        counter = get_random_counter(graph)
         for var in cc.global_variables():
-            if var not in averaged and var.op.name not in names:
+            if var not in averaged and var.op.name not in names and var is not counter:   # not TF1's
                 names[var.op.name] = var
         return names

@@ -220,9 +220,14 @@ class Optimizer:
                         if self._updates_only_gathered_rows:
                             self._rows_looked_up = _rows_looked_up(grad, var)
                         try:
-                            update_ops.extend(_flatten(self._apply_dense(grad, var)))
+                            updates = _flatten(self._apply_dense(grad, var))
                         finally:
                             self._rows_looked_up = None
+                        update_ops.extend(updates)
+                        constraint = getattr(var, "constraint", None)
+                        if constraint is not None:   # as TF1: projected after its update
+                            with graph.control_dependencies(updates):
+                                update_ops.append(cc.assign(var, constraint(var)))
                 if global_step is not None:
                     update_ops.append(cc.assign_add(global_step, 1))
             return self._finish(update_ops, scope)

@@ -150,8 +150,10 @@ class Variable(Tensor):
         if trainable is not None and not isinstance(trainable, (bool, np.bool_)):
             raise TypeError(located(f"{label}: trainable must be True or False, got {trainable!r} (TF1's order: "
                                     f"Variable(initial_value, trainable, collections, ...); pass name= by keyword)"))
-        if variable_def is not None or constraint is not None:
-            raise ValueError(located(f"{label}: variable_def and constraint are not supported"))
+        if variable_def is not None:
+            raise ValueError(located(f"{label}: variable_def is not supported"))
+        if constraint is not None and not callable(constraint):
+            raise TypeError(located(f"{label}: constraint must be a function of the variable, got {constraint!r}"))
         if callable(initial_value):   # TF1's deferred initial value
             initial_value = initial_value()
         trainable = True if trainable is None else bool(trainable)
@@ -180,6 +182,8 @@ class Variable(Tensor):
         op.outputs = (self,)
         self.initial_value = value
         self.trainable = trainable
+        # As TF1: an optimizer sets the variable to constraint(variable) after each update.
+        self.constraint = constraint
         self._initializer: Operation | None = None
         keys = list(collections) if collections is not None else [GraphKeys.GLOBAL_VARIABLES]
         if trainable and GraphKeys.TRAINABLE_VARIABLES not in keys:

@@ -210,3 +210,70 @@ def test_a_scope_name_with_slashes_opens_its_levels_at_once_as_tf1() -> None:
             again = cc.get_variable("kernel", [2])
     assert scope.name == "outer/rnn/lstm_cell" and kernel.op.name == "outer/rnn/lstm_cell/kernel"
     assert again is kernel and total.op.name == "outer/rnn/lstm_cell/Mul"
+
+
+def test_scopes_entered_again_name_their_ops_as_tf1() -> None:
+    # The multi-tower idiom re-enters the top scope: no "//" and no leading "/" in names.
+    with cc.Graph().as_default():
+        with cc.name_scope("tower_0"):
+            with cc.variable_scope(cc.get_variable_scope(), reuse=cc.AUTO_REUSE):
+                w = cc.get_variable("w", [3])
+                loss = cc.reduce_sum(w * 2.0, name="loss")
+                with cc.name_scope("inner") as inner:
+                    pass
+        with cc.variable_scope(cc.get_variable_scope()):
+            with cc.name_scope("tower_1"):
+                other = cc.identity(w, name="loss")
+            top = cc.constant(1.0, name="c")
+        # A scope opened again: its ops in a name scope made unique, its variables where they were.
+        with cc.variable_scope("foo"):
+            first = cc.constant(1.0, name="c")
+        with cc.variable_scope("foo", reuse=True):
+            second = cc.constant(1.0, name="c")
+        with cc.variable_scope("foo") as scope:
+            pass
+        with cc.variable_scope(scope):
+            third, v = cc.constant(1.0, name="c"), cc.get_variable("v", [1])
+    assert (loss.name, inner, w.name, other.name, top.name) == ("tower_0/loss:0", "tower_0/inner/", "w:0",
+                                                                 "tower_1/loss:0", "c:0")
+    assert (first.name, second.name, third.name, v.name) == ("foo/c:0", "foo_1/c:0", "foo_3/c:0", "foo/v:0")
+
+
+def test_constraints_project_after_each_update_and_custom_getters_wrap_as_tf1() -> None:
+    import optim
+    calls: list[str] = []
+
+    def logged(label: str, scale: float = 1.0):
+        def getter(getter, name, *args, **kwargs):
+            calls.append(f"{label}:{name}")
+            return getter(name, *args, **kwargs) * scale
+        return getter
+
+    with cc.Graph().as_default() as graph:
+        clipped = cc.get_variable("clipped", [2], initializer=cc.constant_initializer(5.0),
+                                  constraint=lambda t: cc.clip_by_value(t, 0.0, 1.0))
+        with cc.variable_scope("outer", custom_getter=logged("outer"), constraint=lambda t: cc.maximum(t, 0.5)):
+            with cc.variable_scope("inner", custom_getter=logged("inner", 2.0)) as inner:
+                doubled = cc.get_variable("v", [2], initializer=cc.ones_initializer())
+            floored = cc.get_variable("f", [2], initializer=cc.zeros_initializer(), custom_getter=logged("call"))
+        kernel_holder = cc.layers.dense(cc.ones([1, 3]), 2, kernel_constraint=lambda k: k * 0.0, name="dense")
+        plain = cc.Variable(np.ones(2, "float32"), name="plain", constraint=lambda t: t / cc.norm(t))
+        loss = cc.reduce_sum(clipped) * -1.0 + cc.reduce_sum(doubled) + cc.reduce_sum(floored) \
+            + cc.reduce_sum(kernel_holder) + cc.reduce_sum(plain)
+        train = optim.GradientDescentOptimizer(0.1).minimize(loss)
+        with pytest.raises(ValueError, match="reuse=True cannot be used without a name_or_scope"):
+            with cc.variable_scope(None, default_name="d", reuse=True):
+                pass
+        with cc.variable_scope("resource", use_resource=True, caching_device="/cpu:0", partitioner=None):
+            pass
+    # The inner scope's getter runs first and reaches the variable through the outer one's.
+    assert calls == ["inner:outer/inner/v", "outer:outer/inner/v", "call:outer/f"]
+    assert inner.original_name_scope == "outer/inner/" and doubled.op.type == "Mul"
+    with Session(graph) as sess:
+        sess.run(train)
+        values = sess.run({"clipped": clipped, "floored": graph.get_tensor_by_name("outer/f:0"),
+                           "kernel": graph.get_tensor_by_name("dense/kernel:0"), "plain": plain})
+    np.testing.assert_array_equal(values["clipped"], [1.0, 1.0])
+    np.testing.assert_allclose(values["floored"], [0.5, 0.5])          # the scope's constraint: max(-0.1, 0.5)
+    np.testing.assert_array_equal(values["kernel"], np.zeros((3, 2)))
+    np.testing.assert_allclose(values["plain"], np.full(2, np.sqrt(0.5)), rtol=1e-6)

@@ -367,6 +367,21 @@ def test_missing_variable_names_it(graph, tmp_path) -> None:
             optim.Saver().restore(sess, str(tmp_path / "nothing-here"))
 
 
+def test_a_checkpoint_from_before_any_random_op_restores_into_a_graph_that_draws(graph, tmp_path) -> None:
+    # The hidden run count is a global variable (checkpointed, reset by the initializer), but a
+    # checkpoint of a graph without random ops (or TF1's) has none: restoring it keeps the count.
+    path = _save_reference(tmp_path)
+    w = cc.Variable(cc.truncated_normal([2, 3], stddev=0.1), name="w")
+    noise = cc.random_uniform([4])
+    averages = optim.ExponentialMovingAverage(0.9).variables_to_restore()
+    assert "random_counter" not in averages and "random_counter" in [v.op.name for v in cc.global_variables()]
+    with Session(graph) as sess:
+        first = sess.run(noise)
+        optim.Saver().restore(sess, path)
+        np.testing.assert_array_equal(sess.run(w), np.ones((2, 3), "float32"))
+        assert not np.array_equal(sess.run(noise), first)     # the count went on
+
+
 # -- (4) damaged files are refused ---------------------------------------------------------------
 
 BYTE_DAMAGE = {
