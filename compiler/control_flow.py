@@ -521,14 +521,8 @@ def _while_gradients(call: ControlFlowCall, output_grads: list[Tensor | None]) -
         carried |= read & set(range(count))
         read = set().union(*(depends[k] for k in carried))
     wanted = [k for k in range(count) if _differentiable(initial[k]) and k in carried]
-    relaxed = [k for k in wanted if body.params[k].shape != initial[k].shape]
-    if relaxed:
-        k = relaxed[0]
-        raise NoGradientError(located(
-            f"gradients: the while_loop at {op.location} lets loop variable {k} change shape "
-            f"({format_shape(initial[k].shape)} to {format_shape(body.params[k].shape)} under shape_invariants); "
-            f"its gradient would need every iteration's value at its own shape, which is not supported. Keep "
-            f"the shape fixed (pad to the largest size) to differentiate the loop"))
+    # A loop variable whose shape shape_invariants relaxes is differentiated as long as its shape
+    # stays as it is: the compiled targets require it, and the reference target checks it.
     row_targets = [r for r in range(sliced) if _differentiable(elements[r]) and count + r in read]
     targets = [j for j, t in enumerate(captured) if _differentiable(t) and count + sliced + j in read]
     if not (wanted or row_targets or targets):

@@ -154,15 +154,26 @@ class truncated_normal_initializer(Initializer):  # noqa: N801
 
 
 class random_uniform_initializer(Initializer):  # noqa: N801
-    """Uniform draws in ``[minval, maxval)``."""
+    """Uniform draws in ``[minval, maxval)`` (``maxval`` None: 1, for floats; integer dtypes, as
+    TF1's, draw integers and need ``maxval``)."""
 
-    def __init__(self, minval: float = 0.0, maxval: float = 1.0, seed: int | None = None,
+    def __init__(self, minval: float = 0.0, maxval: float | None = None, seed: int | None = None,
                  dtype: Any = dtypes.float32) -> None:
         self.minval, self.maxval, self.seed, self.dtype = minval, maxval, check_seed(seed, "initializer"), dtype
 
     def __call__(self, shape: Sequence[int], dtype: Any = None, partition_info: Any = None) -> np.ndarray:
         sizes = _shape(shape, "random_uniform_initializer")
-        draws = self._generator(self.seed).uniform(self.minval, self.maxval, sizes)
+        target = dtypes.as_dtype(dtype or self.dtype or dtypes.float32)
+        if dtypes.is_integer(target):
+            if self.maxval is None:
+                raise ValueError(located(f"random_uniform_initializer: an {target.name} variable needs maxval "
+                                         "(as TF1)"))
+            if int(self.maxval) <= int(self.minval):
+                raise ValueError(located(f"random_uniform_initializer: needs minval < maxval for integers, got "
+                                         f"{self.minval} and {self.maxval}"))
+            return self._generator(self.seed).integers(int(self.minval), int(self.maxval), sizes).astype(target)
+        maxval = 1.0 if self.maxval is None else self.maxval
+        draws = self._generator(self.seed).uniform(self.minval, maxval, sizes)
         return draws.astype(_float_dtype(dtype, self.dtype, "random_uniform_initializer"))
 
 

@@ -22,7 +22,9 @@ is backpropagation through time), ``static_rnn`` over a Python list of steps.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Sequence
+import hashlib
+import itertools
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -517,25 +519,37 @@ class DropoutWrapper(_Wrapper):
         self._seed = seed
         self._keep = (input_keep_prob, output_keep_prob, state_keep_prob)
 
-    def _dropped(self, x: Tensor, keep: Any) -> Tensor:
+    def _seed_for(self, salt: str, index: int) -> int | None:
+        """TF1's seed of one dropout of the wrapper: each (input, state or output part) its own
+        mask, from the md5 of the seed and the part's salt, as TF1 derives it."""
+        if self._seed is None:
+            return None
+        digest = hashlib.md5(f"{self._seed}{salt}_{index}".encode("utf-8")).hexdigest()
+        return int(digest[:8], 16) & 0x7FFFFFFF
+
+    def _dropped(self, x: Tensor, keep: Any, salt: str, index: int) -> Tensor:
         if not isinstance(keep, Tensor) and keep == 1.0:
             return x
-        return dropout(x, keep_prob=keep, seed=self._seed)
+        return dropout(x, keep_prob=keep, seed=self._seed_for(salt, index))
 
     def __call__(self, inputs: Any, state: Any, scope: Any = None) -> tuple[Tensor, Any]:
         input_keep, output_keep, state_keep = self._keep
-        output, new_state = self._cell(self._dropped(convert_to_tensor(inputs), input_keep), state, scope)
+        output, new_state = self._cell(self._dropped(convert_to_tensor(inputs), input_keep, "input", 0), state,
+                                       scope)
         if isinstance(state_keep, Tensor) or state_keep != 1.0:
-            new_state = _drop_state(new_state, lambda part: self._dropped(part, state_keep))
-        return self._dropped(output, output_keep), new_state
+            new_state = _drop_state(new_state, lambda part, index: self._dropped(part, state_keep, "state", index),
+                                    itertools.count())
+        return self._dropped(output, output_keep, "output", 0), new_state
 
 
-def _drop_state(state: Any, drop: Callable[[Tensor], Tensor]) -> Any:
+def _drop_state(state: Any, drop: Callable[[Tensor, int], Tensor], positions: Iterator[int]) -> Any:
+    """The state with ``drop(part, its position among the state's tensors)`` applied to each part."""
     if isinstance(state, LSTMStateTuple):   # the memory c is kept whole, as TF1's default
-        return LSTMStateTuple(state.c, drop(state.h))
+        next(positions)
+        return LSTMStateTuple(state.c, drop(state.h, next(positions)))
     if isinstance(state, (tuple, list)):
-        return tuple(_drop_state(part, drop) for part in state)
-    return drop(state)
+        return tuple(_drop_state(part, drop, positions) for part in state)
+    return drop(state, next(positions))
 
 
 class ResidualWrapper(_Wrapper):

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from compiler import dtypes
+from compiler.errors import NoGradientError
 from compiler.graph import Operation, Tensor, located
 from compiler.ops.control import value_position
 from compiler.ops.numerics import CHECK_OPS, describe_failure, failure_error
@@ -152,6 +153,14 @@ def _run_control(op: Operation, inputs: list[np.ndarray], variables: dict[Tensor
                 stack.append(value)
             trips += 1
         rows_kept = limit if limit is not None else trips      # without a limit: as many rows as ran
+        for k in sorted(op.attrs["history"]):
+            shapes = list(dict.fromkeys(value.shape for value in kept[k]))
+            if len(shapes) > 1:
+                raise NoGradientError(located(
+                    f"gradients: the while_loop {op.name!r} changes the shape of loop variable {k} (from {shapes[0]} "
+                    f"to {shapes[1]}); its gradient needs every iteration's value at one shape, which is not "
+                    f"supported. Keep the shape fixed (pad to the largest size) to differentiate the loop",
+                    op.location))
         results = current + [_stacked(stack, value.shape, value.dtype, rows_kept) if k in op.attrs["history"]
                              else np.zeros(0, value.dtype) for k, (stack, value) in enumerate(zip(kept, current))]
         results += [_stacked(stack, tuple(t.shape), t.dtype, rows_kept) for stack, t in zip(saved_values, saved)]

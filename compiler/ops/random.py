@@ -51,7 +51,7 @@ from ..shapes import RuleError, format_shape
 from .base import OpDef, apply, convert_to_tensor
 from .array import expand_dims
 from .creation import dynamic_sizes, zeros_with_sizes
-from .elementwise import cast, floor, log, minimum
+from .elementwise import cast, floor, log, maximum, minimum, where
 from .random_seed import RANDOM_COUNTER_UPDATE_COLLECTION, check_seed, get_seed, philox_key, random_counter
 from .rules import no_gradient
 
@@ -439,11 +439,17 @@ def random_uniform(shape: Sequence[int], minval: Any = 0, maxval: Any = None, dt
         values = _affine(standard, scale, minval, (1.0, 0.0))
         if values is standard:
             return values
-        # u * scale + minval may round up to maxval itself (u = 1 - 2**-24 into [1, 2)): keep the
-        # range half-open, as the docstring says.
-        below = np.nextafter(np.asarray(maxval, dtype), np.asarray(minval, dtype))
+        # u * scale + minval may round to maxval itself (u = 1 - 2**-24 into [1, 2)): keep the
+        # range half-open, as the docstring says. A maxval below minval (TF1 allows it: the
+        # numbers lie in (maxval, minval]) is kept from the other side.
+        inside = convert_to_tensor(np.nextafter(np.asarray(maxval, dtype), np.asarray(minval, dtype)), dtype)
+        rising = np.asarray(scale >= 0)
         with graph.as_default():
-            return minimum(values, convert_to_tensor(below, dtype))
+            if rising.all():
+                return minimum(values, inside)
+            if not rising.any():
+                return maximum(values, inside)
+            return where(convert_to_tensor(rising), minimum(values, inside), maximum(values, inside))
 
 
 def _is_integer_dtype(dtype: Any) -> bool:
@@ -544,10 +550,10 @@ def truncated_normal(shape: Sequence[int], mean: Any = 0.0, stddev: Any = 1.0, d
 
 
 def multinomial(logits: Any, num_samples: int, seed: int | None = None, name: str | None = None,
-                output_dtype: Any = "int64") -> Tensor:
+                output_dtype: Any = None) -> Tensor:
     """``num_samples`` class indices per row of ``logits`` (``[batch, classes]``, unnormalized log
     probabilities), drawn independently, new ones at every ``Session.run`` (TF1's ``multinomial``,
-    also ``random.categorical``): ``[batch, num_samples]`` of ``output_dtype``. Each draw is the
+    also ``random.categorical``): ``[batch, num_samples]`` of ``output_dtype`` (None: int64). Each draw is the
     argmax of the logits plus Gumbel noise ``-log(-log(u))``, which picks class ``k`` with
     probability ``softmax(logits)[k]``; a class of logit ``-inf`` is never drawn.
 
@@ -570,7 +576,7 @@ def multinomial(logits: Any, num_samples: int, seed: int | None = None, name: st
         u = random_uniform((batch, int(num_samples), classes), dtype=dtypes.float64, seed=seed)
         gumbel = -log(-log(u))
         scores = cast(expand_dims(logits, 1), dtypes.float64) + gumbel
-        return argmax(scores, axis=2, output_type=output_dtype)
+        return argmax(scores, axis=2, output_type=dtypes.int64 if output_dtype is None else output_dtype)
 
 
 def _scaled_normal(opdef: OpDef, shape: Sequence[int], mean: Any, stddev: Any, dtype: Any, seed: int | None,

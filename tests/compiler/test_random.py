@@ -726,3 +726,32 @@ def test_multinomial_draws_classes_with_softmax_probabilities_on_every_target() 
     frequencies = np.stack([np.bincount(row, minlength=3) / row.size for row in first])
     np.testing.assert_allclose(frequencies, probabilities, atol=0.01)
     assert frequencies[1, 2] == 0.0
+
+
+@pytest.mark.parametrize("target", ["cpu", "reference"])
+def test_random_uniform_with_maxval_below_minval_spreads_over_the_range_as_tf1(target: str) -> None:
+    # TF1 computes u * (maxval - minval) + minval whatever the order: the numbers lie in (maxval, minval].
+    graph = cc.Graph()
+    with graph.as_default():
+        falling = cc.random_uniform([4000], minval=1.0, maxval=0.0, seed=1)
+        above_default = cc.random_uniform([4000], minval=2.0, seed=2)          # maxval 1: in (1, 2]
+        mixed = cc.random_uniform([4000, 2], minval=[0.0, 3.0], maxval=[1.0, 2.0], seed=3)
+    with Session(graph, target=target) as sess:
+        values = sess.run({"falling": falling, "above": above_default, "mixed": mixed})
+    for got, low, high in ((values["falling"], 0.0, 1.0), (values["above"], 1.0, 2.0),
+                           (values["mixed"][:, 0], 0.0, 1.0), (values["mixed"][:, 1], 2.0, 3.0)):
+        assert low <= got.min() and got.max() <= high and got.max() - got.min() > 0.99 * (high - low)
+    assert (values["falling"] > 0.0).all() and (values["mixed"][:, 1] > 2.0).all()   # maxval excluded
+    assert (values["mixed"][:, 0] < 1.0).all()
+
+
+def test_tf1_defaults_of_multinomial_and_the_uniform_initializer() -> None:
+    # TF1: multinomial's output_dtype=None is int64; random_uniform_initializer's maxval=None is 1
+    # for floats, and integer variables draw integers below a maxval they must be given.
+    assert cc.multinomial(cc.constant([[0.0, 1.0]]), 3, output_dtype=None).dtype == np.int64
+    floats = cc.random_uniform_initializer(-1.0, seed=1)([1000])
+    assert floats.dtype == np.float32 and -1.0 <= floats.min() and floats.max() < 1.0 and floats.max() > 0.9
+    integers = cc.random_uniform_initializer(2, 5, seed=1)([1000], dtype=cc.int32)
+    assert integers.dtype == np.int32 and set(np.unique(integers)) == {2, 3, 4}
+    with pytest.raises(ValueError, match="needs maxval"):
+        cc.random_uniform_initializer(seed=1)([3], dtype=cc.int64)

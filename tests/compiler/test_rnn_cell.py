@@ -258,3 +258,18 @@ def test_dropout_and_residual_wrappers_as_tf1(target: str) -> None:
     np.testing.assert_allclose(residual[:, -1], residual_state.h + values[:, -1], rtol=1e-12)
     with pytest.raises(ValueError, match="DropoutWrapper: output_keep_prob must be in \\(0, 1\\]"):
         cc.nn.rnn_cell.DropoutWrapper(cc.nn.rnn_cell.GRUCell(2), output_keep_prob=1.5)
+
+
+def test_dropout_wrapper_with_a_seed_draws_each_part_its_own_mask_as_tf1() -> None:
+    # One seed for the wrapper: TF1 salts it per part ("input_0", "output_0", "state_0"...), so
+    # the output's and the state's masks differ even where the cell's output is its state (GRU).
+    R = cc.nn.rnn_cell
+    x = cc.placeholder("float64", (256, 2, 3), name="x")
+    cell = R.DropoutWrapper(R.GRUCell(8), output_keep_prob=0.5, state_keep_prob=0.5, seed=5)
+    outputs, state = cc.nn.dynamic_rnn(cell, x, dtype="float64")
+    assert cell._seed_for("output", 0) != cell._seed_for("state", 0)
+    with Session() as sess:
+        last, final = sess.run([outputs[:, -1], state], {x: np.random.default_rng(0).normal(size=(256, 2, 3))})
+    kept_output, kept_state = last != 0.0, final != 0.0
+    assert not np.array_equal(kept_output, kept_state)
+    assert abs(kept_output.mean() - 0.5) < 0.05 and abs(kept_state.mean() - 0.5) < 0.05
