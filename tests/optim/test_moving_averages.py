@@ -76,8 +76,10 @@ def _applied_twice(ema: optim.ExponentialMovingAverage, w: cc.Variable) -> None:
 
 @pytest.mark.parametrize("make, error, message", [
     (lambda w: optim.ExponentialMovingAverage(1.5), ValueError, r"decay must be a number in \[0, 1\]"),
-    (lambda w: optim.ExponentialMovingAverage(0.9, zero_debias=True), ValueError, "zero_debias=True"),
-    (lambda w: optim.ExponentialMovingAverage(0.9).apply([w * 2.0]), TypeError, "is not a float variable"),
+    (lambda w: optim.ExponentialMovingAverage(0.9).apply([cc.cast(w, "int32")]), TypeError,
+     "is not a float variable or tensor"),
+    (lambda w: optim.ExponentialMovingAverage(0.9).apply([cc.placeholder("float32", (None, 2))]), ValueError,
+     "needs a known shape"),
     (lambda w: _applied_twice(optim.ExponentialMovingAverage(0.9), w), ValueError, "'w' is already computed"),
 ])
 def test_moving_average_argument_errors(make, error, message) -> None:
@@ -91,3 +93,26 @@ def test_decay_may_be_any_real_number_numpy_scalars_included() -> None:
         optim.ExponentialMovingAverage(decay)
     with pytest.raises(ValueError, match="decay must be a number"):
         optim.ExponentialMovingAverage(np.bool_(True))
+
+
+@pytest.mark.parametrize("zero_debias", [False, True])
+def test_averages_of_tensors_start_at_zero_and_are_debiased_as_tf1(zero_debias: bool) -> None:
+    # TF1's batch-norm idiom: ema.apply([batch_mean, batch_variance]).
+    x = cc.placeholder("float64", (8, 3), name="x")
+    mean, variance = cc.nn.moments(x, [0])
+    ema = optim.ExponentialMovingAverage(0.7, zero_debias=zero_debias)
+    update = ema.apply([mean, variance])
+    rng = np.random.default_rng(0)
+    batches = [rng.normal(size=(8, 3)) for _ in range(4)]
+    with Session() as sess:
+        sess.run(cc.global_variables_initializer())
+        for batch in batches:
+            sess.run(update, {x: batch})
+        got_mean, got_variance = sess.run([ema.average(mean), ema.average(variance)])
+    for got, statistic in ((got_mean, lambda b: b.mean(0)), (got_variance, lambda b: b.var(0))):
+        shadow = np.zeros(3)
+        for batch in batches:
+            shadow -= (shadow - statistic(batch)) * 0.3
+        np.testing.assert_allclose(got, shadow / (1.0 - 0.7 ** 4) if zero_debias else shadow, rtol=1e-12)
+    assert mean not in cc.get_collection(optim.moving_averages.MOVING_AVERAGE_VARIABLES)
+    assert ema.average_name(mean) == f"{mean.op.name}/ExponentialMovingAverage"
