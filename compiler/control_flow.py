@@ -1156,6 +1156,9 @@ def cumprod(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = Fals
     axis = int(axis) % rank
     if x.shape[axis] == 0:
         return identity(x)
+    if x.shape[axis] is None:
+        raise ShapeError(located(f"cumprod: the length of axis {axis} of {x.name!r} {format_shape(x.shape)} must be "
+                                 f"known when the graph is built (it runs one step per element)"))
     with x.graph.as_default(), x.graph.nested_scope(name or "Cumprod"):
         order = [axis] + [d for d in range(rank) if d != axis]
         moved = transpose(x, order) if axis else x
@@ -1208,6 +1211,10 @@ def map_fn(fn: Callable[[Any], Any], elems: Any, dtype: Any = None, parallel_ite
             raise ValueError(located("map_fn: elems must be tensors with a first dimension to map over", location))
         if leaves[0].shape[0] == 0:
             raise ValueError(located("map_fn: elems is empty (no element to learn fn's result from)", location))
+        if any(t.shape[0] is None for t in leaves):
+            raise ShapeError(located("map_fn: the length of elems (its first dimension) must be known when the graph "
+                                     "is built: feed a batch of fixed size, or apply fn to the whole batch at once "
+                                     "(most ops broadcast over it)", location))
         # fn's shapes and structure (those ops never run). The variables it makes (a layer's) are
         # the loop's too: its second call names its scopes as the first did, and reuses them.
         names_before = default_name_counts(graph)

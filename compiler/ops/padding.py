@@ -11,12 +11,13 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .. import dtypes
-from ..errors import ShapeError
+from ..errors import DTypeError, ShapeError
 from ..graph import Operation, Tensor, located
 from ..kernel_ir import IndexedInput, contiguous_strides
 from ..shapes import RuleError, format_shape
-from .array import identity
-from .base import CopyPart, OpDef, convert_to_tensor, fit_literal
+from .array import identity, static_value, zeros_like
+from .elementwise import add, multiply
+from .base import CopyPart, OpDef, composite_scope, convert_to_tensor, fit_literal
 from .rules import clamp_index, first_dtype, no_broadcast_dims, same_shape_as_second
 from .slicing import StridedSlice
 
@@ -210,6 +211,8 @@ def pad(x: Any, paddings: Sequence[Sequence[int]], mode: str = "CONSTANT", name:
                                  f"dimension), got {paddings!r}"))
     rows = tuple((int(a), int(b)) for a, b in table)
     if mode == "CONSTANT":
+        if isinstance(constant_values, Tensor):
+            return _padded_with_tensor(x, rows, constant_values, name)
         if isinstance(x, Tensor):
             constant_values = fit_literal(constant_values, x.dtype, "Pad").item()
         return Pad(x, paddings=rows, constant_values=constant_values, name=name)
@@ -223,3 +226,22 @@ def pad(x: Any, paddings: Sequence[Sequence[int]], mode: str = "CONSTANT", name:
         if before or after:
             result = MirrorPad(result, dim=dim, before=before, after=after, symmetric=mode == "SYMMETRIC")
     return result if result is not x else identity(x, name=name)
+
+
+def _padded_with_tensor(x: Any, rows: tuple[tuple[int, int], ...], value: Tensor, name: str | None) -> Tensor:
+    """``pad`` with a scalar tensor as the fill (TF1 takes one): its value when it is known now,
+    else zeros padded and ``value`` times a border of ones added, so its gradient is the border's
+    sum of the upstream gradient."""
+    x = convert_to_tensor(x)
+    if value.shape != ():
+        raise ShapeError(located(f"pad: constant_values must be a scalar, got {value.name!r} "
+                                 f"{format_shape(value.shape)}"))
+    if value.dtype != x.dtype:
+        raise DTypeError(located(f"pad: constant_values {value.name!r} is {value.dtype.name} but {x.name!r} is "
+                                 f"{x.dtype.name}"))
+    known = static_value(value)
+    if known is not None:
+        return Pad(x, paddings=rows, constant_values=known.item(), name=name)
+    with composite_scope(name or "Pad", [x, value]):
+        border = Pad(zeros_like(x), paddings=rows, constant_values=1)
+        return add(Pad(x, paddings=rows, constant_values=0), multiply(border, value))

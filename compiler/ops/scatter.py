@@ -37,13 +37,16 @@ def _rows_added(function: str, ref: Tensor, indices: Any, updates: Any) -> Tenso
         raise ShapeError(located(f"{function}: {ref.name!r} {format_shape(ref.shape)} must have a first size"))
     indices = _indices(function, indices)
     updates = convert_to_tensor(updates, ref.dtype) if not isinstance(updates, Tensor) else updates
+    if updates.dtype != ref.dtype:   # as TF1: no silent conversion
+        raise DTypeError(located(f"{function}: updates {updates.name!r} are {updates.dtype.name} but {ref.name!r} is "
+                                 f"{ref.dtype.name} (use cc.cast)"))
     expected = tuple(indices.shape) + tuple(ref.shape[1:])
     if len(updates.shape) != len(expected) or any(
             a is not None and b is not None and a != b for a, b in zip(updates.shape, expected)):
         raise ShapeError(located(f"{function}: updates {format_shape(updates.shape)} must be indices' shape then "
                                  f"the rows' shape, {format_shape(expected)}, for {ref.name!r} "
                                  f"{format_shape(ref.shape)}"))
-    return unsorted_segment_sum(cast(updates, ref.dtype), indices, ref.shape[0])
+    return unsorted_segment_sum(updates, indices, ref.shape[0])
 
 
 def scatter_add(ref: Any, indices: Any, updates: Any, use_locking: bool | None = None,

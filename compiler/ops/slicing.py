@@ -261,8 +261,8 @@ def getitem(x: Tensor, key: Any) -> Tensor:
     rank = len(x.shape)
     if consuming > rank:
         raise ShapeError(located(f"{x.name!r}: too many indices ({consuming}) for shape {format_shape(x.shape)}"))
-    if Ellipsis in key:
-        at = key.index(Ellipsis)
+    at = next((position for position, k in enumerate(key) if k is Ellipsis), None)   # not ==: arrays compare
+    if at is not None:
         key = key[:at] + (slice(None),) * (rank - consuming) + key[at + 1:]
     else:
         key = key + (slice(None),) * (rank - consuming)

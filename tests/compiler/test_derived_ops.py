@@ -754,3 +754,34 @@ def test_tf1_api_additions_refuse_bad_input_naming_the_line(call, error, match) 
     with pytest.raises(error, match=match) as caught:
         call()
     assert "test_derived_ops.py" in str(caught.value)
+
+
+def test_pad_takes_a_scalar_tensor_fill_as_tf1() -> None:
+    x = cc.placeholder("float64", (2, 3))
+    fill = cc.placeholder("float64", ())
+    fed = cc.pad(x, [[1, 0], [0, 2]], constant_values=fill)
+    known = cc.pad(x, [[1, 0], [0, 2]], constant_values=cc.constant(7.0, "float64"))
+    assert known.op.type == "Pad"       # a value known now is the op's own fill
+    slopes = cc.gradients(cc.reduce_sum(fed * fed), [x, fill])
+    with Session() as sess:
+        got, got_known, slope_x, slope_fill = sess.run([fed, known] + slopes, {x: np.ones((2, 3)), fill: 2.0})
+    np.testing.assert_array_equal(got, np.pad(np.ones((2, 3)), [[1, 0], [0, 2]], constant_values=2.0))
+    np.testing.assert_array_equal(got_known, np.pad(np.ones((2, 3)), [[1, 0], [0, 2]], constant_values=7.0))
+    np.testing.assert_array_equal(slope_x, np.full((2, 3), 2.0))
+    assert slope_fill == 2 * 2.0 * 9      # nine border entries
+    with pytest.raises(DTypeError, match="constant_values .* is float32"):
+        cc.pad(x, [[1, 1], [0, 0]], constant_values=cc.constant(1.0))
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: cc.placeholder("float32", (4, 5))[np.array([0, 1])], TypeError, "use cc.gather"),
+    (lambda: cc.scatter_add(cc.Variable(np.zeros((3, 2), np.float32)), [0], cc.constant(np.array([[7, 8]], np.int32))),
+     DTypeError, "updates .* are int32 but .* is float32"),
+    (lambda: cc.map_fn(lambda e: e * 2.0, cc.placeholder("float32", (None, 3))), ShapeError,
+     "map_fn: the length of elems"),
+    (lambda: cc.cumprod(cc.placeholder("float32", (None, 3))), ShapeError, "cumprod: the length of axis 0"),
+])
+def test_errors_name_the_function_the_user_called(call, error, match) -> None:
+    with pytest.raises(error, match=match) as caught:
+        call()
+    assert "test_derived_ops.py" in str(caught.value)
