@@ -83,7 +83,7 @@ from .ops.state import tuple_ as tuple  # noqa: F401,A001
 from .ops.array import (depth_to_space, identity_n, matrix_transpose, shape_n, space_to_depth)  # noqa: F401,E402
 from .ops.creation import diag_part, meshgrid  # noqa: F401,E402
 from .ops.creation import linspace as lin_space  # noqa: F401,E402  (TF1's older name)
-from .ops.elementwise import realdiv, scalar_mul  # noqa: F401,E402
+from .ops.elementwise import acos, asin, atan, atan2, realdiv, scalar_mul  # noqa: F401,E402
 from .ops.elementwise import where as where_v2  # noqa: F401,E402  (TF1.14's broadcasting where)
 from .ops.nn import log_sigmoid  # noqa: F401,E402
 from . import linalg, math  # noqa: F401,E402  (tf.linalg and tf.math: names for the ops above)

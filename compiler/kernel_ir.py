@@ -67,7 +67,7 @@ class Prim(ScalarExpr):
 # comparisons, isnan and the logical ops, the second argument's for select, the one asked for by
 # cast, the first argument's otherwise.
 _ARITHMETIC = ("add", "sub", "mul", "div", "maximum", "minimum")
-_UNARY_FLOAT = ("exp", "expm1", "log", "log1p", "tanh", "sigmoid", "sqrt", "floor", "sin", "cos", "erf")
+_UNARY_FLOAT = ("exp", "expm1", "log", "log1p", "tanh", "sigmoid", "sqrt", "floor", "sin", "cos", "erf", "atan")
 _COMPARISON = ("lt", "le", "gt", "ge", "eq", "ne")
 PRIMITIVES: dict[str, int] = {
     **{name: 2 for name in _ARITHMETIC},

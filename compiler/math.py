@@ -8,12 +8,13 @@ True
 from .control_flow import cumprod  # noqa: F401
 from .ops.array import shape_n  # noqa: F401
 from .ops.creation import polyval  # noqa: F401
-from .ops.elementwise import (abs, acosh, add, add_n, asinh, atanh, ceil, cos, cosh, div_no_nan, divide,  # noqa: F401,A004
-                              equal, erf, exp, expm1, floor, floordiv, floormod, greater, greater_equal, is_finite,
-                              is_inf, is_nan, less, less_equal, log, log1p, logical_and, logical_not, logical_or,
-                              logical_xor, maximum, minimum, multiply, negative, not_equal, pow, realdiv, reciprocal,
-                              reciprocal_no_nan, round, rsqrt, scalar_mul, sigmoid, sign, sin, sinh, sqrt, square,
-                              squared_difference, subtract, tan, tanh, truediv, truncatediv, truncatemod, xdivy, xlogy)
+from .ops.elementwise import (abs, acos, acosh, add, add_n, asin, asinh, atan, atan2, atanh, ceil, cos, cosh,  # noqa: F401,A004
+                              div_no_nan, divide, equal, erf, exp, expm1, floor, floordiv, floormod, greater,
+                              greater_equal, is_finite, is_inf, is_nan, less, less_equal, log, log1p,
+                              logical_and, logical_not, logical_or, logical_xor, maximum, minimum, multiply,
+                              negative, not_equal, pow, realdiv, reciprocal, reciprocal_no_nan, round, rsqrt,
+                              scalar_mul, sigmoid, sign, sin, sinh, sqrt, square, squared_difference,
+                              subtract, tan, tanh, truediv, truncatediv, truncatemod, xdivy, xlogy)
 from .ops.elementwise import div_no_nan as divide_no_nan  # noqa: F401
 from .ops.elementwise import floormod as mod  # noqa: F401
 from .ops.elementwise import round as rint  # noqa: F401

@@ -249,8 +249,8 @@ def kernel_work(program: Program) -> dict[str, int]:
 
 # Primitives whose evaluation is a long chain of dependent operations (mathlib's polynomials,
 # reductions of the argument and divisions).
-_LONG_PRIMITIVES = frozenset({"exp", "expm1", "log", "log1p", "tanh", "sigmoid", "sin", "cos", "erf", "pow",
-                              "floormod"})
+_LONG_PRIMITIVES = frozenset({"exp", "expm1", "log", "log1p", "tanh", "sigmoid", "sin", "cos", "erf", "atan",
+                              "pow", "floormod"})
 
 
 def chained_kernels(program: Program) -> frozenset[str]:

@@ -421,6 +421,42 @@ Erf = elementwise("Erf", lambda sb, x: sb.erf(x), _erf_reference,
                   lambda op, g: [g * _TWO_OVER_SQRT_PI * exp(negative(square(op.inputs[0])))],
                   floating_dtype)
 
+Atan = elementwise("Atan", lambda sb, x: sb.atan(x), np.arctan,
+                   lambda op, g: [g / (square(op.inputs[0]) + 1.0)], floating_dtype)
+
+
+def _negative_or_negative_zero(sb: Any, v: Any) -> Any:
+    """v < 0, or v is -0 (whose reciprocal is -inf): the sign C's atan2 reads."""
+    return sb.logical_or(sb.lt(v, 0.0), sb.logical_and(sb.eq(v, 0.0), sb.lt(sb.div(1.0, v), 0.0)))
+
+
+def _atan2_lower(sb: Any, y: Any, x: Any) -> Any:
+    # C99/numpy atan2(y, x) from atan of min(|x|, |y|) / max(|x|, |y|) in [0, 1], then pi/2 - t
+    # where |y| > |x|, pi - t where x < 0 (or -0), negated where y < 0 (or -0). float32 is
+    # computed in double and rounded once; float64 is within about 2 ulp (the final steps round).
+    dtype = y.dtype
+    if dtype == dtypes.float32:
+        y, x = sb.cast(y, dtypes.float64), sb.cast(x, dtypes.float64)
+    ay, ax = sb.abs(y), sb.abs(x)
+    steep = sb.gt(ay, ax)
+    small, large = sb.select(steep, ax, ay), sb.select(steep, ay, ax)
+    ratio = sb.select(sb.eq(large, 0.0), 0.0,                        # atan2(+-0, +-0)
+                      sb.select(sb.eq(small, math.inf), 1.0, sb.div(small, large)))   # both infinite
+    angle = sb.atan(ratio)
+    angle = sb.select(steep, sb.sub(math.pi / 2, angle), angle)
+    angle = sb.select(_negative_or_negative_zero(sb, x), sb.sub(math.pi, angle), angle)
+    angle = sb.select(_negative_or_negative_zero(sb, y), sb.neg(angle), angle)
+    angle = sb.select(sb.logical_or(sb.isnan(x), sb.isnan(y)), sb.add(x, y), angle)
+    return sb.cast(angle, dtype)
+
+
+def _atan2_grad(op: Operation, g: Tensor) -> list[Tensor]:
+    y, x = op.inputs
+    scale = g / (square(x) + square(y))
+    return [unbroadcast(scale * x, y), unbroadcast(negative(scale * y), x)]
+
+
+Atan2 = elementwise("Atan2", _atan2_lower, np.arctan2, _atan2_grad, floating_dtype)
 
 def _clip_shape(shapes: Sequence[tuple], attrs: Mapping[str, Any]) -> tuple:
     """The bounds broadcast to ``t``'s shape; they may not make the result larger (TF1)."""
@@ -912,3 +948,43 @@ def scalar_mul(scalar: Any, x: Any, name: str | None = None) -> Tensor:
             scalar = literal_as(scalar, x.dtype, "scalar_mul")
         return multiply(scalar, x)
 
+
+
+def atan(x: Any, name: str | None = None) -> Tensor:
+    """Arctangent, in (-pi/2, pi/2): float32 correctly rounded, float64 within 1 ulp; see
+    ``codegen.mathlib``."""
+    return Atan(x, name=name)
+
+
+def atan2(y: Any, x: Any, name: str | None = None) -> Tensor:
+    """The angle of the point ``(x, y)``, in [-pi, pi], as C's and numpy's ``atan2`` (signed zeros
+    and infinities included): TF1's ``atan2(y, x)``.
+
+    >>> import numpy as np, compiler as cc
+    >>> from runtime import Session
+    >>> y, x = cc.constant([1.0, -1.0], "float64"), cc.constant([-1.0, 0.0], "float64")
+    >>> with Session() as sess:
+    ...     np.round(sess.run(cc.atan2(y, x)), 6).tolist()
+    [2.356194, -1.570796]
+    """
+    return Atan2(y, x, name=name)
+
+
+def _side(x: Tensor) -> Tensor:
+    """sqrt(1 - x**2), formed as sqrt((1 - x)(1 + x)): 1 - x is exact near 1."""
+    one = literal_as(1, x.dtype, "asin")
+    return sqrt(multiply(subtract(one, x), add(one, x)))
+
+
+def asin(x: Any, name: str | None = None) -> Tensor:
+    """Arcsine, in [-pi/2, pi/2]; NaN outside [-1, 1] (TF1's ``asin``): ``atan2(x, sqrt(1 - x**2))``."""
+    with composite_scope(name or "Asin", [x]):
+        x = _float_operand("asin", x)
+        return atan2(x, _side(x))
+
+
+def acos(x: Any, name: str | None = None) -> Tensor:
+    """Arccosine, in [0, pi]; NaN outside [-1, 1] (TF1's ``acos``): ``atan2(sqrt(1 - x**2), x)``."""
+    with composite_scope(name or "Acos", [x]):
+        x = _float_operand("acos", x)
+        return atan2(_side(x), x)

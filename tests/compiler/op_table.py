@@ -515,6 +515,10 @@ ROWS: list[Row] = [
     Row("polyval", lambda x, c: cc.math.polyval([c, 2.0, c * c], x), (Input((3, 4)), Input(())), grad=(0, 1)),
     Row("pad-tensor-fill", lambda x, c: cc.pad(x, [[1, 0], [0, 2]], constant_values=c), (Input((2, 3)), Input(())),
         grad=(0, 1)),
+    *_unary("atan", lambda x: cc.atan(x * 3.0), second=True),
+    *_binary("atan2", cc.atan2, second=True),
+    *_unary("asin", lambda x: cc.asin(cc.tanh(x) * 0.9)),
+    *_unary("acos", lambda x: cc.acos(cc.tanh(x) * 0.9)),
     # nn building blocks (compositions)
     Row("bias_add", lambda x, b: cc.nn.bias_add(x, b), (Input((2, 3, 4)), Input((4,))), grad=(0, 1)),
     Row("bias_add-NCHW", lambda x, b: cc.nn.bias_add(x, b, "NCHW"), (Input((2, 3, 2, 2)), Input((3,))), grad=(0, 1)),

@@ -785,3 +785,33 @@ def test_errors_name_the_function_the_user_called(call, error, match) -> None:
     with pytest.raises(error, match=match) as caught:
         call()
     assert "test_derived_ops.py" in str(caught.value)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_atan2_asin_acos_equal_numpy_at_special_values_and_within_an_ulp_or_two(dtype: str) -> None:
+    special = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-30, 0.5, -2.5, 1e30], dtype)
+    grid_y, grid_x = np.meshgrid(special, special, indexing="ij")
+    rng = np.random.default_rng(0)
+    spread_y = (rng.normal(size=20000) * np.exp(rng.uniform(-5, 5, 20000))).astype(dtype)
+    spread_x = (rng.normal(size=20000) * np.exp(rng.uniform(-5, 5, 20000))).astype(dtype)
+    unit = np.concatenate([np.linspace(-1.1, 1.1, 2001), [1.0, -1.0, np.nextafter(1.0, 0.0)]]).astype(dtype)
+    with Session() as sess:
+        got_grid, got_spread, got_asin, got_acos, got_atan = sess.run([
+            cc.atan2(cc.constant(grid_y), cc.constant(grid_x)), cc.atan2(cc.constant(spread_y), cc.constant(spread_x)),
+            cc.asin(cc.constant(unit)), cc.acos(cc.constant(unit)), cc.atan(cc.constant(spread_y))])
+    # C's atan2 at zeros of either sign, infinities and NaN, bit for bit (signed zeros included)
+    np.testing.assert_array_equal(got_grid, np.arctan2(grid_y, grid_x))
+    assert (np.signbit(got_grid) == np.signbit(np.arctan2(grid_y, grid_x))).all()
+    wide = np.longdouble if dtype == "float64" else np.float64
+    limit = 1.5 if dtype == "float64" else 0.5001         # float32: computed in double, rounded once
+
+    def ulps(got: np.ndarray, exact: np.ndarray) -> float:
+        spacing = np.spacing(np.abs(exact.astype(dtype))).astype(wide)
+        with np.errstate(invalid="ignore"):
+            return float(np.nanmax(np.abs(got.astype(wide) - exact) / spacing))
+    assert ulps(got_spread, np.arctan2(spread_y.astype(wide), spread_x.astype(wide))) <= limit
+    assert ulps(got_atan, np.arctan(spread_y.astype(wide))) <= 1.0
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(got_asin, np.arcsin(unit.astype(wide)), rtol=4 * np.finfo(dtype).eps, atol=0)
+        np.testing.assert_allclose(got_acos, np.arccos(unit.astype(wide)), rtol=4 * np.finfo(dtype).eps, atol=0)
+    assert np.isnan(got_asin[np.abs(unit) > 1]).all() and np.isnan(got_acos[np.abs(unit) > 1]).all()

@@ -21,7 +21,7 @@ float64 functions are evaluated in float64 with double-length (two-double)
 corrections.  float32 functions take the cheapest route that stays below
 1 ulp: exp, log, log1p, tanh and sigmoid in float32 with FMA-based error
 compensation (tanh and sigmoid carry exp as a float32 pair); expm1, sin, cos,
-erf (and pow) in plain double, rounded once to float32.  Special values
+erf, atan (and pow) in plain double, rounded once to float32.  Special values
 follow IEEE / numpy semantics.  sin and cos reduce by Cody-Waite for
 |x| < 2**40 and by Payne-Hanek beyond.
 
@@ -36,6 +36,7 @@ Modules, each depending only on those listed before it:
 - ``power``: pow.
 - ``remainder``: floormod (an exact remainder, reduced by FMA steps).
 - ``erf``: erf.
+- ``atan``: atan (atan2, asin and acos are built on it in ``ops/elementwise.py``).
 - ``trig``: notes on sin and cos, their kernels and the Cody-Waite reduction.
 - ``payne_hanek``: the large-argument reduction and its table of 2/pi.
 - ``trig_dispatch``: emit_sin and emit_cos, and the out-of-line functions,
@@ -44,6 +45,7 @@ Modules, each depending only on those listed before it:
 
 from __future__ import annotations
 
+from .atan import emit_atan
 from .erf import emit_erf
 from .exp_log import emit_exp, emit_expm1, emit_log, emit_log1p
 from .power import emit_pow
@@ -63,4 +65,5 @@ __all__ = [
     "emit_sin",
     "emit_cos",
     "emit_erf",
+    "emit_atan",
 ]

@@ -38,6 +38,7 @@ EMITTERS: dict[str, Emitter] = {
     "sin": mathlib.emit_sin,
     "cos": mathlib.emit_cos,
     "erf": mathlib.emit_erf,
+    "atan": mathlib.emit_atan,
 }
 ALL_EMITTERS: dict[str, Emitter] = {**EMITTERS, "pow": mathlib.emit_pow}
 ARITY: dict[str, int] = {**dict.fromkeys(EMITTERS, 1), "pow": 2}
@@ -88,6 +89,7 @@ REFERENCES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "sin": np.sin,
     "cos": np.cos,
     "erf": _erf_series,
+    "atan": np.arctan,
 }
 
 
@@ -243,6 +245,9 @@ def _inputs(name: str, dtype: type) -> np.ndarray:
         parts += [np.linspace(-7, 7, 60_001), np.linspace(0.99, 1.01, 2_001),
                   np.linspace(-6.5, -5.5, 2_001), np.linspace(3.5, 4.5, 2_001),
                   _log_uniform(rng, tiny_exp, 3, 30_000, np.float64, True)]
+    elif name == "atan":
+        parts += [np.linspace(-4, 4, 60_001), np.linspace(0.40, 0.43, 4_001), np.linspace(0.99, 1.01, 4_001),
+                  np.linspace(2.3, 2.5, 4_001), _log_uniform(rng, tiny_exp, big_exp + 0.99, 40_000, np.float64, True)]
     x = np.concatenate(parts).astype(dtype)
     return x[np.isfinite(x)]
 
@@ -329,6 +334,9 @@ def _special_cases(name: str, dtype: type) -> list[tuple[float, float]]:
         "erf": [(0.0, 0.0), (-0.0, -0.0), (INF, 1.0), (-INF, -1.0), (NAN, NAN),
                 (max_v, 1.0), (-max_v, -1.0), (6.0 if f64 else 4.0, 1.0), (-6.0 if f64 else -4.0, -1.0),
                 (tiny_sub, tiny_sub), (-tiny_sub, -tiny_sub)],
+        "atan": [(0.0, 0.0), (-0.0, -0.0), (INF, float(np.arctan(dtype(INF)))), (-INF, float(np.arctan(dtype(-INF)))),
+                 (NAN, NAN), (max_v, float(np.arctan(dtype(max_v)))), (1.0, float(np.arctan(dtype(1.0)))),
+                 (tiny_sub, tiny_sub), (-tiny_sub, -tiny_sub), (min_normal, min_normal)],
     }
     return cases[name]
 
