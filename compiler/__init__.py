@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from . import dtypes, losses, nn, summary  # noqa: F401
 from .control_flow import (case, cond, cumprod, foldl, foldr, fori_loop, map_fn, scan, switch_case,  # noqa: F401
                            while_loop)
@@ -40,7 +42,7 @@ from .graph import (Dimension, Graph, GraphKeys, Operation, SourceLocation, Tens
 from .ops.selection import where_rows as where  # noqa: F401  (TF1's where: a vector condition picks rows)
 from .ops.array import (element_count, expand_dims, identity, one_hot, ones_like, rank, reshape,  # noqa: F401
                         reshape_like, shape, size, squeeze, stop_gradient, transpose, zeros_like)
-from .ops.base import constant, convert_to_tensor  # noqa: F401
+from .ops.base import constant, convert_to_tensor, literal_as  # noqa: F401
 from .ops.broadcast import broadcast_like, broadcast_to, sum_to  # noqa: F401
 from .ops.creation import (diag, eye, fill, linspace, matrix_band_part, matrix_diag, matrix_diag_part,  # noqa: F401
                            matrix_set_diag, ones, sequence_mask, trace, zeros)
@@ -121,9 +123,16 @@ def control_dependencies(control_inputs: Any) -> Any:
 
 
 def _binary(function: Any, reflected: bool = False) -> Any:
+    """A Tensor operator: a numpy array (or scalar) on the other side takes the tensor's dtype, as
+    TF1's operators convert it (float64 arrays round to float32; a float into an integer tensor, or
+    an integer that does not fit, is an error, as for Python numbers)."""
+    def operands(self: Tensor, other: Any) -> Any:
+        if isinstance(other, (np.ndarray, np.generic)) and other.dtype.kind in "biuf":
+            other = literal_as(other, self.dtype, function.__name__)
+        return other
     if reflected:
-        return lambda self, other: function(other, self)
-    return lambda self, other: function(self, other)
+        return lambda self, other: function(operands(self, other), self)
+    return lambda self, other: function(self, operands(self, other))
 
 
 Tensor.__add__ = _binary(add)

@@ -330,6 +330,17 @@ class Tensor:
                                 f"{list(self.shape)}); index it (x[0]) or split it with cc.unstack(x), or "
                                 "pass a list of tensors where a list is wanted"))
 
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        # As TF1: numpy would otherwise wrap the tensor in an object array, and np.sum(x) would
+        # return x itself, silently.
+        raise NotImplementedError(located(
+            f"cannot convert the symbolic Tensor {self.name!r} to a numpy array: it has a value only "
+            "when a step runs (use the cc ops: cc.reduce_sum, cc.exp..., or sess.run(x) for its value)"))
+
+    # numpy's ufuncs and operators defer to the tensor's own: np.ones(3) + x is x.__radd__, and
+    # np.exp(x) a TypeError rather than an object array of tensors.
+    __array_ufunc__ = None
+
     # Operators are attached by compiler/__init__.py (they need the op declarations).
 
 
