@@ -417,8 +417,10 @@ def _gathered_indices(grad: Tensor, zeros_moved: list[Tensor] | None = None) -> 
         if zeros_moved is not None and not _brackets_zero(inputs[1], inputs[2]):
             zeros_moved.append(grad)
         return _gathered_indices(inputs[0], zeros_moved)
-    # Scaled by a scalar (clip_by_global_norm's factor, a mean's 1/n): still zero off the rows.
-    if name in ("Mul", "Div") and len(inputs) == 2:
+    # Scaled by a scalar (clip_by_global_norm's factor, an average's 1/n): still zero off the rows.
+    # Not a scaling that gradients() made for a table scaled before its lookup (gather(w * 2.0,
+    # ids)): TF1's Mul and Div gradients turn the slices into a dense gradient there.
+    if name in ("Mul", "Div") and len(inputs) == 2 and grad.op.gradient_of is None:
         scalars = [all(d == 1 for d in t.shape) for t in inputs]
         for position in ((0,) if name == "Div" else (0, 1)):
             if scalars[1 - position] and inputs[position].shape == grad.shape:

@@ -481,6 +481,24 @@ def test_a_gather_only_gradient_scaled_by_a_scalar_stays_row_sparse(clip: str) -
         np.testing.assert_array_equal(sess.run(table)[[0, 1, 4, 5]], after_first[[0, 1, 4, 5]])
 
 
+@pytest.mark.parametrize("scaled", ["multiplied", "divided"])
+def test_a_table_scaled_before_its_lookup_gets_a_dense_update_as_tf1(scaled: str) -> None:
+    """gather(w * 2.0, ids): TF1's Mul (and Div) gradient turns the slices dense, so Momentum keeps
+    moving a row looked up only in the first step (the velocity it gathered)."""
+    graph = cc.Graph()
+    with graph.as_default():
+        table = cc.Variable(np.ones((3, 2)), name="table")
+        ids = cc.placeholder("int32", (1,), name="ids")
+        looked_up = table * 2.0 if scaled == "multiplied" else table / 0.5
+        train = optim.MomentumOptimizer(0.1, 0.9).minimize(cc.reduce_sum(cc.gather(looked_up, ids)))
+    with Session(graph) as sess:
+        sess.run(train, {ids: [0]})
+        sess.run(train, {ids: [1]})
+        rows = sess.run(table)
+    # row 0: 1 - 0.1*2 = 0.8, then velocity 0.9*2 gives 0.8 - 0.18 = 0.62; row 2, never looked up, stays
+    np.testing.assert_allclose(rows, [[0.62, 0.62], [0.8, 0.8], [1.0, 1.0]], rtol=1e-12)
+
+
 @pytest.mark.parametrize("lookup", ["cast-table", "mod-shards", "div-shards"])
 @pytest.mark.parametrize("make", [lambda: optim.FtrlOptimizer(0.1), lambda: optim.MomentumOptimizer(0.1, 0.9)],
                          ids=["ftrl", "momentum"])
