@@ -18,7 +18,7 @@ import numpy as np
 
 from . import dtypes
 from .errors import DTypeError, GraphMismatchError
-from .graph import Graph, Tensor, get_default_graph, located
+from .graph import Annotations, Graph, Tensor, get_default_graph, located
 from .ops.array import identity, size
 from .ops.base import constant, convert_to_tensor
 from .ops.elementwise import cast, maximum, sqrt, where
@@ -26,7 +26,7 @@ from .ops.reduction import reduce_sum
 
 # The results of clip_by_norm, each with the tensor it clips (one scale per row or one for all):
 # the optimizers keep a clipped embedding gradient's row-sparse update (optim.optimizer).
-ROW_WISE_CLIPS: "weakref.WeakKeyDictionary[Tensor, Tensor]" = weakref.WeakKeyDictionary()
+ROW_WISE_CLIPS = Annotations("row_wise_clip")
 # Results that are dense gradients whatever they clip (TF1's clip_by_average_norm converts its
 # input to a tensor first): an optimizer updates every row for them.
 DENSE_CLIPS: "weakref.WeakSet[Tensor]" = weakref.WeakSet()

@@ -22,7 +22,6 @@ broadcast as in the comparison; an assertion over no elements holds.
 """
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -30,7 +29,7 @@ import numpy as np
 
 from . import dtypes
 from .errors import InvalidArgumentError, ShapeError
-from .graph import Operation, Tensor, located, user_location
+from .graph import Annotations, Operation, Tensor, located, user_location
 from .ops.array import identity
 from .ops.base import convert_to_tensor
 from .ops.elementwise import abs, equal, greater, greater_equal, less, less_equal, not_equal
@@ -204,8 +203,8 @@ class PrintSpec:
         return self.message + "".join(shown(value) for value in values)
 
 
-# The Print identities of every graph and what they print (kept only as long as the op).
-PRINTS: "weakref.WeakKeyDictionary[Operation, PrintSpec]" = weakref.WeakKeyDictionary()
+# The Print identities of every graph and what they print (kept on the op itself).
+PRINTS = Annotations("print")
 
 
 def Print(input_: Any, data: Sequence[Any], message: str | None = None, first_n: int | None = None,  # noqa: N802

@@ -127,6 +127,31 @@ class Operation:
         return ""
 
 
+class Annotations:
+    """A table keyed by graph objects (operations, tensors, graphs) that keeps each entry on its key
+    itself: the entry lives as long as the key, and one that refers back to its key's graph does
+    not keep the graph alive (a ``WeakKeyDictionary``'s values are strong references: they did, so
+    every graph that used ``Print``, ``get_variable`` or ``clip_by_norm`` stayed in memory)."""
+
+    def __init__(self, name: str) -> None:
+        self._attribute = f"_annotation_{name}"
+
+    def __contains__(self, key: Any) -> bool:
+        return self._attribute in getattr(key, "__dict__", {})
+
+    def __getitem__(self, key: Any) -> Any:
+        try:
+            return key.__dict__[self._attribute]
+        except (AttributeError, KeyError):
+            raise KeyError(key) from None
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return getattr(key, "__dict__", {}).get(self._attribute, default)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        key.__dict__[self._attribute] = value
+
+
 class TensorShape(tuple):
     """A tensor's static shape: a tuple of sizes, None where a size is known only when the step is
     compiled, with TF1's ``TensorShape`` methods.

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 from . import dtypes
-from .graph import Graph, GraphKeys, Tensor, get_default_graph, located
+from .graph import Annotations, Graph, GraphKeys, Tensor, get_default_graph, located
 from .initializers import glorot_uniform_initializer, zeros_initializer
 from .ops.sources import Variable, value_when_made
 
@@ -80,7 +79,7 @@ class _Store:
         self.opened: dict[str, int] = {}
 
 
-_STORES: "weakref.WeakKeyDictionary[Graph, _Store]" = weakref.WeakKeyDictionary()
+_STORES = Annotations("variable_store")   # kept on each graph
 
 
 def _store(graph: Graph) -> _Store:

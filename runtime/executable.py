@@ -39,7 +39,9 @@ def read_fetch(arrays: Sequence[np.ndarray], spec: FetchSpec) -> np.ndarray:
 
 def checked_feeds(program: Any, feeds: dict[Tensor, Any]) -> dict[Tensor, np.ndarray]:
     """``feeds`` converted to a compiled step's dtypes and checked against the shapes it was
-    compiled for (its native code reads each fed array by address)."""
+    compiled for (its native code reads each fed array by address). None feeds nothing, as in
+    ``Session.run``."""
+    feeds = {} if feeds is None else feeds
     check_is_mapping(feeds)
     named = {key: value for key, value in feeds.items() if isinstance(key, str)}
     checked = {}

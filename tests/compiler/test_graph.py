@@ -581,3 +581,27 @@ def test_positional_calls_of_the_older_orders_are_refused_not_misread() -> None:
             cc.hessians(cc.reduce_sum(v * v), [v], "h", "zero")
         graph.finalize()
         assert v.initializer.type == "InitVariables"   # made in a finalized graph too, as TF1 has it
+
+
+@pytest.mark.parametrize("uses", ["Print", "get_variable", "layers", "clip_by_norm"])
+def test_a_graph_no_longer_referenced_is_freed(uses: str) -> None:
+    # Tables keyed by a graph's ops or by the graph itself held values that refer back to it.
+    import gc
+    import weakref
+    refs = []
+    for _ in range(3):
+        graph = cc.Graph()
+        with graph.as_default():
+            table = cc.Variable(np.zeros((20, 5), "float32"), name="table")
+            if uses == "Print":
+                cc.Print(cc.reduce_sum(table), [table], "table: ")
+            elif uses == "get_variable":
+                cc.get_variable("v", [3])
+            elif uses == "layers":
+                cc.layers.dense(cc.ones([2, 3]), 4)
+            else:
+                cc.clip_by_norm(table, 1.0)
+        refs.append(weakref.ref(graph))
+        del graph, table
+    gc.collect()
+    assert [r() for r in refs] == [None, None, None]

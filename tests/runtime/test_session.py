@@ -874,3 +874,15 @@ def test_any_mapping_of_fetches_comes_back_as_its_kind(graph) -> None:
         frozen = sess.run(Frozen({"a": a, "nested": [a * 4.0]}))
     assert isinstance(proxied, types.MappingProxyType) and dict(proxied) == {"a": 2.0, "b": 6.0}
     assert isinstance(frozen, Frozen) and frozen["a"] == 2.0 and frozen["nested"] == [8.0]
+
+
+def test_a_compiled_step_takes_none_for_no_feeds_as_session_run_does() -> None:
+    graph = cc.Graph()
+    with graph.as_default():
+        v = cc.Variable(np.ones(3, "float32"), name="v")
+        total = cc.reduce_sum(v * 2.0)
+    with Session(graph) as sess:
+        exe = sess.compile(total)
+        (value,) = exe.run(None)
+        assert value == 6.0
+        assert exe.profile(None, runs=1)
