@@ -16,7 +16,8 @@ from .. import dtypes
 from ..errors import DTypeError
 from ..graph import Operation, Tensor, located
 from ..shapes import RuleError, format_shape, normalize_axes, normalize_axis
-from .base import OpDef, composite_scope, convert_to_tensor, fit_literal, renamed_argument
+from .base import OpDef, composite_scope, constant, convert_to_tensor, fit_literal, renamed_argument
+from .broadcast import BroadcastTo
 from .rules import dtype_from_attrs, first_dtype, pass_through, same_shape_as_first
 
 
@@ -400,12 +401,21 @@ Fill = OpDef("Fill", "elementwise", same_shape_as_first, dtype_from_attrs,
              shape_only_inputs=(0,))
 
 
+def _filled_like(x: Tensor, value: int, dtype: Any, name: str | None) -> Tensor:
+    """``value`` in ``x``'s shape. As TF1, a shape known now makes it without reading ``x`` at all
+    (so a placeholder need not be fed for it); else its size is ``x``'s when the step runs."""
+    dtype = dtypes.as_dtype(dtype or x.dtype)
+    if None not in x.shape:
+        return BroadcastTo(constant(np.array(value, dtype), dtype), shape=tuple(x.shape), name=name)
+    return Fill(x, value=value, dtype=dtype, name=name)
+
+
 def zeros_like(x: Tensor, dtype: Any = None, name: str | None = None) -> Tensor:
-    return Fill(x, value=0, dtype=dtypes.as_dtype(dtype or x.dtype), name=name)
+    return _filled_like(x, 0, dtype, name)
 
 
 def ones_like(x: Tensor, dtype: Any = None, name: str | None = None) -> Tensor:
-    return Fill(x, value=1, dtype=dtypes.as_dtype(dtype or x.dtype), name=name)
+    return _filled_like(x, 1, dtype, name)
 
 
 def _count_reference(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
@@ -465,7 +475,6 @@ def size(input: Any, name: str | None = None, out_type: Any = dtypes.int32) -> T
 
 def rank(input: Any, name: str | None = None) -> Tensor:  # noqa: A002
     """The number of dimensions of ``input`` as an int32 scalar (TF1's ``tf.rank``)."""
-    from .base import constant
     x = convert_to_tensor(input)
     return constant(np.int32(len(x.shape)), dtypes.int32, name=name or "Rank")
 

@@ -519,6 +519,8 @@ ROWS: list[Row] = [
     *_binary("atan2", cc.atan2, second=True),
     *_unary("asin", lambda x: cc.asin(cc.tanh(x) * 0.9)),
     *_unary("acos", lambda x: cc.acos(cc.tanh(x) * 0.9)),
+    Row("zeros_like-size-known-when-compiled", lambda x: cc.ones_like(cc.placeholder_with_default(x, (None, 4))) * x,
+        (Input((3, 4)),)),
     # nn building blocks (compositions)
     Row("bias_add", lambda x, b: cc.nn.bias_add(x, b), (Input((2, 3, 4)), Input((4,))), grad=(0, 1)),
     Row("bias_add-NCHW", lambda x, b: cc.nn.bias_add(x, b, "NCHW"), (Input((2, 3, 2, 2)), Input((3,))), grad=(0, 1)),

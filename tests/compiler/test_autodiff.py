@@ -482,3 +482,14 @@ def test_sign_has_a_zero_gradient_as_in_tf1() -> None:
     with Session() as sess:
         sess.run(cc.global_variables_initializer())
         assert sess.run(grad).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_zero_gradients_of_an_unconnected_placeholder_need_no_feed_as_tf1() -> None:
+    # TF1's zeros_like of a shape known now reads nothing of the tensor: z need not be fed.
+    x = cc.placeholder("float64", (3,), name="x")
+    z = cc.placeholder("float64", (2,), name="z")
+    slopes = cc.gradients(cc.reduce_sum(x * x), [x, z], unconnected_gradients="zero")
+    with Session() as sess:
+        got_x, got_z = sess.run(slopes, {x: np.ones(3)})
+    np.testing.assert_array_equal(got_x, [2.0, 2.0, 2.0])
+    np.testing.assert_array_equal(got_z, [0.0, 0.0])

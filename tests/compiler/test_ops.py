@@ -126,8 +126,9 @@ def test_ptx_assembles(row: Row, tmp_path) -> None:
             fetches += [g for g in cc.gradients(loss, [placeholders[i] for i in row.grad]) if g is not None]
     feeds = _feeds(row, placeholders, "float32")
     with Session(graph) as sess:
-        ptx = sess.compile(fetches, feeds).dump("ptx")
-    assert ".entry" in ptx
+        exe = sess.compile(fetches, feeds)
+        ptx = exe.dump("ptx")
+    assert ".entry" in ptx or not exe.program.kernels   # (identity's step copies no element: no kernel)
     path = tmp_path / "step.ptx"
     path.write_text(ptx)
     result = subprocess.run([PTXAS, "-arch=sm_80", str(path), "-o", str(tmp_path / "step.cubin")],

@@ -113,8 +113,9 @@ def test_mlp_sgd_step_kernel_count_is_pinned() -> None:
     kinds = [k.kind for k in exe.program.kernels]
     assert kinds.count("matmul") == 8  # 3 forward; 3 weight grads and 2 hidden-input grads (x needs none)
     # one (128, 1) kernel: NaN for labels out of range (target cuda); three to check them (in range,
-    # all of them, the assertion)
-    assert len(kinds) == 36, exe.report()
+    # all of them, the assertion). The loss itself is not computed: the gradient starts from ones
+    # of its (known) shape, which read nothing of it.
+    assert len(kinds) == 29, exe.report()
     # var -= lr * (a @ b): the weight-gradient matmuls add straight into the weights
     updates = [k for k in exe.program.kernels if k.kind == "matmul" and k.accumulate]
     assert len(updates) == 3 and all(k.scale == pytest.approx(-0.01, rel=1e-6) for k in updates)

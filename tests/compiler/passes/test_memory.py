@@ -52,8 +52,9 @@ def test_mlp_adam_step_updates_slots_in_place() -> None:
     program = exe.program
     copies = [k for k in program.kernels if [c[0] for c in k.covers] == ["Assign"]]
     assert copies == []  # m and v are written by the kernels that compute them
-    # one (128, 1) kernel: NaN for labels out of range (target cuda); three to check them
-    assert len(program.kernels) == 54, exe.report()
+    # one (128, 1) kernel: NaN for labels out of range (target cuda); three to check them; the loss
+    # itself is not computed (the gradient starts from ones of its known shape)
+    assert len(program.kernels) == 47, exe.report()
 
 
 def _update_between_a_read_and_unrelated_work() -> Step:
