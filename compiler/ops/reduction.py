@@ -109,15 +109,15 @@ def reduce_max(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool |
 def reduce_mean(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool | None = None,
                 name: str | None = None, reduction_indices: int | Sequence[int] | None = None,
                 keep_dims: bool | None = None) -> Tensor:
-    """Mean over ``axis`` (a sum divided by the count, which is known at compile time); of int32
-    values, TF1's integer mean: the sum divided by the count, rounded toward zero."""
+    """Mean over ``axis`` (a sum divided by the count, which is known at compile time); of int32 or
+    int64 values, TF1's integer mean: the sum divided by the count, rounded toward zero."""
     axis, keepdims = _tf1_reduce_arguments("reduce_mean", axis, keepdims, reduction_indices, keep_dims)
     total = reduce_sum(x, axis, keepdims, name=name)
-    if total.dtype == dtypes.int32:
+    if total.dtype in (dtypes.int32, dtypes.int64):
         count = element_count(x, _axis_attr(axis), total.dtype)
         return _ew.truncatediv(total, _ew.maximum(count, 1))   # no values: 0 (TF1 would divide by zero)
     if not dtypes.is_floating(total.dtype):
-        raise DTypeError(located(f"reduce_mean needs a float or int32 tensor, got {total.dtype.name} {x.name!r} "
+        raise DTypeError(located(f"reduce_mean needs a float or integer tensor, got {total.dtype.name} {x.name!r} "
                                  f"(cast it first)"))
     return _ew.divide(total, element_count(x, _axis_attr(axis), total.dtype))
 

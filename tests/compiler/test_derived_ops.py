@@ -815,3 +815,13 @@ def test_atan2_asin_acos_equal_numpy_at_special_values_and_within_an_ulp_or_two(
         np.testing.assert_allclose(got_asin, np.arcsin(unit.astype(wide)), rtol=4 * np.finfo(dtype).eps, atol=0)
         np.testing.assert_allclose(got_acos, np.arccos(unit.astype(wide)), rtol=4 * np.finfo(dtype).eps, atol=0)
     assert np.isnan(got_asin[np.abs(unit) > 1]).all() and np.isnan(got_acos[np.abs(unit) > 1]).all()
+
+
+def test_reduce_mean_of_int64_is_tf1_s_integer_mean_exact_past_float64() -> None:
+    values = np.array([[-7, -4, 0], [2 ** 40, 3, 2 ** 40 + 1]], np.int64)
+    with Session() as sess:
+        everything, rows, empty = sess.run([cc.reduce_mean(cc.constant(values)),
+                                            cc.reduce_mean(cc.constant(values), axis=1),
+                                            cc.reduce_mean(cc.constant(values[:, :0]), axis=1)])
+    assert everything.dtype == np.int64 and int(everything) == (2 ** 41 - 7) // 6     # positive: floor = trunc
+    assert rows.tolist() == [-3, (2 ** 41 + 4) // 3] and empty.tolist() == [0, 0]    # -11/3 rounds toward 0
