@@ -232,13 +232,48 @@ def size_from_tensor(size: Tensor, function: str) -> tuple[Any, tuple[Tensor, in
     return value, (size_of_axis(size) if value is None else None)
 
 
+def known_int(value: Any, function: str, what: str) -> Any:
+    """``value`` as it is, unless it is a tensor: then its value when the graph is built (a
+    constant, or computed from shapes known now), or an error naming ``function`` and ``what``."""
+    if not isinstance(value, Tensor):
+        return value
+    known = static_value(value) if value.shape == () and dtypes.is_integer(value.dtype) else None
+    if known is None:
+        raise TypeError(located(f"{function}: {what} {value.name!r} ({value.dtype.name} {format_shape(value.shape)}) "
+                                f"has a value only when a step runs, and it is fixed when the graph is built here: "
+                                f"give a Python int (or one computed from shapes known now)"))
+    return int(known)
+
+
+def known_ints(values: Any, function: str, what: str) -> list[Any]:
+    """A list of ints given as a list (entries may be scalar tensors known now) or as a 1-D integer
+    tensor known now (``cc.constant([1, 2])``, ``cc.shape(x)`` of a known shape); else an error."""
+    if isinstance(values, Tensor):
+        known = static_value(values) if len(values.shape) == 1 and dtypes.is_integer(values.dtype) else None
+        if known is None:
+            raise TypeError(located(f"{function}: {what} {values.name!r} ({values.dtype.name} "
+                                    f"{format_shape(values.shape)}) has a value only when a step runs; give Python "
+                                    f"ints (or a tensor computed from shapes known now)"))
+        return [int(v) for v in known]
+    return [known_int(v, function, what) for v in values]
+
+
 def reshape(x: Any, shape: Sequence[Any], name: str | None = None) -> Tensor:
     """Same elements in a new shape; one dimension may be -1 (inferred). An entry may also be a
     scalar integer tensor computed from shapes (TF1's ``reshape(x, [shape(x)[0], -1])``): its value
     when the sizes it reads are known now, else the one inferred dimension."""
-    if isinstance(shape, Tensor):
-        raise TypeError(located("reshape: the shape must be a list of Python ints or shape tensors (None / -1 for "
-                                "one inferred dimension), not a tensor: shapes are fixed when the graph is built"))
+    if isinstance(shape, Tensor):   # TF1's reshape(x, shape(y)) or a constant
+        known = static_value(shape) if len(shape.shape) == 1 and dtypes.is_integer(shape.dtype) else None
+        if known is not None:
+            shape = [int(v) for v in known]
+        elif shape.op.type == "Shape" and len(shape.shape) == 1 and shape.shape[0] is not None:
+            source = shape.op.inputs[0]
+            shape = [ShapeOf(source, dtype=shape.dtype)[i] if size is None else size
+                     for i, size in enumerate(source.shape)]
+        else:
+            raise TypeError(located(f"reshape: the shape {shape.name!r} has a value only when a step runs; give a "
+                                    f"list of Python ints and shape tensors (shape(t)[i]; None / -1 for one "
+                                    f"inferred dimension), or shape(t) itself"))
     sizes: list[int] = []
     sources: list[Tensor] = []
     dims: list[tuple[int, int, int]] = []
@@ -367,6 +402,7 @@ def one_hot(indices: Any, depth: int, on_value: Any = None, off_value: Any = Non
                                      f"{' and '.join(sorted(d.name for d in given))}"))
         dtype = given.pop() if given else dtypes.float32
     dtype = dtypes.as_dtype(dtype)
+    depth = known_int(depth, "one_hot", "depth")
     if int(depth) < 0:
         raise ValueError(located(f"one_hot: depth must be at least 0, got {depth}"))
     if axis is not None and not (axis == -1 or 0 <= axis <= rank):

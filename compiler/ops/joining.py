@@ -14,7 +14,7 @@ from ..errors import ShapeError
 from ..graph import Operation, Tensor, located
 from ..kernel_ir import IndexedInput, contiguous_strides
 from ..shapes import RuleError, format_shape, normalize_axis
-from .array import expand_dims, identity, zeros_like
+from .array import expand_dims, identity, known_ints, zeros_like
 from .base import CopyPart, LoopNest, OpDef, composite_scope, convert_to_tensor
 from .rules import clamp_index, first_dtype, no_broadcast_dims, same_dtype, same_shape_as_second
 from .slicing import StridedSlice, getitem, lower_strided_slice
@@ -295,7 +295,7 @@ Tile = OpDef("Tile", "elementwise", _tile_shape, first_dtype,
 
 def tile(x: Any, multiples: Sequence[int], name: str | None = None) -> Tensor:
     """Repeat ``x`` ``multiples[d]`` times along each dimension ``d`` (as ``np.tile``)."""
-    return Tile(x, multiples=tuple(int(m) for m in multiples), name=name)
+    return Tile(x, multiples=tuple(int(m) for m in known_ints(multiples, "tile", "multiples")), name=name)
 
 
 def roll(input: Any, shift: int | Sequence[int], axis: int | Sequence[int], name: str | None = None) -> Tensor:  # noqa: A002

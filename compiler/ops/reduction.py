@@ -16,7 +16,7 @@ from ..errors import DTypeError, NoGradientError, ShapeError
 from ..graph import Operation, Tensor, located
 from ..shapes import RuleError, format_shape, normalize_axes, normalize_axis
 from . import elementwise as _ew
-from .array import element_count, expand_dims, squeeze, stop_gradient
+from .array import element_count, expand_dims, reshape, squeeze, stop_gradient, transpose
 from .base import LoopNest, OpDef, composite_scope, convert_to_tensor, renamed_argument
 from .broadcast import broadcast_like
 from .padding import Pad
@@ -203,10 +203,47 @@ def _reference_prod(values: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> n
     return np.asarray(np.prod(x, axis=axes, keepdims=attrs["keepdims"], dtype=x.dtype))
 
 
+# Above this many factors per product, the product of the others is formed from prefix and suffix
+# products (n log n work) rather than directly (n**2, exact to the last digit but slow: a reduce_prod
+# of a million elements took minutes).
+_DIRECT_OTHERS_LIMIT = 64
+
+
+def _exclusive_prefix_products(t: Tensor) -> Tensor:
+    """``out[i] = t[0] * ... * t[i-1]`` along axis 0 (1 for i = 0): log2(n) doubling steps of
+    elementwise products (Hillis and Steele's scan), no division, so zeros work."""
+    count, rank = t.shape[0], len(t.shape)
+
+    def shifted(v: Tensor, k: int) -> Tensor:   # v moved down k rows along axis 0, ones above
+        padded = Pad(v, paddings=((k, 0),) + ((0, 0),) * (rank - 1), constant_values=1)
+        return StridedSlice(padded, spec=((None, count, 1),) + ((None, None, 1),) * (rank - 1))
+    product, step = shifted(t, 1), 1
+    while step < count:
+        product = _ew.multiply(product, shifted(product, step))
+        step *= 2
+    return product
+
+
+def _product_of_others_by_scans(x: Tensor, axes: tuple[int, ...]) -> Tensor:
+    """For every element, the product of the other elements of its reduction (x's sizes known)."""
+    kept = [d for d in range(len(x.shape)) if d not in axes]
+    order = list(axes) + kept
+    count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    rows = reshape(transpose(x, order), [count] + [x.shape[d] for d in kept])
+    before = _exclusive_prefix_products(rows)
+    after = reversed_along(_exclusive_prefix_products(reversed_along(rows, [0])), [0])
+    others = reshape(_ew.multiply(before, after), [x.shape[d] for d in order])
+    return transpose(others, [order.index(d) for d in range(len(x.shape))])
+
+
 def _prod_grad(op: Operation, g: Tensor) -> list[Tensor]:
-    # d prod / d x_i = product of the other elements: computed directly (no division, so zeros work).
+    # d prod / d x_i = product of the other elements: computed without division, so zeros work.
     x = op.inputs[0]
-    others = ProdOfOthers(x, axis=op.attrs["axis"])
+    axes = normalize_axes(op.attrs["axis"], len(x.shape))
+    if None not in x.shape and np.prod([x.shape[a] for a in axes], dtype=np.int64) > _DIRECT_OTHERS_LIMIT:
+        others = _product_of_others_by_scans(x, axes)
+    else:
+        others = ProdOfOthers(x, axis=op.attrs["axis"])
     return [others * _with_reduced_dims(g, op)]
 
 

@@ -15,7 +15,7 @@ from ..errors import ShapeError
 from ..graph import Operation, Tensor, located
 from ..kernel_ir import IndexedInput
 from ..shapes import RuleError, format_shape, normalize_axis
-from .array import element_count, expand_dims, identity, squeeze
+from .array import element_count, expand_dims, identity, known_int, known_ints, squeeze
 from .base import OpDef, convert_to_tensor
 from .rules import clamp_index, first_dtype, no_broadcast_dims
 
@@ -232,7 +232,8 @@ def _getitem_with_tensors(x: Tensor, key: tuple) -> Tensor:
 def slice_(x: Any, begin: Sequence[int], size: Sequence[int], name: str | None = None) -> Tensor:
     """TF1's ``tf.slice``: ``size[d]`` elements from ``begin[d]`` along each dimension (-1: to the end)."""
     x = convert_to_tensor(x)
-    begin, size = [int(b) for b in begin], [int(n) for n in size]
+    begin = [int(b) for b in known_ints(begin, "slice", "begin")]
+    size = [int(n) for n in known_ints(size, "slice", "size")]
     if len(begin) != len(x.shape) or len(size) != len(x.shape):
         raise ShapeError(located(f"slice: begin has {len(begin)} entries and size {len(size)} for {x.name!r} of "
                                  f"rank {len(x.shape)}"))
@@ -277,6 +278,8 @@ def getitem(x: Tensor, key: Any) -> Tensor:
             kept += 1
             continue
         if isinstance(k, slice):
+            if any(isinstance(bound, Tensor) for bound in (k.start, k.stop, k.step)):   # known now, or an error
+                k = slice(*(known_int(bound, f"{x.name!r}[…]", "the slice bound") for bound in (k.start, k.stop, k.step)))
             for bound in (k.start, k.stop, k.step):
                 if isinstance(bound, (bool, float, np.bool_, np.floating)):   # (a tensor is refused below)
                     raise TypeError(located(f"{x.name!r}[…]: slice bounds and steps must be ints or None, got "

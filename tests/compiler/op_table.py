@@ -315,6 +315,11 @@ ROWS: list[Row] = [
         second_order=True),
     Row("reduce_prod-all", lambda x: cc.reduce_prod(x), (Input((2, 3), "positive"),)),
     Row("reduce_prod-size0", lambda x: cc.reduce_prod(x, axis=0), (Input((0, 3)),)),
+    # more than 64 factors: the product of the others from prefix and suffix products
+    Row("reduce_prod-long-axes", lambda x: cc.reduce_prod(x, axis=[0, 2]), (Input((5, 2, 15), "positive"),),
+        second_order=True),
+    Row("reduce_prod-long-with-zeros", lambda x: cc.reduce_prod(cc.where(x > 1.3, 0.0 * x, x), axis=1),
+        (Input((2, 80), "positive"),)),
     Row("reduce_prod-size0-kept", lambda x: cc.reduce_prod(x, axis=0), (Input((7, 0)),)),
     Row("reduce_prod-size1", lambda x: cc.reduce_prod(x, axis=1, keepdims=True), (Input((3, 1)),)),
     Row("argmax", lambda x: cc.argmax(x, axis=1), (Input((3, 4), "distinct"),), grad=()),

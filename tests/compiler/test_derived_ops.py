@@ -825,3 +825,25 @@ def test_reduce_mean_of_int64_is_tf1_s_integer_mean_exact_past_float64() -> None
                                             cc.reduce_mean(cc.constant(values[:, :0]), axis=1)])
     assert everything.dtype == np.int64 and int(everything) == (2 ** 41 - 7) // 6     # positive: floor = trunc
     assert rows.tolist() == [-3, (2 ** 41 + 4) // 3] and empty.tolist() == [0, 0]    # -11/3 rounds toward 0
+
+
+def test_sizes_given_as_tensors_known_now_are_taken_as_tf1_and_others_name_the_function() -> None:
+    x = cc.placeholder("float32", (4, 6), name="x")
+    fed = cc.placeholder("float32", (None, 6), name="fed")
+    other = cc.placeholder("float32", (None, 3), name="other")
+    results = [x[:, :cc.constant(2)], x[:cc.shape(x)[0] - 1], cc.reshape(x, cc.shape(cc.zeros((6, 4)))),
+               cc.reshape(x, cc.constant([3, 8])), cc.tile(x, cc.constant([1, 2])), cc.slice(x, [0, 0], cc.shape(x) - 1),
+               cc.one_hot(cc.constant([0, 2]), cc.constant(3)), cc.reshape(cc.reshape(fed, [-1]), cc.shape(fed))]
+    value = np.arange(24, dtype="float32").reshape(4, 6)
+    with Session() as sess:
+        got = sess.run(results, {x: value, fed: np.ones((2, 6), "float32")})
+    expected = [value[:, :2], value[:3], value.reshape(6, 4), value.reshape(3, 8), np.tile(value, (1, 2)), value[:3, :5],
+                np.eye(3, dtype="float32")[[0, 2]], np.ones((2, 6), "float32")]
+    for a, b in zip(got, expected):
+        np.testing.assert_array_equal(a, b)
+    for call, match in [(lambda: x[:, :cc.shape(other)[0]], "slice bound"), (lambda: cc.tile(x, cc.shape(other)), "tile: multiples"),
+                        (lambda: cc.reshape(x, cc.shape(other) * 2), "reshape: the shape"),
+                        (lambda: cc.one_hot(cc.constant([1]), cc.shape(other)[0]), "one_hot: depth")]:
+        with pytest.raises(TypeError, match=match) as caught:
+            call()
+        assert "has a value only when a step runs" in str(caught.value) and "test_derived_ops.py" in str(caught.value)
