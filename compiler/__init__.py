@@ -30,7 +30,8 @@ from .initializers import (constant_initializer, glorot_normal_initializer, glor
                            ones_initializer, orthogonal_initializer, random_normal_initializer,
                            random_uniform_initializer, truncated_normal_initializer, variance_scaling_initializer,
                            zeros_initializer)
-from .variable_scope import AUTO_REUSE, VariableScope, get_variable, get_variable_scope, variable_scope  # noqa: F401
+from .variable_scope import (AUTO_REUSE, VariableScope, get_local_variable, get_variable,  # noqa: F401
+                             get_variable_scope, variable_scope)
 from . import layers  # noqa: F401,E402  (built on the ops above)
 from . import debugging, metrics  # noqa: F401,E402
 from .debugging import Print  # noqa: F401,E402

@@ -258,6 +258,22 @@ def get_variable(name: str, shape: Sequence[int] | None = None, dtype: Any = Non
                          aggregation=aggregation)
 
 
+def get_local_variable(name: str, shape: Sequence[int] | None = None, dtype: Any = None, initializer: Any = None,
+                       regularizer: Callable[[Tensor], Any] | None = None, trainable: bool = False,
+                       collections: Sequence[str] | None = None, **tf1_arguments: Any) -> Variable:
+    """``get_variable`` for a local variable (TF1's ``get_local_variable``): not trainable, in
+    ``GraphKeys.LOCAL_VARIABLES`` (and ``collections``), so ``local_variables_initializer`` resets it.
+
+    >>> import compiler as cc
+    >>> with cc.Graph().as_default():
+    ...     count = cc.get_local_variable("count", [], initializer=cc.zeros_initializer())
+    ...     print(count in cc.local_variables(), count in cc.global_variables())
+    True False
+    """
+    return get_variable(name, shape, dtype, initializer, regularizer, trainable,
+                        list(collections or []) + [GraphKeys.LOCAL_VARIABLES], **tf1_arguments)
+
+
 def _true_getter(name: str, shape: Sequence[int] | None = None, dtype: Any = None, initializer: Any = None,
                  regularizer: Callable[[Tensor], Any] | None = None, trainable: bool | None = None,
                  collections: Sequence[str] | None = None, constraint: Callable[[Tensor], Any] | None = None,

@@ -277,3 +277,20 @@ def test_constraints_project_after_each_update_and_custom_getters_wrap_as_tf1() 
     np.testing.assert_allclose(values["floored"], [0.5, 0.5])          # the scope's constraint: max(-0.1, 0.5)
     np.testing.assert_array_equal(values["kernel"], np.zeros((3, 2)))
     np.testing.assert_allclose(values["plain"], np.full(2, np.sqrt(0.5)), rtol=1e-6)
+
+
+def test_get_local_variable_is_reset_by_the_local_initializer_and_not_trained() -> None:
+    with cc.Graph().as_default() as graph:
+        with cc.variable_scope("eval"):
+            count = cc.get_local_variable("count", [], initializer=cc.zeros_initializer())
+        bump = cc.assign_add(count, 1.0)
+    assert count.op.name == "eval/count" and not count.trainable
+    assert count in graph.get_collection(cc.GraphKeys.LOCAL_VARIABLES)
+    assert count not in graph.get_collection(cc.GraphKeys.GLOBAL_VARIABLES)
+    with Session(graph) as sess:
+        sess.run(bump)
+        sess.run(bump)
+        assert sess.run(count) == 2.0
+        with graph.as_default():
+            sess.run(cc.local_variables_initializer())
+        assert sess.run(count) == 0.0
