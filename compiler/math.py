@@ -18,7 +18,7 @@ from .ops.elementwise import (abs, acos, acosh, add, add_n, asin, asinh, atan, a
 from .ops.elementwise import div_no_nan as divide_no_nan  # noqa: F401
 from .ops.elementwise import floormod as mod  # noqa: F401
 from .ops.elementwise import round as rint  # noqa: F401
-from .ops.gather import unsorted_segment_sum  # noqa: F401
+from .ops.gather import unsorted_segment_mean, unsorted_segment_sqrt_n, unsorted_segment_sum  # noqa: F401
 from .ops.nn import in_top_k, l2_normalize, log_sigmoid, log_softmax, softmax, softplus, softsign, zero_fraction  # noqa: F401
 from .ops.reduction import (argmax, argmin, count_nonzero, cumsum, reduce_all, reduce_any,  # noqa: F401
                             reduce_euclidean_norm, reduce_logsumexp, reduce_max, reduce_mean, reduce_min,

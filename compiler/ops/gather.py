@@ -17,7 +17,9 @@ from .. import dtypes
 from ..graph import Operation, Tensor, located
 from ..kernel_ir import IndexedInput, contiguous_strides
 from ..shapes import RuleError, format_shape, normalize_axis
-from .base import LoopNest, OpDef, convert_to_tensor
+from .array import known_int, ones_like, reshape
+from .base import LoopNest, OpDef, composite_scope, convert_to_tensor, literal_as
+from .elementwise import divide, maximum, sqrt
 from .rules import clamp_index, first_dtype, same_shape_as_third
 
 I64 = dtypes.int64
@@ -223,9 +225,42 @@ def unsorted_segment_sum(data: Any, segment_ids: Any, num_segments: int, name: s
     """
     segment_ids = convert_to_tensor(segment_ids)
     if isinstance(num_segments, Tensor):
-        raise TypeError(located(f"unsorted_segment_sum: num_segments must be a Python int (shapes are fixed when the "
-                                f"graph is built), got the tensor {num_segments.name!r}"))
+        num_segments = known_int(num_segments, "unsorted_segment_sum", "num_segments (a size of the result)")
     if isinstance(num_segments, (bool, np.bool_)) or not isinstance(num_segments, (int, np.integer)) \
             or int(num_segments) < 0:
         raise ValueError(located(f"unsorted_segment_sum: num_segments must be an int >= 0, got {num_segments!r}"))
     return UnsortedSegmentSum(convert_to_tensor(data), segment_ids, num_segments=int(num_segments), name=name)
+
+
+def _segment_counts(function: str, data: Any, segment_ids: Any, num_segments: int) -> tuple[Tensor, Tensor, Tensor]:
+    """(data, the sums of its segments, how many rows each segment has, shaped to divide the sums)."""
+    data, segment_ids = convert_to_tensor(data), convert_to_tensor(segment_ids)
+    if not dtypes.is_floating(data.dtype):
+        raise TypeError(located(f"{function}: needs float data, got {data.dtype.name} {data.name!r}"))
+    sums = unsorted_segment_sum(data, segment_ids, num_segments)
+    rows = unsorted_segment_sum(ones_like(segment_ids, dtype=data.dtype), segment_ids, num_segments)
+    counts = reshape(rows, [-1] + [1] * (len(data.shape) - len(segment_ids.shape)))
+    return data, sums, counts
+
+
+def unsorted_segment_mean(data: Any, segment_ids: Any, num_segments: int, name: str | None = None) -> Tensor:
+    """The mean of the rows of each segment (``unsorted_segment_sum`` divided by the segment's row
+    count; an empty segment is 0), TF1's ``math.unsorted_segment_mean``.
+
+    >>> import numpy as np, compiler as cc
+    >>> from runtime import Session
+    >>> with Session() as sess:
+    ...     sess.run(cc.math.unsorted_segment_mean(cc.constant([1.0, 2.0, 6.0]), cc.constant([0, 0, 2]), 3)).tolist()
+    [1.5, 0.0, 6.0]
+    """
+    with composite_scope(name or "unsorted_segment_mean", [data, segment_ids]):
+        data, sums, counts = _segment_counts("unsorted_segment_mean", data, segment_ids, num_segments)
+        return divide(sums, maximum(counts, literal_as(1, data.dtype, "unsorted_segment_mean")))
+
+
+def unsorted_segment_sqrt_n(data: Any, segment_ids: Any, num_segments: int, name: str | None = None) -> Tensor:
+    """The sum of the rows of each segment divided by the square root of its row count (an empty
+    segment is 0), TF1's ``math.unsorted_segment_sqrt_n``."""
+    with composite_scope(name or "unsorted_segment_sqrt_n", [data, segment_ids]):
+        data, sums, counts = _segment_counts("unsorted_segment_sqrt_n", data, segment_ids, num_segments)
+        return divide(sums, sqrt(maximum(counts, literal_as(1, data.dtype, "unsorted_segment_sqrt_n"))))

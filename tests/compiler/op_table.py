@@ -526,6 +526,10 @@ ROWS: list[Row] = [
     *_unary("acos", lambda x: cc.acos(cc.tanh(x) * 0.9)),
     Row("zeros_like-size-known-when-compiled", lambda x: cc.ones_like(cc.placeholder_with_default(x, (None, 4))) * x,
         (Input((3, 4)),)),
+    Row("unsorted_segment_mean", lambda d, k: cc.unsorted_segment_mean(d, k, 4),
+        (Input((5, 3)), Input((5,), "labels:3", "int32"))),
+    Row("unsorted_segment_sqrt_n-2d-ids", lambda d, k: cc.unsorted_segment_sqrt_n(d, k, 3),
+        (Input((2, 3, 2)), Input((2, 3), "labels:3", "int64"))),
     # nn building blocks (compositions)
     Row("bias_add", lambda x, b: cc.nn.bias_add(x, b), (Input((2, 3, 4)), Input((4,))), grad=(0, 1)),
     Row("bias_add-NCHW", lambda x, b: cc.nn.bias_add(x, b, "NCHW"), (Input((2, 3, 2, 2)), Input((3,))), grad=(0, 1)),

@@ -847,3 +847,13 @@ def test_sizes_given_as_tensors_known_now_are_taken_as_tf1_and_others_name_the_f
         with pytest.raises(TypeError, match=match) as caught:
             call()
         assert "has a value only when a step runs" in str(caught.value) and "test_derived_ops.py" in str(caught.value)
+
+
+def test_unsorted_segment_mean_and_sqrt_n_equal_tf1_s_definition() -> None:
+    data = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]])
+    ids = np.array([0, 2, 0, -1])            # -1: dropped, as unsorted_segment_sum drops it
+    with Session() as sess:
+        mean, scaled = sess.run([cc.unsorted_segment_mean(cc.constant(data), cc.constant(ids), 3),
+                                 cc.unsorted_segment_sqrt_n(cc.constant(data), cc.constant(ids), cc.constant(3))])
+    np.testing.assert_allclose(mean, [[3.0, 4.0], [0.0, 0.0], [3.0, 4.0]])
+    np.testing.assert_allclose(scaled, [[6.0 / np.sqrt(2.0), 8.0 / np.sqrt(2.0)], [0.0, 0.0], [3.0, 4.0]])
