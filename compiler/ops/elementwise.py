@@ -252,7 +252,9 @@ def divide(x: Any, y: Any, name: str | None = None) -> Tensor:
 def pow(x: Any, y: Any, name: str | None = None) -> Tensor:  # noqa: A001 (TF's name)
     """``x ** y`` (C99's ``pow`` for floats). An integer tensor to a Python int power (``k ** 2``)
     is computed as products (squaring and multiplying), wrapping on overflow as numpy's; a
-    negative power of an integer is an error, as in TF1.
+    negative power of an integer is an error, as in TF1. Integers to an integer tensor power
+    (``2 ** k``) square and multiply once per bit of the exponent; a negative power there gives
+    the truncated 1 / x**n (TF1 stops the step with an error).
 
     >>> import compiler as cc
     >>> (cc.constant([2, 3]) ** 3).dtype.name
@@ -272,7 +274,29 @@ def pow(x: Any, y: Any, name: str | None = None) -> Tensor:  # noqa: A001 (TF's 
                 if exponent:
                     base = multiply(base, base)
             return add(multiply(x, 0), 1) if result is None else result
+    integer = [dtypes.is_integer(v.dtype) for v in (x, y) if isinstance(v, Tensor)]
+    if integer and all(integer):
+        return _integer_power(x, y, name)
     return Pow(x, y, name=name)
+
+
+def _integer_power(x: Any, y: Any, name: str | None) -> Tensor:
+    """An integer tensor power of integers: squaring and multiplying once per bit of the exponent
+    (unrolled; wrapping on overflow as numpy's). A negative power gives what 1 / x**n truncates
+    to (0, or +-1 for x = +-1) where TF1 stops the step with an error."""
+    with composite_scope(name or "Pow", [x, y]):
+        anchor = x if isinstance(x, Tensor) else y
+        x, y = (v if isinstance(v, Tensor) else literal_as(v, anchor.dtype, "pow") for v in (x, y))
+        if x.dtype != y.dtype:
+            raise DTypeError(located(f"pow: {x.name!r} is {x.dtype.name} but {y.name!r} is {y.dtype.name} (use cc.cast)"))
+        zero, one, two = (literal_as(v, x.dtype, "pow") for v in (0, 1, 2))
+        negative_power = less(y, zero)
+        exponent = where(negative_power, negative(y), y)
+        result, base = add(multiply(x, zero), add(multiply(y, zero), one)), x   # ones of the broadcast shape
+        for _ in range(np.iinfo(x.dtype).bits - 1):
+            result = where(equal(floormod(exponent, two), one), multiply(result, base), result)
+            base, exponent = multiply(base, base), floordiv(exponent, two)
+        return where(logical_and(negative_power, not_equal(abs(x), one)), multiply(result, zero), result)
 
 
 def maximum(x: Any, y: Any, name: str | None = None) -> Tensor:

@@ -857,3 +857,23 @@ def test_unsorted_segment_mean_and_sqrt_n_equal_tf1_s_definition() -> None:
                                  cc.unsorted_segment_sqrt_n(cc.constant(data), cc.constant(ids), cc.constant(3))])
     np.testing.assert_allclose(mean, [[3.0, 4.0], [0.0, 0.0], [3.0, 4.0]])
     np.testing.assert_allclose(scaled, [[6.0 / np.sqrt(2.0), 8.0 / np.sqrt(2.0)], [0.0, 0.0], [3.0, 4.0]])
+
+
+@pytest.mark.parametrize("target", ["cpu", "reference"])
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_integer_tensor_powers_equal_numpy_and_wrap_as_it_does(target: str, dtype: str) -> None:
+    bases = np.array([2, -3, 0, 1, -1, 7, 5, -2, 3], dtype)
+    exponents = np.array([10, 3, 0, -5, -3, 2, 13, 31, 40], dtype)
+    graph = cc.Graph()
+    with graph.as_default():
+        b, e = cc.constant(bases), cc.constant(exponents)
+        results = [b ** e, 2 ** e, cc.pow(b, cc.abs(e))]
+    with Session(graph, target=target) as sess:
+        powers, of_two, absolute = sess.run(results)
+    with np.errstate(over="ignore"):
+        expected = np.where(exponents >= 0, bases ** np.abs(exponents),
+                            np.where(np.abs(bases) == 1, bases ** np.abs(exponents), 0))   # truncated 1 / x**n
+        np.testing.assert_array_equal(powers, expected)
+        np.testing.assert_array_equal(of_two, np.where(exponents >= 0, np.array(2, dtype) ** np.abs(exponents), 0))
+        np.testing.assert_array_equal(absolute, bases ** np.abs(exponents))
+    assert powers.dtype == np.dtype(dtype)
