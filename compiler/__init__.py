@@ -27,7 +27,8 @@ from .clipping import clip_by_average_norm, clip_by_global_norm, clip_by_norm, g
 from .session_options import ConfigProto, GPUOptions  # noqa: F401
 from . import initializers  # noqa: F401
 from .initializers import (constant_initializer, glorot_normal_initializer, glorot_uniform_initializer,  # noqa: F401
-                           ones_initializer, orthogonal_initializer, random_normal_initializer,
+                           identity_initializer, ones_initializer, orthogonal_initializer,
+                           uniform_unit_scaling_initializer, random_normal_initializer,
                            random_uniform_initializer, truncated_normal_initializer, variance_scaling_initializer,
                            zeros_initializer)
 from .variable_scope import (AUTO_REUSE, VariableScope, get_local_variable, get_variable,  # noqa: F401

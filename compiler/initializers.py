@@ -275,6 +275,36 @@ class orthogonal_initializer(Initializer):  # noqa: N801
         return (self.gain * matrix).reshape(sizes).astype(_float_dtype(dtype, self.dtype, "orthogonal_initializer"))
 
 
+class identity_initializer(Initializer):  # noqa: N801
+    """``gain`` times the identity matrix, for a 2-D shape (TF1's ``identity_initializer``; a
+    non-square shape gets ones on its main diagonal)."""
+
+    def __init__(self, gain: float = 1.0, dtype: Any = dtypes.float32) -> None:
+        self.gain, self.dtype = gain, dtype
+
+    def __call__(self, shape: Sequence[int], dtype: Any = None, partition_info: Any = None) -> np.ndarray:
+        sizes = _shape(shape, "identity_initializer")
+        if len(sizes) != 2:
+            raise ValueError(located(f"identity_initializer needs a 2-D shape, got {list(sizes)}"))
+        return (self.gain * np.eye(*sizes)).astype(_float_dtype(dtype, self.dtype, "identity_initializer"))
+
+
+class uniform_unit_scaling_initializer(Initializer):  # noqa: N801
+    """Uniform draws in ``[-limit, limit)`` with ``limit = factor * sqrt(3 / fan_in)`` and ``fan_in``
+    the product of all sizes but the last (TF1's ``uniform_unit_scaling_initializer``: the input's
+    scale kept through a linear layer)."""
+
+    def __init__(self, factor: float = 1.0, seed: int | None = None, dtype: Any = dtypes.float32) -> None:
+        self.factor, self.seed, self.dtype = factor, check_seed(seed, "initializer"), dtype
+
+    def __call__(self, shape: Sequence[int], dtype: Any = None, partition_info: Any = None) -> np.ndarray:
+        sizes = _shape(shape, "uniform_unit_scaling_initializer")
+        fan_in = max(math.prod(sizes[:-1]) if len(sizes) > 1 else (sizes[0] if sizes else 1), 1)
+        limit = self.factor * math.sqrt(3.0 / fan_in)
+        draws = self._generator(self.seed).uniform(-limit, limit, sizes)
+        return draws.astype(_float_dtype(dtype, self.dtype, "uniform_unit_scaling_initializer"))
+
+
 # TF1's short names (``tf.initializers.zeros``, ...): the same classes.
 zeros = zeros_initializer
 ones = ones_initializer
@@ -286,3 +316,4 @@ variance_scaling = variance_scaling_initializer
 glorot_uniform = glorot_uniform_initializer
 glorot_normal = glorot_normal_initializer
 orthogonal = orthogonal_initializer
+identity = identity_initializer

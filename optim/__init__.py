@@ -27,7 +27,8 @@ from .optimizer import Optimizer
 from .proximal import ProximalAdagradOptimizer, ProximalGradientDescentOptimizer
 from .rmsprop import RMSPropOptimizer
 from .saver import CheckpointError, CheckpointState, Saver, get_checkpoint_state, latest_checkpoint, load_checkpoint
-from .training_util import get_global_step, get_or_create_global_step
+from .training_util import (assert_global_step, create_global_step, get_global_step, get_or_create_global_step,
+                            global_step)
 
 __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdamOptimizer",
            "AdagradOptimizer", "AdadeltaOptimizer", "RMSPropOptimizer", "AdamWOptimizer",
@@ -35,7 +36,7 @@ __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdamOp
            "ExponentialMovingAverage", "clip_by_norm", "clip_by_global_norm", "clip_by_average_norm", "global_norm",
            "exponential_decay", "inverse_time_decay", "natural_exp_decay", "polynomial_decay", "piecewise_constant",
            "cosine_decay", "cosine_decay_restarts", "linear_cosine_decay", "noisy_linear_cosine_decay",
-           "get_or_create_global_step", "get_global_step", "Saver", "latest_checkpoint", "load_checkpoint",
-           "get_checkpoint_state", "CheckpointState",
+           "get_or_create_global_step", "get_global_step", "create_global_step", "assert_global_step", "global_step",
+           "Saver", "latest_checkpoint", "load_checkpoint", "get_checkpoint_state", "CheckpointState",
            "CheckpointError", "DistributedOptimizer", "StepTimings", "broadcast_variables", "shard", "rank",
            "size", "world", "launched_by_mpiexec"]

@@ -1,6 +1,8 @@
 """The global step: an int64 scalar variable counting training steps (TF1's ``train`` helpers)."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 import compiler as cc
@@ -58,3 +60,35 @@ def get_or_create_global_step(graph: Graph | None = None) -> cc.Variable:
             step = cc.Variable(np.zeros((), np.int64), name="global_step", trainable=False,
                                collections=[cc.GraphKeys.GLOBAL_VARIABLES, cc.GraphKeys.GLOBAL_STEP])
     return step
+
+
+def create_global_step(graph: Graph | None = None) -> cc.Variable:
+    """A new global step (see ``get_or_create_global_step``); an error when the graph has one
+    already (TF1's ``create_global_step``)."""
+    graph = graph or cc.get_default_graph()
+    existing = get_global_step(graph)
+    if existing is not None:
+        raise ValueError(located(f"create_global_step: the graph has a global step already ({existing.name!r})"))
+    return get_or_create_global_step(graph)
+
+
+def assert_global_step(global_step_tensor: Any) -> None:
+    """An error unless ``global_step_tensor`` is an integer scalar variable (TF1's
+    ``assert_global_step``)."""
+    if not isinstance(global_step_tensor, cc.Variable) or not dtypes.is_integer(global_step_tensor.dtype) \
+            or global_step_tensor.shape != ():
+        raise TypeError(located(f"the global step must be an integer scalar Variable, got {global_step_tensor!r}"))
+
+
+def global_step(sess: Any, global_step_tensor: Any) -> int:
+    """The value of the global step in ``sess``, as a Python int (TF1's ``train.global_step``).
+
+    >>> import compiler as cc, optim
+    >>> from runtime import Session
+    >>> with cc.Graph().as_default() as g:
+    ...     step = optim.get_or_create_global_step()
+    ...     with Session(g) as sess:
+    ...         print(optim.global_step(sess, step))
+    0
+    """
+    return int(sess.run(global_step_tensor))

@@ -294,3 +294,26 @@ def test_get_local_variable_is_reset_by_the_local_initializer_and_not_trained() 
         with graph.as_default():
             sess.run(cc.local_variables_initializer())
         assert sess.run(count) == 0.0
+
+
+def test_identity_and_unit_scaling_initializers_and_global_step_helpers_as_tf1() -> None:
+    import optim
+    np.testing.assert_array_equal(cc.identity_initializer(2.0)([2, 3]), [[2.0, 0.0, 0.0], [0.0, 2.0, 0.0]])
+    with pytest.raises(ValueError, match="2-D shape"):
+        cc.identity_initializer()([2, 2, 2])
+    with cc.Graph().as_default():
+        draws = cc.uniform_unit_scaling_initializer(factor=1.5, seed=3)([300, 40])
+    limit = 1.5 * np.sqrt(3.0 / 300)
+    assert draws.dtype == np.float32 and -limit <= draws.min() and draws.max() < limit
+    assert draws.max() > 0.95 * limit and draws.min() < -0.95 * limit
+    with cc.Graph().as_default() as graph:
+        step = optim.create_global_step()
+        with pytest.raises(ValueError, match="has a global step already"):
+            optim.create_global_step()
+        optim.assert_global_step(step)
+        with pytest.raises(TypeError, match="integer scalar Variable"):
+            optim.assert_global_step(cc.Variable(0.0))
+        bump = cc.assign_add(step, 1)
+    with Session(graph) as sess:
+        sess.run(bump)
+        assert optim.global_step(sess, step) == 1
