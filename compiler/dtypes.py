@@ -70,7 +70,7 @@ def can_convert_losslessly(source: np.dtype, target: np.dtype) -> bool:
 
 def convert_losslessly(array: np.ndarray, target: np.dtype, literal: bool) -> np.ndarray | None:
     """``array`` as dtype ``target``, or None if that would lose information (for feeds and for
-    Python numbers given as constants). ``literal``: the array was made from Python numbers or
+    Python numbers given as constants); floats into a narrower float round, as TF1's feeds do. ``literal``: the array was made from Python numbers or
     (nested) lists, which take the target dtype where their kind allows it (bools anywhere, ints into
     float, 0 and 1 into bool, floats into float), as in TF1; ints into ints take a range check
     instead, so that a value that does not fit is not wrapped."""
@@ -87,6 +87,12 @@ def convert_losslessly(array: np.ndarray, target: np.dtype, literal: bool) -> np
             return converted
     if array.dtype != target:
         lossless = can_convert_losslessly(array.dtype, target)
+        if not lossless and array.dtype.kind == "f" and target.kind == "f":
+            # float64 data into float32 (pixels / 255, np.random, a scaler's output): rounded to
+            # nearest, as TF1 feeds it; only a value beyond the target's range is refused.
+            with np.errstate(over="ignore"):
+                converted = array.astype(target)
+            return None if np.any(np.isinf(converted) & np.isfinite(array)) else converted
         if not lossless and array.dtype.kind in "iuf" and target.kind == "f":
             # int64 into float64, float64 into float32 (digits' pixel values, np.ones): fine when
             # every value converts exactly (NaN and inf included).

@@ -369,9 +369,10 @@ def test_a_repeated_run_skips_the_checks_only_while_its_feeds_match(graph, monke
         assert isinstance(sess.run(loss, feeds), np.ndarray)
         prepared.clear()
         # other feeds than the repeated ones: each takes the full path, once
-        as_float64 = {x: feeds[x].astype("float64") + 1e-12, y: feeds[y]}   # not float32 values
+        as_float64 = {x: feeds[x].astype("float64") + 1e-12, y: feeds[y]}   # rounded to float32, as TF1
+        assert sess.run(loss, as_float64) == fresh.run(loss, feeds)
         with pytest.raises(cc.FeedError, match="without losing"):
-            sess.run(loss, as_float64)
+            sess.run(loss, {x: feeds[x].astype("float64") * 1e300, y: feeds[y]})   # beyond float32's range
         as_list = {x: feeds[x].tolist(), y: feeds[y]}
         np.testing.assert_allclose(sess.run(loss, as_list), fresh.run(loss, feeds), rtol=1e-6)
         longer = {x: np.concatenate([feeds[x], feeds[x]]), y: np.concatenate([feeds[y], feeds[y]])}
@@ -380,7 +381,7 @@ def test_a_repeated_run_skips_the_checks_only_while_its_feeds_match(graph, monke
             sess.run(loss, {x: feeds[x][:, :5], y: feeds[y]})
         with pytest.raises(cc.FeedError, match="you must feed"):
             sess.run(loss, {x: feeds[x]})
-        assert prepared.count(sess) == 5
+        assert prepared.count(sess) == 6
         fetches.append(variables[0])                           # the same list, one more fetch
         assert len(sess.run(fetches, feeds)) == 3
         # out= on a repeated run: written into, returned, refused when it is not an array
@@ -600,7 +601,7 @@ def test_a_computed_tensor_can_be_fed_in_place_of_its_computation(target: str) -
         with pytest.raises(cc.FeedError, match="the result of AssignAdd"):
             sess.run(y, {x: ones, step: np.zeros((3, 2), "float32")})
         with pytest.raises(cc.FeedError, match=r"cannot feed float64 data to MatMul output 'h'"):
-            sess.run(y, {h: fed.astype("float64") + 1e-12})
+            sess.run(y, {h: fed.astype("float64") * 1e300})    # beyond float32's range
         np.testing.assert_allclose(sess.run(y, {h: fed.astype("float64")}), 16 * np.tanh(0.5), rtol=1e-6)   # exact
 
 
@@ -648,7 +649,7 @@ def test_a_compiled_step_run_directly_checks_its_feeds() -> None:
             with pytest.raises(cc.FeedError, match=r"'x:0' was compiled for shape \(512, 64\), got \(2, 64\)"):
                 call({x: np.ones((2, 64), "float32")})
             with pytest.raises(cc.FeedError, match="without losing information"):
-                call({x: np.full((512, 64), 1 + 1e-12)})
+                call({x: np.full((512, 64), 1e300)})      # float64 beyond float32's range (1 + 1e-12 rounds)
             with pytest.raises(cc.FeedError, match="needs a value for 'x:0'"):
                 call({})
         assert exe.run({x: np.ones((512, 64), "float16")})[0] == 512 * 64 * 2    # converted losslessly
