@@ -90,7 +90,7 @@ from .ops.creation import linspace as lin_space  # noqa: F401,E402  (TF1's older
 from .ops.elementwise import acos, asin, atan, atan2, realdiv, scalar_mul  # noqa: F401,E402
 from .ops.elementwise import where as where_v2  # noqa: F401,E402  (TF1.14's broadcasting where)
 from .ops.nn import log_sigmoid  # noqa: F401,E402
-from . import linalg, math  # noqa: F401,E402  (tf.linalg and tf.math: names for the ops above)
+from . import linalg, math, random  # noqa: F401,E402  (tf.linalg, tf.math, tf.random: names for the ops above)
 
 def get_collection(key: str, scope: str | None = None) -> list[Any]:
     """The default graph's collection ``key`` (names matching ``scope`` only, when given), as TF1's."""
@@ -167,3 +167,16 @@ Tensor.__ge__ = _binary(greater_equal)
 Tensor.__neg__ = lambda self: negative(self)
 Tensor.__getitem__ = getitem
 Tensor.__abs__ = lambda self: abs(self)
+
+
+def __getattr__(name: str) -> Any:
+    """TF1's ``tf.train``, ``tf.Session`` and ``tf.InteractiveSession`` under ``compiler``, so a TF1
+    script ports with ``import compiler as tf``: ``cc.train`` is the ``optim`` package, the sessions
+    are ``runtime``'s (imported on first use: they build on this package)."""
+    if name == "train":
+        import optim
+        return optim
+    if name in ("Session", "InteractiveSession"):
+        import runtime
+        return getattr(runtime, name)
+    raise AttributeError(f"module 'compiler' has no attribute {name!r}")

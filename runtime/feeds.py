@@ -9,6 +9,7 @@ import numpy as np
 from compiler import dtypes
 from compiler.errors import FeedError, GraphMismatchError
 from compiler.graph import Graph, Tensor
+from compiler.ops.base import unshaped_note
 from compiler.shapes import format_shape
 
 def _describe(tensor: Tensor) -> str:
@@ -52,7 +53,8 @@ def convert_feed(placeholder: Tensor, value: Any) -> np.ndarray:
                         f"information; convert it first (e.g. .astype({placeholder.dtype.name!r}))")
     if array.ndim != len(placeholder.shape) or any(
             d is not None and d != n for d, n in zip(placeholder.shape, array.shape)):
-        raise FeedError(f"fed value of shape {array.shape} does not match {_describe(placeholder)}")
+        raise FeedError(f"fed value of shape {array.shape} does not match {_describe(placeholder)}"
+                        f"{unshaped_note(placeholder)}")
     return array
 
 

@@ -185,6 +185,19 @@ def _a(dtype: np.dtype) -> str:
     return ("an " if dtype.name[0] in "aeiou" else "a ") + dtype.name
 
 
+# The attribute of a placeholder made without a shape: TF1's shapeless placeholder is nearly always
+# a scalar (keep_prob, a learning rate, is_training), and shapes here are known when a graph is built.
+UNSHAPED = "made_without_a_shape"
+
+
+def unshaped_note(tensor: Tensor) -> str:
+    """A note for errors about ``tensor`` when it is a placeholder made without a shape."""
+    if tensor.op.type == "Placeholder" and tensor.op.attrs.get(UNSHAPED):
+        return (f" ({tensor.op.name!r} is a placeholder made without a shape, which is a scalar here: give its "
+                f"shape, e.g. placeholder(dtype, shape=(None, 3)))")
+    return ""
+
+
 def apply(opdef: OpDef, inputs: Sequence[Any], attrs: Mapping[str, Any], name: str | None,
           graph: Any = None) -> Any:
     """Check the rules and add the node; return its output tensor (or the Operation if none)."""
@@ -200,7 +213,7 @@ def apply(opdef: OpDef, inputs: Sequence[Any], attrs: Mapping[str, Any], name: s
             raise ValueError(f"{label}: {t.name!r} was computed inside a cond branch or a loop body (the function "
                              f"defined at {traced.location}); use it inside that function, or return it from "
                              f"the function and use what the cond or loop gives back" + located("", location))
-    operands = ", ".join(f"{t.name!r} {format_shape(t.shape)} {t.dtype.name}" for t in tensors)
+    operands = ", ".join(f"{t.name!r} {format_shape(t.shape)} {t.dtype.name}{unshaped_note(t)}" for t in tensors)
     try:
         out_dtype = opdef.dtype_rule(types, attrs)
         out_shape = tuple(opdef.shape_rule(shapes, attrs))

@@ -12,7 +12,7 @@ from ..graph import (GraphKeys, Operation, Tensor, TensorShape, get_default_grap
                      user_location)
 from ..shapes import format_shape
 from .array import identity
-from .base import OpDef, apply, convert_to_tensor, number_array
+from .base import UNSHAPED, OpDef, apply, convert_to_tensor, number_array
 from .rules import dtype_from_attrs, no_gradient, shape_from_attrs
 from .state import VariableOp, check_flags, assign, assign_add, assign_sub, variables_initializer
 
@@ -23,12 +23,16 @@ Placeholder = OpDef("Placeholder", "source", shape_from_attrs, dtype_from_attrs,
 
 def placeholder(dtype: Any, shape: Sequence[int | None] | None = None, name: str | None = None) -> Tensor:
     """A value fed at each ``Session.run``. ``None`` dims take the fed size (fixed per compile).
+    Without a shape (TF1's ``placeholder(tf.float32)``, whose rank is open) it is a scalar: the
+    shapes of everything built on it are known when the graph is built here; errors about it say so.
 
     >>> x = placeholder("float32", shape=(None, 3), name="x")
-    >>> x.shape
-    (None, 3)
+    >>> x.shape, placeholder("float32", name="keep_prob").shape
+    ((None, 3), ())
     """
     dtype = dtypes.as_dtype(dtype)
+    if shape is None:
+        return apply(Placeholder, (), {"shape": (), "dtype": dtype, UNSHAPED: True}, name or "Placeholder")
     shape = placeholder_shape(shape, f"placeholder {name!r}" if name else "placeholder")
     return apply(Placeholder, (), {"shape": shape, "dtype": dtype}, name or "Placeholder")
 

@@ -368,9 +368,8 @@ def test_none_dims_flow_through_ops(graph) -> None:
     assert cc.exp(x).shape == (None, 4)
 
 
-def test_placeholder_requires_a_shape(graph) -> None:
-    with pytest.raises(cc.ShapeError):
-        cc.placeholder("float32", shape=None)
+def test_placeholder_shapes_are_checked_and_none_is_a_scalar(graph) -> None:
+    assert cc.placeholder("float32", shape=None).shape == ()    # TF1's shapeless placeholder, as a scalar
     with pytest.raises(cc.ShapeError):
         cc.placeholder("float32", shape=(-2, 3))
     with pytest.raises(TypeError):

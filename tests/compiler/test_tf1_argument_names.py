@@ -134,8 +134,7 @@ def test_tf1_conveniences_eval_run_get_shape_bool_and_placeholder_with_default()
             doubled.eval()
         with pytest.raises(cc.ShapeError, match=r"the shape \[3\] does not fit the default's \(\)"):
             cc.placeholder_with_default(0.5, shape=[3])
-        with pytest.raises(cc.ShapeError, match=r"a shape is required: \(\) for a scalar"):
-            cc.placeholder("float32")
+        assert cc.placeholder("float32").shape == ()     # TF1's shapeless placeholder: a scalar here
     assert flag.dtype == np.bool_ and doubled.get_shape().as_list() == [2]
     with graph.as_default():
         images = cc.placeholder("float32", (None, 3, 4), name="images")
@@ -201,3 +200,28 @@ def test_placeholder_with_default_of_shape_none_is_fed_at_any_size(target: str) 
             np.testing.assert_allclose(got_grad, 2 * values.T @ (values @ w_value), rtol=1e-12)
         with pytest.raises(cc.FeedError):
             sess.run(loss, {batch: rng.normal(size=(5, 4))})
+
+
+def test_a_tf1_script_ports_with_one_import_line() -> None:
+    # import compiler as tf: tf.train is optim, tf.Session runtime's, tf.random and a shapeless
+    # placeholder (a scalar here) as TF1 scripts use them.
+    import compiler as tf
+    import optim
+    from runtime import InteractiveSession, Session
+    assert tf.train is optim and tf.Session is Session and tf.InteractiveSession is InteractiveSession
+    with tf.Graph().as_default() as graph:
+        keep_prob = tf.placeholder(tf.float32, name="keep_prob")
+        x = tf.placeholder(tf.float32, [None, 3])
+        w = tf.Variable(tf.random.normal([3, 2], seed=1))
+        loss = tf.reduce_mean(tf.square(tf.nn.dropout(tf.matmul(x, w), keep_prob=keep_prob)))
+        train = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+        draws = tf.random.categorical(tf.constant([[0.0, 1.0]]), 4, seed=2)
+        with pytest.raises(tf.ShapeError, match="made without a shape, which is a scalar here"):
+            tf.matmul(keep_prob, w)
+    assert keep_prob.shape == () and draws.dtype == np.int64
+    with tf.Session(graph=graph) as sess:
+        sess.run(train, {x: np.ones((4, 3)), keep_prob: 1.0})
+        with pytest.raises(tf.FeedError, match="made without a shape"):
+            sess.run(loss, {x: np.ones((4, 3)), keep_prob: [1.0, 1.0]})
+    with pytest.raises(AttributeError, match="no attribute 'contrib'"):
+        tf.contrib
