@@ -292,9 +292,7 @@ def _draws_again_differently(construct: Operation, runs_once: bool) -> bool:
     branch run once per step reads the step's count again and draws the same numbers, but a loop
     advances the count at every iteration, so a loop's copy (or anything nested in a loop
     iteration, whose count the gradient's loop does not reproduce) draws others."""
-    if not runs_once:
-        return draws(construct)
-    if construct.opdef is While:
+    if not runs_once or construct.opdef is While:
         return draws(construct)
     return any(op.opdef.kind == "control" and _draws_again_differently(op, True)
                for region in regions_of(construct) for op in region.operations)

@@ -267,9 +267,7 @@ def reshape(x: Any, shape: Sequence[Any], name: str | None = None) -> Tensor:
         if known is not None:
             shape = [int(v) for v in known]
         elif shape.op.type == "Shape" and len(shape.shape) == 1 and shape.shape[0] is not None:
-            source = shape.op.inputs[0]
-            shape = [ShapeOf(source, dtype=shape.dtype)[i] if size is None else size
-                     for i, size in enumerate(source.shape)]
+            shape = [shape[i] if size is None else size for i, size in enumerate(shape.op.inputs[0].shape)]
         else:
             raise TypeError(located(f"reshape: the shape {shape.name!r} has a value only when a step runs; give a "
                                     f"list of Python ints and shape tensors (shape(t)[i]; None / -1 for one "
