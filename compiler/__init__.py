@@ -69,7 +69,8 @@ from .ops.numerics import Assert, add_check_numerics_ops, check_numerics  # noqa
 from .ops.padding import pad  # noqa: F401
 from .ops.scatter import (scatter_add, scatter_nd, scatter_sub, tensor_scatter_nd_add,  # noqa: F401
                           tensor_scatter_nd_sub)
-from .ops.random import multinomial, random_normal, random_uniform, truncated_normal  # noqa: F401
+from .ops.random import (multinomial, random_crop, random_normal, random_shuffle, random_uniform,  # noqa: F401
+                          truncated_normal)
 from .ops.random_seed import set_random_seed  # noqa: F401
 from .ops.reduction import (argmax, argmin, count_nonzero, cumsum, norm, reduce_all, reduce_any,  # noqa: F401
                             reduce_euclidean_norm, reduce_logsumexp, reduce_max, reduce_mean, reduce_min, reduce_prod,

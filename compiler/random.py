@@ -9,6 +9,8 @@ from typing import Any
 
 from .graph import Tensor
 from .ops.random import multinomial, truncated_normal  # noqa: F401
+from .ops.random import random_crop as crop  # noqa: F401
+from .ops.random import random_shuffle as shuffle  # noqa: F401
 from .ops.random import random_normal as normal  # noqa: F401
 from .ops.random import random_uniform as uniform  # noqa: F401
 from .ops.random_seed import set_random_seed  # noqa: F401

@@ -588,3 +588,60 @@ def _scaled_normal(opdef: OpDef, shape: Sequence[int], mean: Any, stddev: Any, d
     with get_default_graph().nested_scope(scope):
         standard = random_tensor(opdef, shape, dtype, seed, like=like, name=opdef.name)
         return _affine(standard, stddev, mean, (1.0, 0.0))
+
+
+def random_crop(value: Any, size: Any, seed: int | None = None, name: str | None = None) -> Tensor:
+    """A window of shape ``size`` at a random place in ``value`` (every window equally likely), a new
+    place at every ``Session.run`` (TF1's ``random_crop``: image augmentation). Sizes are known when
+    the graph is built; the window is read with a ``gather`` per cropped axis, so the gradient
+    reaches the window's elements.
+
+    >>> import numpy as np, compiler as cc
+    >>> cc.random_crop(cc.constant(np.zeros((8, 8, 3), "float32")), [5, 5, 3], seed=1).shape
+    (5, 5, 3)
+    """
+    from .array import known_ints
+    from .gather import gather
+    from .elementwise import add, floormod
+    with get_default_graph().nested_scope(name or "random_crop"):
+        x = convert_to_tensor(value)
+        sizes = [int(s) for s in known_ints(size, "random_crop", "size")]
+        if len(sizes) != len(x.shape) or any(d is None for d in x.shape) \
+                or any(not 0 <= s <= d for s, d in zip(sizes, x.shape)):
+            raise ShapeError(located(f"random_crop: size {sizes} must have one entry per dimension of {x.name!r} "
+                                     f"{format_shape(x.shape)} (known when the graph is built), each at most "
+                                     f"that dimension"))
+        room = [d - s + 1 for s, d in zip(sizes, x.shape)]
+        if all(r == 1 for r in room):
+            return x
+        # one draw per dimension, as TF1 draws the offsets (uniform over each dimension's room)
+        offsets = floormod(random_uniform([len(sizes)], 0, 2 ** 31 - 1, dtypes.int32, seed=seed),
+                           convert_to_tensor(np.array(room, np.int32)))
+        for axis, (window, places) in enumerate(zip(sizes, room)):
+            if places > 1:
+                x = gather(x, add(offsets[axis], convert_to_tensor(np.arange(window, dtype=np.int32))), axis=axis)
+        return x
+
+
+def random_shuffle(value: Any, seed: int | None = None, name: str | None = None) -> Tensor:
+    """``value``'s rows (first dimension, of a size known when the graph is built) in a random order,
+    a new one at every ``Session.run`` (TF1's ``random_shuffle``). The order ranks random keys with
+    ``top_k``, whose work grows with the square of the rows: for batches and small tables, not
+    for a dataset of a million rows (shuffle those in numpy before feeding).
+
+    >>> import numpy as np, compiler as cc
+    >>> cc.random_shuffle(cc.constant(np.arange(6.0).reshape(3, 2)), seed=1).shape
+    (3, 2)
+    """
+    from .gather import gather
+    from .reduction import top_k
+    with get_default_graph().nested_scope(name or "random_shuffle"):
+        x = convert_to_tensor(value)
+        if not x.shape or x.shape[0] is None:
+            raise ShapeError(located(f"random_shuffle: {x.name!r} {format_shape(x.shape)} needs a first dimension "
+                                     f"of known size"))
+        rows = x.shape[0]
+        if rows <= 1:
+            return x
+        keys = random_uniform([rows], dtype=dtypes.float64, seed=seed)
+        return gather(x, top_k(keys, k=rows).indices)

@@ -755,3 +755,29 @@ def test_tf1_defaults_of_multinomial_and_the_uniform_initializer() -> None:
     assert integers.dtype == np.int32 and set(np.unique(integers)) == {2, 3, 4}
     with pytest.raises(ValueError, match="needs maxval"):
         cc.random_uniform_initializer(seed=1)([3], dtype=cc.int64)
+
+
+@pytest.mark.parametrize("target", ["cpu", "reference"])
+def test_random_crop_and_shuffle_draw_every_window_and_order_anew(target: str) -> None:
+    image = np.arange(8 * 7 * 3, dtype=np.float32).reshape(8, 7, 3)
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (8, 7, 3), name="x")
+        window = cc.random_crop(x, [5, 4, 3], seed=3)
+        (slope,) = cc.gradients(cc.reduce_sum(window), [x])
+        order = cc.random.shuffle(cc.constant(np.arange(10)), seed=2)
+    places, orders = set(), set()
+    with Session(graph, target=target) as sess:
+        for _ in range(60):
+            got, got_slope, got_order = sess.run([window, slope, order], {x: image})
+            top, left = np.argwhere(image[..., 0] == got[0, 0, 0])[0]
+            np.testing.assert_array_equal(got, image[top:top + 5, left:left + 4])
+            expected_slope = np.zeros_like(image)
+            expected_slope[top:top + 5, left:left + 4] = 1.0
+            np.testing.assert_array_equal(got_slope, expected_slope)
+            assert sorted(got_order.tolist()) == list(range(10))
+            places.add((top, left))
+            orders.add(tuple(got_order.tolist()))
+    assert len(places) == 16 and len(orders) > 50      # all 4 x 4 places; orders all but never repeat
+    with pytest.raises(cc.ShapeError, match="random_crop: size"):
+        cc.random_crop(cc.constant(image), [9, 4, 3])
