@@ -907,3 +907,76 @@ def separable_conv2d(input: Any, depthwise_filter: Any, pointwise_filter: Any, s
             raise ShapeError(located(f"separable_conv2d: the pointwise filter must be [1, 1, {depthwise.shape[3]}, "
                                      f"out_channels], got {format_shape(pointwise.shape)}"))
         return conv2d(depthwise, pointwise, strides=1, padding="VALID")
+
+
+def atrous_conv2d(value: Any, filters: Any, rate: int, padding: str, name: str | None = None) -> Tensor:
+    """``conv2d`` with the filter's taps ``rate`` apart (TF1's ``atrous_conv2d``: a dilated
+    convolution, stride 1)."""
+    return conv2d(value, filters, strides=1, padding=padding, dilations=rate, name=name)
+
+
+def _pool1d(function: str, pool: Any, input: Any, ksize: Any, strides: Any, padding: str,  # noqa: A002
+            data_format: str, name: str | None) -> Tensor:
+    if data_format not in (None, "NWC"):
+        raise ValueError(located(f"{function}: only data_format='NWC' is supported, got {data_format!r}"))
+    with composite_scope(name or function, [input]):
+        x = convert_to_tensor(input)
+        if len(x.shape) != 3:
+            raise ShapeError(located(f"{function}: the input must be [batch, width, channels], got "
+                                     f"{format_shape(x.shape)}"))
+        pooled = pool(expand_dims(x, 1), ksize=(1, _single(ksize, "ksize")), strides=(1, _single(strides, "strides")),
+                      padding=padding)
+        return squeeze(pooled, [1])
+
+
+def max_pool1d(input: Any, ksize: Any, strides: Any, padding: str, data_format: str = "NWC",  # noqa: A002
+               name: str | None = None) -> Tensor:
+    """Max over windows of ``[batch, width, channels]`` (TF1.15's ``nn.max_pool1d``)."""
+    return _pool1d("max_pool1d", max_pool, input, ksize, strides, padding, data_format, name)
+
+
+def avg_pool1d(input: Any, ksize: Any, strides: Any, padding: str, data_format: str = "NWC",  # noqa: A002
+               name: str | None = None) -> Tensor:
+    """Mean over windows of ``[batch, width, channels]`` (TF1.15's ``nn.avg_pool1d``)."""
+    return _pool1d("avg_pool1d", avg_pool, input, ksize, strides, padding, data_format, name)
+
+
+def convolution(input: Any, filter: Any, padding: str, strides: Any = None, dilation_rate: Any = None,  # noqa: A002
+                name: str | None = None, data_format: str | None = None, filters: Any = None,
+                dilations: Any = None) -> Tensor:
+    """TF1's ``nn.convolution`` for 1-D and 2-D inputs (``[batch, width, channels]`` or NHWC): a
+    ``conv1d`` or ``conv2d`` with ``strides`` and ``dilation_rate`` (one entry per spatial axis)."""
+    filter = renamed_argument("convolution", "filter", filter, "filters", filters)  # noqa: A001
+    dilation_rate = renamed_argument("convolution", "dilation_rate", dilation_rate, "dilations", dilations)
+    x = convert_to_tensor(input)
+    spatial = len(x.shape) - 2
+    strides = [1] * spatial if strides is None else list(np.atleast_1d(strides))
+    dilation_rate = [1] * spatial if dilation_rate is None else list(np.atleast_1d(dilation_rate))
+    if spatial == 1:
+        return conv1d(x, filter, stride=int(strides[0]), padding=padding, data_format=data_format or "NWC",
+                      dilations=int(dilation_rate[0]), name=name)
+    if spatial == 2:
+        return conv2d(x, filter, strides=tuple(int(s) for s in strides), padding=padding,
+                      data_format=data_format or "NHWC", dilations=tuple(int(d) for d in dilation_rate), name=name)
+    raise ShapeError(located(f"convolution: 1-D and 2-D convolutions are available, got an input of rank "
+                             f"{len(x.shape)} {format_shape(x.shape)}"))
+
+
+def pool(input: Any, window_shape: Any, pooling_type: str, padding: str, dilation_rate: Any = None,  # noqa: A002
+         strides: Any = None, name: str | None = None, data_format: str | None = None) -> Tensor:
+    """TF1's ``nn.pool`` for 1-D and 2-D inputs: ``pooling_type`` "MAX" or "AVG" over
+    ``window_shape`` windows moved by ``strides`` (default 1; dilation_rate must be 1)."""
+    if pooling_type not in ("MAX", "AVG"):
+        raise ValueError(located(f"pool: pooling_type must be 'MAX' or 'AVG', got {pooling_type!r}"))
+    if dilation_rate is not None and any(int(d) != 1 for d in np.atleast_1d(dilation_rate)):
+        raise ValueError(located(f"pool: dilation_rate {dilation_rate!r} other than 1 is not available"))
+    x = convert_to_tensor(input)
+    window = [int(w) for w in np.atleast_1d(window_shape)]
+    steps = [1] * len(window) if strides is None else [int(s) for s in np.atleast_1d(strides)]
+    if len(x.shape) == 3:
+        pooled = max_pool1d if pooling_type == "MAX" else avg_pool1d
+        return pooled(x, window[0], steps[0], padding, data_format or "NWC", name)
+    if len(x.shape) == 4:
+        pooled = max_pool if pooling_type == "MAX" else avg_pool
+        return pooled(x, tuple(window), tuple(steps), padding, data_format or "NHWC", name)
+    raise ShapeError(located(f"pool: 1-D and 2-D pooling are available, got an input of rank {len(x.shape)}"))

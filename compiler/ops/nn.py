@@ -15,7 +15,8 @@ from .. import dtypes
 from ..errors import DTypeError, ShapeError
 from ..graph import Tensor, get_default_graph, located, user_location
 from ..shapes import format_shape, normalize_axes
-from .array import expand_dims, identity, one_hot, ones_like, reshape, shape, squeeze, stop_gradient, zeros_like
+from .array import (element_count, expand_dims, identity, one_hot, ones_like, reshape, shape, squeeze, stop_gradient,
+                    zeros_like)
 from .base import composite_scope, constant, convert_to_tensor, literal_as, renamed_argument
 from .elementwise import relu, sigmoid, tanh  # noqa: F401  (re-exported as cc.nn.*)
 from .elementwise import abs as abs_
@@ -23,6 +24,7 @@ from .elementwise import (Softsign, add_n, cast, clip_by_value, equal, erf, exp,
                           greater_equal, less, less_equal, log, log1p, logical_and, maximum, minimum, negative, rsqrt,
                           sqrt, square, where)
 from .gather import gather
+from .padding import pad
 from .joining import concat
 from .linalg import matmul
 from .numerics import internal_assert
@@ -753,3 +755,64 @@ def weighted_moments(x: Any, axes: Any, frequency_weights: Any, name: str | None
         if not keepdims:
             mean, variance = squeeze(mean, axes), squeeze(variance, axes)
         return mean, variance
+
+
+def log_poisson_loss(targets: Any, log_input: Any, compute_full_loss: bool = False, name: str | None = None) -> Tensor:
+    """The negative log-likelihood of ``targets`` under a Poisson of mean ``exp(log_input)``, without
+    its constant ``log(targets!)`` (TF1's ``log_poisson_loss``): ``exp(log_input) - log_input *
+    targets``; ``compute_full_loss`` adds Stirling's approximation of it for targets above 1."""
+    with composite_scope(name or "log_poisson_loss", [targets, log_input]):
+        log_input = _float_features("log_poisson_loss", log_input)
+        targets = convert_to_tensor(targets, log_input.dtype)
+        result = exp(log_input) - log_input * targets
+        if not compute_full_loss:
+            return result
+        small = logical_and(greater_equal(targets, 0.0), less_equal(targets, 1.0))
+        safe = where(small, ones_like(targets), targets)
+        stirling = safe * log(safe) - safe + 0.5 * log(2.0 * math.pi * safe)
+        return result + where(small, zeros_like(targets), stirling)
+
+
+def fused_batch_normalization(x: Any, scale: Any, offset: Any, mean: Any = None, variance: Any = None,
+                              epsilon: float = 0.001, data_format: str = "NHWC", is_training: bool = True,
+                              name: str | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    """TF1's ``nn.fused_batch_norm`` on NHWC ``x``: ``(y, mean, variance)``. Training: the batch's
+    statistics over every axis but the channels; ``y`` uses the variance divided by n, and the
+    variance returned is divided by n - 1 (for a moving average, as TF1's kernel). Otherwise ``y``
+    uses the ``mean`` and ``variance`` given, and returns them."""
+    if data_format != "NHWC":
+        raise ValueError(located(f"fused_batch_norm: only data_format='NHWC' is supported, got {data_format!r}"))
+    with composite_scope(name or "FusedBatchNorm", [x, scale, offset, mean, variance]):
+        x = _float_features("fused_batch_norm", x)
+        if len(x.shape) != 4:
+            raise ShapeError(located(f"fused_batch_norm: x must be 4-D NHWC, got {format_shape(x.shape)}"))
+        if is_training:
+            batch_mean, batch_variance = moments(x, [0, 1, 2])
+            count = element_count(x, (0, 1, 2), x.dtype)
+            corrected = batch_variance * count / maximum(count - 1.0, 1.0)
+        elif mean is None or variance is None:
+            raise ValueError(located("fused_batch_norm: is_training=False needs the mean and the variance"))
+        else:
+            batch_mean, batch_variance = convert_to_tensor(mean, x.dtype), convert_to_tensor(variance, x.dtype)
+            corrected = batch_variance
+        y = batch_normalization(x, batch_mean, batch_variance, offset, scale, epsilon)
+        return y, batch_mean, corrected
+
+
+def local_response_normalization(input: Any, depth_radius: int = 5, bias: float = 1.0, alpha: float = 1.0,  # noqa: A002
+                                 beta: float = 0.5, name: str | None = None) -> Tensor:
+    """Each value divided by ``(bias + alpha * s) ** beta``, ``s`` the sum of the squares of the
+    values ``depth_radius`` channels around it, itself included (TF1's ``local_response_normalization``,
+    AlexNet's, on NHWC; the last axis is the channels)."""
+    with composite_scope(name or "LRN", [input]):
+        x = _float_features("local_response_normalization", input)
+        channels = x.shape[-1] if x.shape else None
+        if channels is None or isinstance(depth_radius, bool) or not isinstance(depth_radius, (int, np.integer)) \
+                or depth_radius < 0:
+            raise ValueError(located(f"local_response_normalization: needs channels of known size and a depth_radius "
+                                     f">= 0, got {format_shape(x.shape)} and {depth_radius!r}"))
+        rank, radius = len(x.shape), int(depth_radius)
+        padded = pad(square(x), [[0, 0]] * (rank - 1) + [[radius, radius]])
+        window = add_n([padded[(Ellipsis, slice(k, k + channels))] for k in range(2 * radius + 1)]) \
+            if radius else square(x)
+        return x * (bias + alpha * window) ** (-beta)

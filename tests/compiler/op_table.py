@@ -530,6 +530,17 @@ ROWS: list[Row] = [
         (Input((5, 3)), Input((5,), "labels:3", "int32"))),
     Row("unsorted_segment_sqrt_n-2d-ids", lambda d, k: cc.unsorted_segment_sqrt_n(d, k, 3),
         (Input((2, 3, 2)), Input((2, 3), "labels:3", "int64"))),
+    Row("fused_batch_norm-training", lambda x, g, b: (lambda y, mean, variance: y + mean * variance)(
+        *cc.nn.fused_batch_norm(x, g, b)), (Input((2, 3, 2, 4)), Input((4,)), Input((4,))), grad=(0, 1, 2)),
+    Row("lrn", lambda x: cc.nn.lrn(x, depth_radius=2, bias=2.0, alpha=0.1, beta=0.75), (Input((2, 3, 2, 6)),),
+        second_order=True),
+    Row("log_poisson_loss-full", lambda t, x: cc.nn.log_poisson_loss(t, x, compute_full_loss=True),
+        (Input((3, 4), "positive"), Input((3, 4))), grad=(1,)),
+    Row("pool-avg-1d", lambda x: cc.nn.pool(x, [3], "AVG", "SAME", strides=[2]), (Input((2, 7, 3)),)),
+    Row("convolution-1d-dilated", lambda x, f: cc.nn.convolution(x, f, "SAME", dilation_rate=[2]),
+        (Input((2, 7, 3)), Input((3, 3, 2))), grad=(0, 1)),
+    Row("atrous_conv2d", lambda x, f: cc.nn.atrous_conv2d(x, f, 2, "SAME"), (Input((1, 5, 5, 2)), Input((2, 2, 2, 3))),
+        grad=(0, 1)),
     # nn building blocks (compositions)
     Row("bias_add", lambda x, b: cc.nn.bias_add(x, b), (Input((2, 3, 4)), Input((4,))), grad=(0, 1)),
     Row("bias_add-NCHW", lambda x, b: cc.nn.bias_add(x, b, "NCHW"), (Input((2, 3, 2, 2)), Input((3,))), grad=(0, 1)),
