@@ -50,6 +50,7 @@ from ..philox import philox4x32
 from ..shapes import RuleError, format_shape
 from .base import OpDef, apply, convert_to_tensor
 from .array import expand_dims
+from .array import shape as shape_of
 from .creation import dynamic_sizes, zeros_with_sizes
 from .elementwise import cast, floor, log, maximum, minimum, where
 from .random_seed import RANDOM_COUNTER_UPDATE_COLLECTION, check_seed, get_seed, philox_key, random_counter
@@ -565,13 +566,16 @@ def multinomial(logits: Any, num_samples: int, seed: int | None = None, name: st
     from .reduction import argmax
     with get_default_graph().nested_scope(name or "multinomial"):
         logits = convert_to_tensor(logits)
-        if len(logits.shape) != 2 or None in logits.shape or not dtypes.is_floating(logits.dtype):
-            raise ShapeError(located(f"multinomial: logits must be float [batch, classes] of known sizes, got "
-                                     f"{logits.dtype.name} {format_shape(logits.shape)} {logits.name!r}"))
+        if len(logits.shape) != 2 or logits.shape[1] is None or not dtypes.is_floating(logits.dtype):
+            raise ShapeError(located(f"multinomial: logits must be float [batch, classes], the classes known when "
+                                     f"the graph is built, got {logits.dtype.name} {format_shape(logits.shape)} "
+                                     f"{logits.name!r}"))
         if isinstance(num_samples, Tensor) or not isinstance(num_samples, (int, np.integer)) or num_samples < 0:
             raise TypeError(located(f"multinomial: num_samples must be a Python int of at least 0, got "
                                     f"{num_samples!r}"))
         batch, classes = logits.shape
+        if batch is None:   # a batch fed at any size (a policy network's observations)
+            batch = shape_of(logits)[0]
         # float64 draws: u of 53 bits, so the noise's tail is not cut off as float32's would be
         u = random_uniform((batch, int(num_samples), classes), dtype=dtypes.float64, seed=seed)
         gumbel = -log(-log(u))

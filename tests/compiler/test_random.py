@@ -781,3 +781,14 @@ def test_random_crop_and_shuffle_draw_every_window_and_order_anew(target: str) -
     assert len(places) == 16 and len(orders) > 50      # all 4 x 4 places; 60 orders of 10! nearly all differ
     with pytest.raises(cc.ShapeError, match="random_crop: size"):
         cc.random_crop(cc.constant(image), [9, 4, 3])
+
+
+def test_multinomial_draws_for_a_batch_fed_at_any_size() -> None:
+    # A policy network's observations: placeholder([None, 4]) -> logits (?, 3) -> multinomial.
+    obs = cc.placeholder("float32", (None, 4), name="obs")
+    logits = obs[:, :3] * 0.0 + cc.constant([[0.0, 1.0, -np.inf]])
+    draws = cc.random.categorical(logits, 4000, seed=5)
+    with Session() as sess:
+        small, large = sess.run(draws, {obs: np.ones((2, 4))}), sess.run(draws, {obs: np.ones((5, 4))})
+    assert small.shape == (2, 4000) and large.shape == (5, 4000) and large.dtype == np.int64
+    assert not (large == 2).any() and abs(np.mean(large == 1) - 1.0 / (1.0 + np.exp(-1.0))) < 0.02
