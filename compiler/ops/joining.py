@@ -10,11 +10,14 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .. import dtypes
 from ..errors import ShapeError
 from ..graph import Operation, Tensor, located
 from ..kernel_ir import IndexedInput, contiguous_strides
 from ..shapes import RuleError, format_shape, normalize_axis
-from .array import expand_dims, identity, known_ints, zeros_like
+from .array import expand_dims, identity, known_int, known_ints, size_from_tensor, zeros_like
+from .creation import zeros
+from .elementwise import add
 from .base import CopyPart, LoopNest, OpDef, composite_scope, convert_to_tensor
 from .rules import clamp_index, first_dtype, no_broadcast_dims, same_dtype, same_shape_as_second
 from .slicing import StridedSlice, getitem, lower_strided_slice
@@ -294,8 +297,30 @@ Tile = OpDef("Tile", "elementwise", _tile_shape, first_dtype,
 
 
 def tile(x: Any, multiples: Sequence[int], name: str | None = None) -> Tensor:
-    """Repeat ``x`` ``multiples[d]`` times along each dimension ``d`` (as ``np.tile``)."""
-    return Tile(x, multiples=tuple(int(m) for m in known_ints(multiples, "tile", "multiples")), name=name)
+    """Repeat ``x`` ``multiples[d]`` times along each dimension ``d`` (as ``np.tile``). A multiple
+    may be a size read from a shape, ``shape(t)[i]``, where ``x``'s dimension is 1 (TF1's
+    ``tile(row, [shape(batch)[0], 1])``): that dimension takes the size the step is compiled for."""
+    if isinstance(multiples, Tensor) or not any(isinstance(m, Tensor) for m in multiples):
+        return Tile(x, multiples=tuple(int(m) for m in known_ints(multiples, "tile", "multiples")), name=name)
+    x = convert_to_tensor(x)
+    static, sizes = [], []
+    for d, m in enumerate(multiples):
+        value, read_from = size_from_tensor(m, "tile") if isinstance(m, Tensor) else (m, None)
+        if value is not None:
+            static.append(int(value))
+            sizes.append(None)
+            continue
+        if read_from is None:
+            known_int(m, "tile", "multiples")   # the error for a value that is not a size read from a shape
+        if d >= len(x.shape) or x.shape[d] != 1 or x.dtype == dtypes.bool_:
+            raise ShapeError(located(f"tile: the multiple {m.name!r} (a size known when the step is compiled) needs "
+                                     f"dimension {d} of {x.name!r} {format_shape(x.shape)} to be 1, and numbers"))
+        static.append(1)
+        sizes.append(m)
+    with composite_scope(name or "Tile", [x]):
+        tiled = Tile(x, multiples=tuple(static))
+        # broadcast along the sizes read from shapes (size 1 elsewhere)
+        return add(tiled, zeros([1 if size is None else size for size in sizes], dtype=tiled.dtype))
 
 
 def roll(input: Any, shift: int | Sequence[int], axis: int | Sequence[int], name: str | None = None) -> Tensor:  # noqa: A002

@@ -877,3 +877,18 @@ def test_integer_tensor_powers_equal_numpy_and_wrap_as_it_does(target: str, dtyp
         np.testing.assert_array_equal(of_two, np.where(exponents >= 0, np.array(2, dtype) ** np.abs(exponents), 0))
         np.testing.assert_array_equal(absolute, bases ** np.abs(exponents))
     assert powers.dtype == np.dtype(dtype)
+
+
+def test_tile_by_a_size_read_from_a_shape_broadcasts_a_size_1_dimension() -> None:
+    # TF1's tile(row, [shape(batch)[0], 1]): the multiple is the fed batch size.
+    x = cc.placeholder("float32", (None, 3), name="x")
+    row = cc.constant([[1.0, 2.0, 3.0]])
+    tiled = cc.tile(row, [cc.shape(x)[0], 2])
+    (slope,) = cc.gradients(cc.reduce_sum(tiled * 2.0), [row])
+    assert tiled.shape == (None, 6)
+    with Session() as sess:
+        got, got_slope = sess.run([tiled, slope], {x: np.ones((4, 3))})
+    np.testing.assert_array_equal(got, np.tile([[1.0, 2.0, 3.0]], (4, 2)))
+    np.testing.assert_array_equal(got_slope, [[16.0, 16.0, 16.0]])
+    with pytest.raises(cc.ShapeError, match="needs dimension 0 of .* to be 1"):
+        cc.tile(cc.constant([[1.0, 2.0]] * 2), [cc.shape(x)[0], 1])
