@@ -91,7 +91,7 @@ from .ops.creation import linspace as lin_space  # noqa: F401,E402  (TF1's older
 from .ops.elementwise import acos, asin, atan, atan2, realdiv, scalar_mul  # noqa: F401,E402
 from .ops.elementwise import where as where_v2  # noqa: F401,E402  (TF1.14's broadcasting where)
 from .ops.nn import log_sigmoid  # noqa: F401,E402
-from . import linalg, math, random  # noqa: F401,E402  (tf.linalg, tf.math, tf.random: names for the ops above)
+from . import image, linalg, math, random  # noqa: F401,E402  (tf.image, tf.linalg, tf.math, tf.random)
 
 def get_collection(key: str, scope: str | None = None) -> list[Any]:
     """The default graph's collection ``key`` (names matching ``scope`` only, when given), as TF1's."""

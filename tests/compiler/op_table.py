@@ -541,6 +541,9 @@ ROWS: list[Row] = [
         (Input((2, 7, 3)), Input((3, 3, 2))), grad=(0, 1)),
     Row("atrous_conv2d", lambda x, f: cc.nn.atrous_conv2d(x, f, 2, "SAME"), (Input((1, 5, 5, 2)), Input((2, 2, 2, 3))),
         grad=(0, 1)),
+    Row("image.total_variation", lambda x: cc.image.total_variation(x), (Input((2, 4, 5, 3)),)),
+    Row("image.resize_bilinear", lambda x: cc.image.resize_bilinear(x, [7, 3]), (Input((2, 4, 5, 2)),)),
+    Row("image.per_image_standardization", lambda x: cc.image.per_image_standardization(x), (Input((4, 3, 2)),)),
     # nn building blocks (compositions)
     Row("bias_add", lambda x, b: cc.nn.bias_add(x, b), (Input((2, 3, 4)), Input((4,))), grad=(0, 1)),
     Row("bias_add-NCHW", lambda x, b: cc.nn.bias_add(x, b, "NCHW"), (Input((2, 3, 2, 2)), Input((3,))), grad=(0, 1)),

@@ -892,3 +892,50 @@ def test_tile_by_a_size_read_from_a_shape_broadcasts_a_size_1_dimension() -> Non
     np.testing.assert_array_equal(got_slope, [[16.0, 16.0, 16.0]])
     with pytest.raises(cc.ShapeError, match="needs dimension 0 of .* to be 1"):
         cc.tile(cc.constant([[1.0, 2.0]] * 2), [cc.shape(x)[0], 1])
+
+
+def _bilinear_tf1(images: np.ndarray, size: list[int], align_corners: bool) -> np.ndarray:
+    """TF1's resize_bilinear (half_pixel_centers=False) written out: source = out * scale."""
+    result = images
+    for axis, (size_in, size_out) in enumerate(zip(images.shape[1:3], size), start=1):
+        scale = (size_in - 1) / (size_out - 1) if align_corners and size_out > 1 else size_in / size_out
+        source = np.arange(size_out) * scale
+        low = np.floor(source).astype(int)
+        high = np.minimum(low + 1, size_in - 1)
+        shape = [1, 1, 1, 1]
+        shape[axis] = size_out
+        below, above = np.take(result, low, axis=axis), np.take(result, high, axis=axis)
+        result = below + (above - below) * (source - low).reshape(shape)
+    return result
+
+
+def test_image_ops_equal_tf1_s_definitions() -> None:
+    rng = np.random.default_rng(0)
+    images = rng.uniform(size=(2, 4, 5, 3))
+    x = cc.placeholder("float64", (None, 4, 5, 3), name="images")
+    results = dict(variation=cc.image.total_variation(x), mirrored=cc.image.flip_left_right(x),
+                   upside=cc.image.flip_up_down(x[0]), maybe=cc.image.random_flip_left_right(x, seed=1),
+                   standard=cc.image.per_image_standardization(x), gray=cc.image.rgb_to_grayscale(x),
+                   centre=cc.image.central_crop(x, 0.5), nearest=cc.image.resize_nearest_neighbor(x, [8, 3]),
+                   bilinear=cc.image.resize_images(x, [8, 3]),
+                   corners=cc.image.resize_bilinear(x, [7, 9], align_corners=True),
+                   contrast=cc.image.adjust_contrast(x, 2.0))
+    with Session() as sess:
+        got = sess.run(results, {x: images})
+    variation = np.abs(np.diff(images, axis=1)).sum((1, 2, 3)) + np.abs(np.diff(images, axis=2)).sum((1, 2, 3))
+    np.testing.assert_allclose(got["variation"], variation, rtol=1e-12)
+    np.testing.assert_array_equal(got["mirrored"], images[:, :, ::-1])
+    np.testing.assert_array_equal(got["upside"], images[0, ::-1])
+    for k in range(2):
+        assert np.array_equal(got["maybe"][k], images[k]) or np.array_equal(got["maybe"][k], images[k, :, ::-1])
+    mean = images.mean((1, 2, 3), keepdims=True)
+    deviation = np.maximum(images.std((1, 2, 3), keepdims=True), 1 / np.sqrt(60))
+    np.testing.assert_allclose(got["standard"], (images - mean) / deviation, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got["gray"][..., 0], images @ np.array([0.2989, 0.5870, 0.1140]), rtol=1e-12)
+    np.testing.assert_array_equal(got["centre"], images[:, 1:3, 1:4])        # TF1's int((size - size * f) / 2)
+    rows, columns = np.floor(np.arange(8) * 4 / 8).astype(int), np.floor(np.arange(3) * 5 / 3).astype(int)
+    np.testing.assert_array_equal(got["nearest"], images[:, rows][:, :, columns])
+    np.testing.assert_allclose(got["bilinear"], _bilinear_tf1(images, [8, 3], False), rtol=1e-12)
+    np.testing.assert_allclose(got["corners"], _bilinear_tf1(images, [7, 9], True), rtol=1e-12)
+    channel_mean = images.mean((1, 2), keepdims=True)
+    np.testing.assert_allclose(got["contrast"], (images - channel_mean) * 2.0 + channel_mean, rtol=1e-12)
