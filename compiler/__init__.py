@@ -61,7 +61,8 @@ from .ops.elementwise import (acosh, asinh, atanh, cosh, div_no_nan, is_finite, 
                               truncatediv, truncatemod)
 from .ops.elementwise import round as rint  # noqa: F401
 from .ops.elementwise import floormod as mod  # noqa: F401
-from .ops.gather import gather, unsorted_segment_mean, unsorted_segment_sqrt_n, unsorted_segment_sum  # noqa: F401
+from .ops.gather import unsorted_segment_mean, unsorted_segment_sqrt_n, unsorted_segment_sum  # noqa: F401
+from .ops.nn import batch_gather, gather  # noqa: F401  (gather with TF1's batch_dims)
 from .ops.nn import gather_nd  # noqa: F401
 from .ops.joining import concat, roll, split, stack, tile, unstack  # noqa: F401
 from .ops.linalg import matmul  # noqa: F401

@@ -143,8 +143,8 @@ ScatterAddGrad = OpDef(
 def gather(params: Any, indices: Any, validate_indices: Any = None, name: str | None = None, axis: int | None = None,
            batch_dims: int = 0) -> Tensor:
     """Rows of ``params`` (along ``axis``, 0 when None) picked by integer ``indices`` (an embedding
-    lookup). TF1's signature: ``validate_indices`` is ignored (as TF1 does on CPU); ``batch_dims``
-    must be 0.
+    lookup). TF1's signature: ``validate_indices`` is ignored (as TF1 does on CPU); with
+    ``batch_dims`` (the leading dimensions params and indices share) see ``batch_gather``.
 
     The result has shape ``params.shape[:axis] + indices.shape + params.shape[axis+1:]``. An index
     outside ``[0, params.shape[axis])`` gives zeros. The gradient adds into the rows it read.
@@ -154,9 +154,8 @@ def gather(params: Any, indices: Any, validate_indices: Any = None, name: str | 
     >>> cc.gather(table, cc.constant(np.array([3, 0]))).shape
     (2, 3)
     """
-    if batch_dims != 0:
-        raise ValueError(located(f"gather: batch_dims={batch_dims!r} is not supported (only 0); gather_nd with "
-                                 "explicit batch indices does the same"))
+    if batch_dims != 0:   # (cc.gather, ops/nn.py's, takes them to batch_gather)
+        raise ValueError(located(f"gather: batch_dims={batch_dims!r}: use batch_gather"))
     indices = convert_to_tensor(indices)
     params = convert_to_tensor(params)   # a Python list has its own dtype, not the indices'
     return Gather(params, indices, axis=0 if axis is None else int(axis), _indices_rank=len(indices.shape), name=name)
@@ -264,3 +263,4 @@ def unsorted_segment_sqrt_n(data: Any, segment_ids: Any, num_segments: int, name
     with composite_scope(name or "unsorted_segment_sqrt_n", [data, segment_ids]):
         data, sums, counts = _segment_counts("unsorted_segment_sqrt_n", data, segment_ids, num_segments)
         return divide(sums, sqrt(maximum(counts, literal_as(1, data.dtype, "unsorted_segment_sqrt_n"))))
+

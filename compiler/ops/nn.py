@@ -23,7 +23,8 @@ from .elementwise import abs as abs_
 from .elementwise import (Softsign, add_n, cast, clip_by_value, equal, erf, exp, expm1, floordiv, floormod, greater,
                           greater_equal, less, less_equal, log, log1p, logical_and, maximum, minimum, negative, rsqrt,
                           sqrt, square, where)
-from .gather import gather
+from .creation import range as range_of
+from .gather import gather as gather_along
 from .padding import pad
 from .joining import concat
 from .linalg import matmul
@@ -816,3 +817,56 @@ def local_response_normalization(input: Any, depth_radius: int = 5, bias: float 
         window = add_n([padded[(Ellipsis, slice(k, k + channels))] for k in range(2 * radius + 1)]) \
             if radius else square(x)
         return x * (bias + alpha * window) ** (-beta)
+
+
+def gather(params: Any, indices: Any, validate_indices: Any = None, name: str | None = None, axis: int | None = None,
+           batch_dims: int = 0) -> Tensor:
+    """TF1's ``gather``: ``gather.gather``'s rows along ``axis``; with ``batch_dims``, ``batch_gather``.
+
+    >>> import numpy as np, compiler as cc
+    >>> cc.gather(cc.constant(np.zeros((2, 4, 3))), cc.constant([[1], [0]]), batch_dims=1).shape
+    (2, 1, 3)
+    """
+    if batch_dims:
+        return batch_gather(params, indices, name=name, axis=axis, batch_dims=batch_dims)
+    return gather_along(params, indices, validate_indices, name, axis)
+
+
+def batch_gather(params: Any, indices: Any, name: str | None = None, axis: int | None = None,
+                 batch_dims: int | None = None) -> Tensor:
+    """For each position of the leading ``batch_dims`` dimensions (all but the last of
+    ``indices`` by default), the rows of that batch entry of ``params`` that ``indices`` picks:
+    TF1's ``batch_gather`` and ``gather(..., batch_dims=b)`` (along axis ``b``). An index outside
+    its batch entry's rows gives zeros. The first batch size may be fed at any size.
+
+    >>> import numpy as np, compiler as cc
+    >>> from runtime import Session
+    >>> params = cc.constant(np.arange(12.0).reshape(2, 3, 2))
+    >>> with Session() as sess:
+    ...     sess.run(cc.batch_gather(params, cc.constant([[2, 0], [1, 1]]))).tolist()
+    [[[4.0, 5.0], [0.0, 1.0]], [[8.0, 9.0], [8.0, 9.0]]]
+    """
+    with composite_scope(name or "batch_gather", [params, indices]):
+        params, indices = convert_to_tensor(params), convert_to_tensor(indices)
+        batch = len(indices.shape) - 1 if batch_dims is None else int(batch_dims)
+        if axis is not None and int(axis) % max(len(params.shape), 1) != batch:
+            raise ValueError(located(f"gather: with batch_dims={batch} only axis={batch} is available, got {axis!r}"))
+        shared = params.shape[:batch]
+        if not 0 < batch <= len(indices.shape) or len(params.shape) <= batch or any(
+                a is not None and b is not None and a != b for a, b in zip(shared, indices.shape[:batch])) \
+                or None in params.shape[1:]:
+            raise ValueError(located(f"batch_gather: params {format_shape(params.shape)} and indices "
+                                     f"{format_shape(indices.shape)} must share {batch} leading dimensions, params' "
+                                     f"sizes after the first known"))
+        if batch > 1:   # fold the shared dimensions into one
+            folded = batch_gather(reshape(params, [-1] + list(params.shape[batch:])),
+                                  reshape(indices, [-1] + list(indices.shape[batch:])), batch_dims=1)
+            return reshape(folded, [-1] + list(shared[1:]) + list(folded.shape[1:]))
+        rows = params.shape[1]
+        entries = params.shape[0] if params.shape[0] is not None else shape(params)[0]
+        offsets = range_of(entries, dtype=indices.dtype) * literal_as(rows, indices.dtype, "batch_gather")
+        offsets = reshape(offsets, [-1] + [1] * (len(indices.shape) - 1))
+        inside = logical_and(greater_equal(indices, literal_as(0, indices.dtype, "batch_gather")),
+                             less(indices, literal_as(rows, indices.dtype, "batch_gather")))
+        flat = where(inside, indices + offsets, literal_as(-1, indices.dtype, "batch_gather"))
+        return gather_along(reshape(params, [-1] + list(params.shape[2:])), flat)

@@ -939,3 +939,27 @@ def test_image_ops_equal_tf1_s_definitions() -> None:
     np.testing.assert_allclose(got["corners"], _bilinear_tf1(images, [7, 9], True), rtol=1e-12)
     channel_mean = images.mean((1, 2), keepdims=True)
     np.testing.assert_allclose(got["contrast"], (images - channel_mean) * 2.0 + channel_mean, rtol=1e-12)
+
+
+def test_batch_gather_and_gather_with_batch_dims_pick_within_each_batch_entry() -> None:
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=(3, 5, 2))
+    picks = np.array([[4, 0, -1], [2, 2, 7], [1, 3, 0]])       # -1 and 7: outside the entry's rows, zeros
+    params = cc.placeholder("float64", (None, 5, 2), name="params")
+    indices = cc.placeholder("int32", (None, 3), name="indices")
+    picked, same = cc.batch_gather(params, indices), cc.gather(params, indices, batch_dims=1)
+    (slope,) = cc.gradients(cc.reduce_sum(picked * picked), [params])
+    deep = rng.normal(size=(2, 3, 5, 2))
+    deep_picks = rng.integers(0, 5, size=(2, 3, 4))
+    two_levels = cc.gather(cc.constant(deep), cc.constant(deep_picks), batch_dims=2)
+    with Session() as sess:
+        got, got_same, got_slope, got_deep = sess.run([picked, same, slope, two_levels], {params: values, indices: picks})
+    inside = (picks >= 0) & (picks < 5)
+    expected = np.where(inside[..., None], np.take_along_axis(values, np.clip(picks, 0, 4)[..., None], 1), 0.0)
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(got_same, expected)
+    expected_slope = np.zeros_like(values)
+    for b, k in zip(*np.nonzero(inside)):
+        expected_slope[b, picks[b, k]] += 2 * values[b, picks[b, k]]
+    np.testing.assert_allclose(got_slope, expected_slope)
+    np.testing.assert_array_equal(got_deep, np.take_along_axis(deep, deep_picks[..., None], 2))

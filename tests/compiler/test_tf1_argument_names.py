@@ -51,7 +51,7 @@ def test_tf1_names_give_the_same_values(name: str) -> None:
     (lambda x: cc.nn.softmax(x, axis=0, dim=1), "softmax: give axis or its older name dim"),
     (lambda x: cc.argmax(x, 0, dimension=1), "argmax: give axis or its older name dimension"),
     (lambda x: cc.expand_dims(x), "expand_dims: axis is required"),
-    (lambda x: cc.gather(x, [0], batch_dims=1), r"gather: batch_dims=1 is not supported \(only 0\)"),
+    (lambda x: cc.gather(x, [0], batch_dims=1), r"batch_gather: params \(2, 3\) and indices \(1,\) must share 1 leading"),
     (lambda x: cc.where(x > 0.0), r"where\(condition\) with one argument gives the coordinates"),
     (lambda x: cc.split(x, [1, 2], 1, num=3), "split: num=3 but 2 parts are asked for"),
     (lambda x: cc.matmul(x, x, transpose_b=True, adjoint_b=True), "matmul: give transpose_b or adjoint_b, not both"),
