@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import types as _types
 from typing import Any
 
 import numpy as np
@@ -93,6 +94,32 @@ from .ops.elementwise import acos, asin, atan, atan2, realdiv, scalar_mul  # noq
 from .ops.elementwise import where as where_v2  # noqa: F401,E402  (TF1.14's broadcasting where)
 from .ops.nn import log_sigmoid  # noqa: F401,E402
 from . import image, linalg, math, random  # noqa: F401,E402  (tf.image, tf.linalg, tf.math, tf.random)
+from . import regularizers  # noqa: E402
+from .initializers import glorot_normal_initializer as _glorot_normal  # noqa: E402
+from .initializers import glorot_uniform_initializer as _glorot_uniform  # noqa: E402
+from .initializers import variance_scaling_initializer as _variance_scaling  # noqa: E402
+
+
+def _xavier_initializer(uniform: bool = True, seed: int | None = None, dtype: Any = float32) -> Any:
+    """TF1's ``contrib.layers.xavier_initializer``: Glorot's, uniform or (truncated) normal."""
+    return (_glorot_uniform if uniform else _glorot_normal)(seed=seed, dtype=dtype)
+
+
+def _contrib_variance_scaling(factor: float = 2.0, mode: str = "FAN_IN", uniform: bool = False,
+                              seed: int | None = None, dtype: Any = float32) -> Any:
+    """TF1's ``contrib.layers.variance_scaling_initializer`` (He's by default), in ``variance_scaling``'s terms."""
+    return _variance_scaling(scale=factor, mode=mode.lower(),
+                             distribution="uniform" if uniform else "truncated_normal", seed=seed, dtype=dtype)
+
+
+# TF1 scripts' tf.contrib.layers and tf.keras.regularizers spellings of the regularizers and
+# initializers they pass to layers (the rest of contrib and keras is not here).
+contrib = _types.SimpleNamespace(layers=_types.SimpleNamespace(
+    l1_regularizer=regularizers.l1_regularizer, l2_regularizer=regularizers.l2_regularizer,
+    l1_l2_regularizer=regularizers.l1_l2_regularizer, xavier_initializer=_xavier_initializer,
+    variance_scaling_initializer=_contrib_variance_scaling))
+keras = _types.SimpleNamespace(regularizers=_types.SimpleNamespace(
+    l1=regularizers.l1, l2=regularizers.l2, l1_l2=regularizers.l1_l2))
 
 def get_collection(key: str, scope: str | None = None) -> list[Any]:
     """The default graph's collection ``key`` (names matching ``scope`` only, when given), as TF1's."""

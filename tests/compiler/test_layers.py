@@ -286,3 +286,23 @@ def test_conv2d_transpose_layer_grows_as_tf1_and_equals_the_nn_op(padding: str, 
         got, want, got_slope = sess.run([y, direct, slope], {x: values})
     np.testing.assert_allclose(got, want, rtol=1e-12)
     assert got.shape == (2,) + expected[1:] and np.isfinite(got_slope).all() and np.abs(got_slope).sum() > 0
+
+
+def test_tf1_regularizer_and_initializer_spellings_from_contrib_and_keras() -> None:
+    # kernel_regularizer=tf.contrib.layers.l2_regularizer(...) is TF1's usual form: scale * l2_loss(w).
+    with cc.Graph().as_default() as graph:
+        x = cc.placeholder("float64", (None, 3))
+        cc.layers.dense(x, 4, kernel_regularizer=cc.contrib.layers.l2_regularizer(0.1),
+                        kernel_initializer=cc.contrib.layers.xavier_initializer(seed=1), name="a")
+        cc.layers.dense(x, 2, kernel_regularizer=cc.keras.regularizers.l1_l2(0.01, 0.2),
+                        kernel_initializer=cc.contrib.layers.variance_scaling_initializer(seed=2), name="b")
+        penalties = cc.get_collection(cc.GraphKeys.REGULARIZATION_LOSSES)
+        kernels = [graph.get_tensor_by_name("a/kernel:0"), graph.get_tensor_by_name("b/kernel:0")]
+        with pytest.raises(ValueError, match="scale must be a number >= 0"):
+            cc.contrib.layers.l2_regularizer(-1.0)
+    assert len(penalties) == 2
+    with Session(graph) as sess:
+        (first, second), (a, b) = sess.run(penalties), sess.run(kernels)
+    np.testing.assert_allclose(first, 0.1 * np.sum(a ** 2) / 2)
+    np.testing.assert_allclose(second, 0.01 * np.abs(b).sum() + 0.2 * np.sum(b ** 2))
+    assert np.abs(a).max() <= np.sqrt(6.0 / (3 + 4))     # Glorot uniform's limit
