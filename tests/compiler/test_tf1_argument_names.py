@@ -223,5 +223,5 @@ def test_a_tf1_script_ports_with_one_import_line() -> None:
         sess.run(train, {x: np.ones((4, 3)), keep_prob: 1.0})
         with pytest.raises(tf.FeedError, match="made without a shape"):
             sess.run(loss, {x: np.ones((4, 3)), keep_prob: [1.0, 1.0]})
-    with pytest.raises(AttributeError, match="no attribute 'contrib'"):
-        tf.contrib
+    with pytest.raises(AttributeError, match="no attribute 'estimator'"):
+        tf.estimator
