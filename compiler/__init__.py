@@ -37,6 +37,7 @@ from .variable_scope import (AUTO_REUSE, VariableScope, get_local_variable, get_
 from . import layers  # noqa: F401,E402  (built on the ops above)
 from . import debugging, metrics  # noqa: F401,E402
 from .debugging import Print  # noqa: F401,E402
+from .debugging import print_ as print  # noqa: F401,E402,A001  (TF1.15's tf.print)
 from .debugging import (assert_equal, assert_greater, assert_greater_equal, assert_less,  # noqa: F401,E402
                         assert_less_equal, assert_near, assert_negative, assert_non_negative, assert_non_positive,
                         assert_none_equal, assert_positive, assert_rank)

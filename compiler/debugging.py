@@ -22,6 +22,7 @@ broadcast as in the comparison; an assertion over no elements holds.
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -29,7 +30,7 @@ import numpy as np
 
 from . import dtypes
 from .errors import InvalidArgumentError, ShapeError
-from .graph import Annotations, Operation, Tensor, located, user_location
+from .graph import Annotations, Operation, Tensor, get_default_graph, located, user_location
 from .ops.array import identity
 from .ops.base import convert_to_tensor
 from .ops.elementwise import abs, equal, greater, greater_equal, less, less_equal, not_equal
@@ -193,14 +194,26 @@ class PrintSpec:
     message: str
     first_n: int | None
     summarize: int
+    # tf.print's form: the texts and tensors in order (None stands for the next tensor), joined by
+    # ``sep``, ended by ``end``, written to ``stream`` ("stderr" or "stdout").
+    layout: tuple[str | None, ...] | None = None
+    sep: str = " "
+    end: str = "\n"
+    stream: str = "stderr"
 
     def text(self, values: Sequence[Any]) -> str:
+        """The line to write (``end`` included)."""
         def shown(value: Any) -> str:
             flat = np.asarray(value).reshape(-1)
+            if np.ndim(value) == 0 and self.layout is not None:
+                return str(flat[0])
             shown_count = flat.size if self.summarize < 0 else self.summarize
-            head = " ".join(str(v) for v in flat[:shown_count].tolist())
+            head = " ".join(str(v) for v in flat[:shown_count])   # numpy's short forms: 0.1, not 0.10000000149
             return f"[{head}{'...' if flat.size > shown_count else ''}]"
-        return self.message + "".join(shown(value) for value in values)
+        if self.layout is None:
+            return self.message + "".join(shown(value) for value in values) + self.end
+        pending = iter(values)
+        return self.sep.join(part if part is not None else shown(next(pending)) for part in self.layout) + self.end
 
 
 # The Print identities of every graph and what they print (kept on the op itself).
@@ -241,3 +254,41 @@ def Print(input_: Any, data: Sequence[Any], message: str | None = None, first_n:
                                    None if first_n is None or first_n < 0 else int(first_n),
                                    3 if summarize is None else -1 if summarize < 0 else int(summarize))
     return printed
+
+
+def print_(*inputs: Any, output_stream: Any = None, summarize: int | None = 3, sep: str = " ", end: str = "\n",
+           name: str | None = None) -> Operation:
+    """TF1.15's ``tf.print``: an op that writes ``inputs`` (texts as they are, tensors as their
+    values, the first ``summarize`` entries of each) joined by ``sep`` when it runs; run it, or
+    make other ops depend on it (``with cc.control_dependencies([cc.print(...)])``).
+    ``output_stream``: ``sys.stderr`` (the default) or ``sys.stdout``.
+
+    >>> import compiler as cc
+    >>> from runtime import Session
+    >>> loss = cc.constant(0.25)
+    >>> with Session() as sess:
+    ...     sess.run(cc.print("loss:", loss, output_stream=sys.stdout))
+    loss: 0.25
+    """
+    location = user_location()
+    stream = "stderr" if output_stream in (None, sys.stderr) else "stdout" if output_stream is sys.stdout else None
+    if stream is None:
+        raise ValueError(located(f"print: output_stream must be sys.stderr or sys.stdout, got {output_stream!r}",
+                                 location))
+    layout: list[str | None] = []
+    items: list[Tensor] = []
+    for item in inputs:
+        if isinstance(item, str):
+            layout.append(item)
+        else:
+            items.append(convert_to_tensor(item))
+            layout.append(None)
+    graph = items[0].graph if items else get_default_graph()
+    if graph.tracing:
+        raise ValueError(located("print: not available inside a cond branch or a loop body; print what the cond or "
+                                 "loop returns", location))
+    with graph.as_default():
+        marker = identity(convert_to_tensor(np.int32(0)), name=name or "PrintV2")
+    PRINTS[marker.op] = PrintSpec(tuple(items), "", None, -1 if summarize is None or summarize < 0 else int(summarize),
+                                  tuple(layout), sep, end, stream)
+    return marker.op

@@ -584,7 +584,8 @@ class Session:
                 count = self._print_counts.get(op, 0)
                 self._print_counts[op] = count + 1
             if spec.first_n is None or count < spec.first_n:
-                sys.stderr.write(spec.text(values[position:position + len(spec.data)]) + "\n")
+                (sys.stdout if spec.stream == "stdout" else sys.stderr).write(
+                    spec.text(values[position:position + len(spec.data)]))
             position += len(spec.data)
 
     def _remember_repeat(self, fetches: Any, feed_dict: Any, feeds: dict[Tensor, np.ndarray], plan: _Plan,

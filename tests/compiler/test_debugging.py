@@ -186,3 +186,21 @@ def test_print_with_a_negative_summarize_writes_every_entry(graph, capsys) -> No
     with Session() as sess:
         sess.run(y, {x: np.arange(5, dtype="float32")})
     assert capsys.readouterr().err == "all: [0.0 1.0 2.0 3.0 4.0]\n"
+
+
+def test_tf_print_writes_texts_and_values_when_its_op_runs(capsys) -> None:
+    x = cc.placeholder("float32", (None, 3), name="x")
+    loss = cc.reduce_mean(cc.square(x))
+    printed = cc.print("loss:", loss, "x:", x, output_stream=sys.stdout, summarize=2)
+    to_stderr = cc.print("step", cc.constant(7), sep="=", end=";\n")
+    with cc.control_dependencies([printed]):
+        value = cc.identity(loss)
+    assert isinstance(printed, cc.Operation)
+    with Session() as sess:
+        sess.run(value, {x: np.arange(6.0, dtype="float32").reshape(2, 3)})
+        sess.run(to_stderr)
+    captured = capsys.readouterr()
+    assert captured.out == "loss: 9.166667 x: [0.0 1.0...]\n"
+    assert captured.err == "step=7;\n"
+    with pytest.raises(ValueError, match="output_stream must be sys.stderr or sys.stdout"):
+        cc.print("x", output_stream="log.txt")
