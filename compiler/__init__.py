@@ -95,7 +95,7 @@ from .ops.elementwise import acos, asin, atan, atan2, realdiv, scalar_mul  # noq
 from .ops.elementwise import where as where_v2  # noqa: F401,E402  (TF1.14's broadcasting where)
 from .ops.nn import log_sigmoid  # noqa: F401,E402
 from . import image, linalg, math, random  # noqa: F401,E402  (tf.image, tf.linalg, tf.math, tf.random)
-from . import regularizers  # noqa: E402
+from . import distributions, regularizers  # noqa: E402
 from .initializers import glorot_normal_initializer as _glorot_normal  # noqa: E402
 from .initializers import glorot_uniform_initializer as _glorot_uniform  # noqa: E402
 from .initializers import variance_scaling_initializer as _variance_scaling  # noqa: E402
