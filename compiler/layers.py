@@ -400,5 +400,128 @@ def batch_normalization(inputs: Any, axis: int = -1, momentum: float = 0.99, eps
         return output
 
 
+# -- TF1's layer objects: tf.layers.Dense(units)(x) -----------------------------------------------
+
+class Layer:
+    """A layer object (TF1's ``tf.layers.Dense`` and the others): the functional layer's arguments
+    kept, its variables made on the first call and shared by every later one, wherever it is
+    called from (the scope is chosen at the first call, as TF1's ``dense``, ``dense_1``...).
+
+    >>> import compiler as cc
+    >>> with cc.Graph().as_default():
+    ...     layer = cc.layers.Dense(4, activation="relu")
+    ...     first, second = layer(cc.placeholder("float32", (None, 3))), layer(cc.placeholder("float32", (2, 3)))
+    ...     print(first.shape, second.shape, [v.op.name for v in layer.trainable_variables])
+    (None, 4) (2, 4) ['dense/kernel', 'dense/bias']
+    """
+
+    _base = "layer"
+    _has_variables = True
+
+    def __init__(self, *args: Any, name: str | None = None, **kwargs: Any) -> None:
+        self._args, self._kwargs, self.name = args, kwargs, name
+        self._scope: str | None = None    # the full variable scope, from the first call
+
+    def _function(self, inputs: Any, *args: Any, **kwargs: Any) -> Tensor:
+        raise NotImplementedError
+
+    def __call__(self, inputs: Any, training: Any = None) -> Tensor:
+        extra = {} if training is None else {"training": training}
+        if not self._has_variables:
+            return self._function(inputs, *self._args, name=self.name, **self._kwargs, **extra)
+        first = self._scope is None
+        if first:   # choose the scope as the functional layer would, here, and keep it
+            with variable_scope(self.name, default_name=self._base) as scope:
+                self._scope, self._graph = scope.name, get_default_graph()
+        top = _store_top_scope()
+        with variable_scope(top, auxiliary_name_scope=False):   # the kept scope, from wherever this runs
+            return self._function(inputs, *self._args, name=self._scope, reuse=None if first else True,
+                                  **self._kwargs, **extra)
+
+    @property
+    def variables(self) -> list[Any]:
+        """The layer's variables (empty before its first call)."""
+        if self._scope is None:
+            return []
+        prefix = self._scope + "/"
+        return [v for v in self._graph.get_collection(GraphKeys.GLOBAL_VARIABLES) if v.op.name.startswith(prefix)]
+
+    weights = variables
+
+    @property
+    def trainable_variables(self) -> list[Any]:
+        return [v for v in self.variables if v.trainable]
+
+    trainable_weights = trainable_variables
+
+    def _named(self, leaf: str) -> Any:
+        found = [v for v in self.variables if v.op.name == f"{self._scope}/{leaf}"]
+        return found[0] if found else None
+
+    @property
+    def kernel(self) -> Any:
+        return self._named("kernel")
+
+    @property
+    def bias(self) -> Any:
+        return self._named("bias")
+
+    apply = __call__
+
+
+def _store_top_scope() -> Any:
+    from .variable_scope import _store
+    return _store(get_default_graph()).scopes[0]
+
+
+class Dense(Layer):
+    """``tf.layers.Dense(units, activation=None, ...)``: ``dense``'s arguments."""
+    _base = "dense"
+    _function = staticmethod(dense)
+
+
+class Conv2D(Layer):
+    """``tf.layers.Conv2D(filters, kernel_size, ...)``: ``conv2d``'s arguments."""
+    _base = "conv2d"
+    _function = staticmethod(conv2d)
+
+
+class Conv2DTranspose(Layer):
+    """``tf.layers.Conv2DTranspose(filters, kernel_size, ...)``: ``conv2d_transpose``'s arguments."""
+    _base = "conv2d_transpose"
+    _function = staticmethod(conv2d_transpose)
+
+
+class BatchNormalization(Layer):
+    """``tf.layers.BatchNormalization(...)``, called as ``layer(x, training=...)``."""
+    _base = "batch_normalization"
+    _function = staticmethod(batch_normalization)
+
+
+class MaxPooling2D(Layer):
+    """``tf.layers.MaxPooling2D(pool_size, strides, ...)``."""
+    _has_variables = False
+    _function = staticmethod(max_pooling2d)
+
+
+class AveragePooling2D(Layer):
+    """``tf.layers.AveragePooling2D(pool_size, strides, ...)``."""
+    _has_variables = False
+    _function = staticmethod(average_pooling2d)
+
+
+class Flatten(Layer):
+    """``tf.layers.Flatten()``."""
+    _has_variables = False
+    _function = staticmethod(flatten)
+
+
+class Dropout(Layer):
+    """``tf.layers.Dropout(rate, ...)``, called as ``layer(x, training=...)``."""
+    _has_variables = False
+    _function = staticmethod(dropout)
+
+
 __all__: Sequence[str] = ("dense", "conv2d", "max_pooling2d", "average_pooling2d", "flatten", "dropout",
-                          "batch_normalization")
+                          "batch_normalization", "Layer", "Dense", "Conv2D", "Conv2DTranspose", "BatchNormalization",
+                          "MaxPooling2D", "AveragePooling2D", "Flatten", "Dropout")

@@ -306,3 +306,28 @@ def test_tf1_regularizer_and_initializer_spellings_from_contrib_and_keras() -> N
     np.testing.assert_allclose(first, 0.1 * np.sum(a ** 2) / 2)
     np.testing.assert_allclose(second, 0.01 * np.abs(b).sum() + 0.2 * np.sum(b ** 2))
     assert np.abs(a).max() <= np.sqrt(6.0 / (3 + 4))     # Glorot uniform's limit
+
+
+def test_layer_objects_make_their_variables_once_and_share_them_wherever_called() -> None:
+    # TF1's tf.layers.Dense(units)(x): the first call chooses the scope; later calls, from any
+    # scope, use the same variables.
+    graph = cc.Graph()
+    with graph.as_default():
+        x = cc.placeholder("float32", (None, 8, 8, 1), name="x")
+        training = cc.placeholder_with_default(False, (), name="training")
+        conv = cc.layers.Conv2D(4, 3, padding="same", activation=cc.nn.relu)
+        norm, head = cc.layers.BatchNormalization(), cc.layers.Dense(3, name="head")
+        pool, flat, drop = cc.layers.MaxPooling2D(2, 2), cc.layers.Flatten(), cc.layers.Dropout(0.5)
+
+        def model(images: cc.Tensor) -> cc.Tensor:
+            return head(drop(flat(pool(norm(conv(images), training=training))), training=training))
+        with cc.variable_scope("tower"):
+            first = model(x)
+        second = model(x)
+        names = [v.op.name for v in cc.trainable_variables()]
+    assert names == ["tower/conv2d/kernel", "tower/conv2d/bias", "tower/batch_normalization/gamma",
+                     "tower/batch_normalization/beta", "tower/head/kernel", "tower/head/bias"]
+    assert head.kernel.op.name == "tower/head/kernel" and len(norm.variables) == 4 and pool.variables == []
+    with Session(graph) as sess:
+        a, b = sess.run([first, second], {x: np.ones((2, 8, 8, 1), "float32")})
+    np.testing.assert_array_equal(a, b)
