@@ -474,52 +474,24 @@ def _store_top_scope() -> Any:
     return _store(get_default_graph()).scopes[0]
 
 
-class Dense(Layer):
-    """``tf.layers.Dense(units, activation=None, ...)``: ``dense``'s arguments."""
-    _base = "dense"
-    _function = staticmethod(dense)
+def _layer_class(name: str, function: Callable[..., Tensor], base: str | None, doc: str) -> type:
+    """A ``Layer`` subclass calling ``function`` (``base``: the scope's default name; None for a
+    layer without variables)."""
+    return type(name, (Layer,), {"__doc__": doc, "_function": staticmethod(function), "_base": base or "layer",
+                                 "_has_variables": base is not None, "__module__": __name__})
 
 
-class Conv2D(Layer):
-    """``tf.layers.Conv2D(filters, kernel_size, ...)``: ``conv2d``'s arguments."""
-    _base = "conv2d"
-    _function = staticmethod(conv2d)
-
-
-class Conv2DTranspose(Layer):
-    """``tf.layers.Conv2DTranspose(filters, kernel_size, ...)``: ``conv2d_transpose``'s arguments."""
-    _base = "conv2d_transpose"
-    _function = staticmethod(conv2d_transpose)
-
-
-class BatchNormalization(Layer):
-    """``tf.layers.BatchNormalization(...)``, called as ``layer(x, training=...)``."""
-    _base = "batch_normalization"
-    _function = staticmethod(batch_normalization)
-
-
-class MaxPooling2D(Layer):
-    """``tf.layers.MaxPooling2D(pool_size, strides, ...)``."""
-    _has_variables = False
-    _function = staticmethod(max_pooling2d)
-
-
-class AveragePooling2D(Layer):
-    """``tf.layers.AveragePooling2D(pool_size, strides, ...)``."""
-    _has_variables = False
-    _function = staticmethod(average_pooling2d)
-
-
-class Flatten(Layer):
-    """``tf.layers.Flatten()``."""
-    _has_variables = False
-    _function = staticmethod(flatten)
-
-
-class Dropout(Layer):
-    """``tf.layers.Dropout(rate, ...)``, called as ``layer(x, training=...)``."""
-    _has_variables = False
-    _function = staticmethod(dropout)
+Dense = _layer_class("Dense", dense, "dense", "``tf.layers.Dense(units, activation=None, ...)``: ``dense``'s arguments.")
+Conv2D = _layer_class("Conv2D", conv2d, "conv2d", "``tf.layers.Conv2D(filters, kernel_size, ...)``.")
+Conv2DTranspose = _layer_class("Conv2DTranspose", conv2d_transpose, "conv2d_transpose",
+                               "``tf.layers.Conv2DTranspose(filters, kernel_size, ...)``.")
+BatchNormalization = _layer_class("BatchNormalization", batch_normalization, "batch_normalization",
+                                  "``tf.layers.BatchNormalization(...)``, called as ``layer(x, training=...)``.")
+MaxPooling2D = _layer_class("MaxPooling2D", max_pooling2d, None, "``tf.layers.MaxPooling2D(pool_size, strides, ...)``.")
+AveragePooling2D = _layer_class("AveragePooling2D", average_pooling2d, None,
+                                "``tf.layers.AveragePooling2D(pool_size, strides, ...)``.")
+Flatten = _layer_class("Flatten", flatten, None, "``tf.layers.Flatten()``.")
+Dropout = _layer_class("Dropout", dropout, None, "``tf.layers.Dropout(rate, ...)``, called as ``layer(x, training=...)``.")
 
 
 __all__: Sequence[str] = ("dense", "conv2d", "max_pooling2d", "average_pooling2d", "flatten", "dropout",
