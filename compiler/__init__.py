@@ -46,7 +46,8 @@ from .graph import (Dimension, Graph, GraphKeys, Operation, SourceLocation, Tens
 from .ops.selection import where_rows as where  # noqa: F401  (TF1's where: a vector condition picks rows)
 from .ops.array import (element_count, expand_dims, identity, one_hot, ones_like, rank, reshape,  # noqa: F401
                         reshape_like, shape, size, squeeze, stop_gradient, transpose, zeros_like)
-from .ops.base import constant, convert_to_tensor, literal_as  # noqa: F401
+from .ops.base import constant, convert_to_tensor  # noqa: F401
+from .ops.base import literal_as as _literal_as
 from .ops.broadcast import broadcast_like, broadcast_to, sum_to  # noqa: F401
 from .ops.creation import (diag, eye, fill, linspace, matrix_band_part, matrix_diag, matrix_diag_part,  # noqa: F401
                            matrix_set_diag, ones, sequence_mask, trace, zeros)
@@ -96,29 +97,15 @@ from .ops.elementwise import where as where_v2  # noqa: F401,E402  (TF1.14's bro
 from .ops.nn import log_sigmoid  # noqa: F401,E402
 from . import image, linalg, math, random  # noqa: F401,E402  (tf.image, tf.linalg, tf.math, tf.random)
 from . import distributions, regularizers  # noqa: E402
-from .initializers import glorot_normal_initializer as _glorot_normal  # noqa: E402
-from .initializers import glorot_uniform_initializer as _glorot_uniform  # noqa: E402
-from .initializers import variance_scaling_initializer as _variance_scaling  # noqa: E402
-
-
-def _xavier_initializer(uniform: bool = True, seed: int | None = None, dtype: Any = float32) -> Any:
-    """TF1's ``contrib.layers.xavier_initializer``: Glorot's, uniform or (truncated) normal."""
-    return (_glorot_uniform if uniform else _glorot_normal)(seed=seed, dtype=dtype)
-
-
-def _contrib_variance_scaling(factor: float = 2.0, mode: str = "FAN_IN", uniform: bool = False,
-                              seed: int | None = None, dtype: Any = float32) -> Any:
-    """TF1's ``contrib.layers.variance_scaling_initializer`` (He's by default), in ``variance_scaling``'s terms."""
-    return _variance_scaling(scale=factor, mode=mode.lower(),
-                             distribution="uniform" if uniform else "truncated_normal", seed=seed, dtype=dtype)
+from .initializers import contrib_variance_scaling_initializer, xavier_initializer  # noqa: E402
 
 
 # TF1 scripts' tf.contrib.layers and tf.keras.regularizers spellings of the regularizers and
 # initializers they pass to layers (the rest of contrib and keras is not here).
 contrib = _types.SimpleNamespace(layers=_types.SimpleNamespace(
     l1_regularizer=regularizers.l1_regularizer, l2_regularizer=regularizers.l2_regularizer,
-    l1_l2_regularizer=regularizers.l1_l2_regularizer, xavier_initializer=_xavier_initializer,
-    variance_scaling_initializer=_contrib_variance_scaling))
+    l1_l2_regularizer=regularizers.l1_l2_regularizer, xavier_initializer=xavier_initializer,
+    variance_scaling_initializer=contrib_variance_scaling_initializer))
 keras = _types.SimpleNamespace(regularizers=_types.SimpleNamespace(
     l1=regularizers.l1, l2=regularizers.l2, l1_l2=regularizers.l1_l2))
 
@@ -160,7 +147,7 @@ def _binary(function: Any, reflected: bool = False) -> Any:
     an integer that does not fit, is an error, as for Python numbers)."""
     def operands(self: Tensor, other: Any) -> Any:
         if isinstance(other, (np.ndarray, np.generic)) and other.dtype.kind in "biuf":
-            other = literal_as(other, self.dtype, function.__name__)
+            other = _literal_as(other, self.dtype, function.__name__)
         return other
     if reflected:
         return lambda self, other: function(operands(self, other), self)

@@ -305,6 +305,19 @@ class uniform_unit_scaling_initializer(Initializer):  # noqa: N801
         return draws.astype(_float_dtype(dtype, self.dtype, "uniform_unit_scaling_initializer"))
 
 
+def xavier_initializer(uniform: bool = True, seed: int | None = None, dtype: Any = dtypes.float32) -> Initializer:
+    """TF1's ``contrib.layers.xavier_initializer``: Glorot's, uniform or (truncated) normal."""
+    return (glorot_uniform_initializer if uniform else glorot_normal_initializer)(seed=seed, dtype=dtype)
+
+
+def contrib_variance_scaling_initializer(factor: float = 2.0, mode: str = "FAN_IN", uniform: bool = False,
+                                         seed: int | None = None, dtype: Any = dtypes.float32) -> Initializer:
+    """TF1's ``contrib.layers.variance_scaling_initializer`` (He's by default) as ``variance_scaling``."""
+    return variance_scaling_initializer(scale=factor, mode=mode.lower(),
+                                        distribution="uniform" if uniform else "truncated_normal", seed=seed,
+                                        dtype=dtype)
+
+
 # TF1's short names (``tf.initializers.zeros``, ...): the same classes.
 zeros = zeros_initializer
 ones = ones_initializer

@@ -30,7 +30,7 @@ from .ops.conv import avg_pool, conv2d as _conv2d, max_pool
 from .ops.elementwise import maximum, where
 from .ops.linalg import matmul
 from .ops.state import assign_sub, group
-from .variable_scope import get_variable, variable_scope
+from .variable_scope import get_variable, top_variable_scope, variable_scope
 from .shapes import format_shape
 
 
@@ -433,8 +433,8 @@ class Layer:
         if first:   # choose the scope as the functional layer would, here, and keep it
             with variable_scope(self.name, default_name=self._base) as scope:
                 self._scope, self._graph = scope.name, get_default_graph()
-        top = _store_top_scope()
-        with variable_scope(top, auxiliary_name_scope=False):   # the kept scope, from wherever this runs
+        # the kept scope, from wherever this runs
+        with variable_scope(top_variable_scope(), auxiliary_name_scope=False):
             return self._function(inputs, *self._args, name=self._scope, reuse=None if first else True,
                                   **self._kwargs, **extra)
 
@@ -467,11 +467,6 @@ class Layer:
         return self._named("bias")
 
     apply = __call__
-
-
-def _store_top_scope() -> Any:
-    from .variable_scope import _store
-    return _store(get_default_graph()).scopes[0]
 
 
 def _layer_class(name: str, function: Callable[..., Tensor], base: str | None, doc: str) -> type:

@@ -107,6 +107,11 @@ def _wrapped_getter(custom_getter: Callable[..., Any], enclosing: Callable[..., 
     return wrapped
 
 
+def top_variable_scope(graph: Graph | None = None) -> VariableScope:
+    """The graph's outermost variable scope (named "", whatever scopes are open)."""
+    return _store(graph or get_default_graph()).scopes[0]
+
+
 def get_variable_scope() -> VariableScope:
     """The innermost open variable scope of the default graph (the root scope, named "", outside
     any)."""
